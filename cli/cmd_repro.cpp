@@ -1,0 +1,86 @@
+// parity repro run DIR | parity repro show DIR
+#include <iostream>
+
+#include "cli/commands.h"
+#include "repro/graph_json.h"
+#include "repro/repro_dir.h"
+#include "verifier/run_repro.h"
+
+namespace parity::cli {
+
+namespace {
+
+struct ReproRunArgs {
+  std::string dir;
+  std::string backend = "eager";
+  std::string dtype;
+  std::string device = "cpu";
+  double tol = 1e-4;
+  bool equal_nan = false;
+  bool cosine = false;
+  bool no_fp64 = false;
+  bool json = false;
+};
+
+int RunReproRun(const ReproRunArgs& a) {
+  ReproDir repro = Unwrap(ReproDir::Load(a.dir));
+  verifier::RunReproOptions o;
+  o.backend = a.backend;
+  if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
+  try {
+    o.device = c10::Device(a.device);
+  } catch (const std::exception&) {
+    throw Failure{Error::BadInput("--device \"" + a.device + "\" is not a device")};
+  }
+  o.same.tol = a.tol;
+  o.same.equal_nan = a.equal_nan;
+  o.same.cos_similarity = a.cosine;
+  o.fp64_reference = !a.no_fp64;
+  auto report = Unwrap(verifier::RunRepro(repro, o));
+  std::cout << (a.json ? report.ToJson().dump(2) + "\n" : report.ToText());
+  return report.pass ? 0 : 1;
+}
+
+struct ReproShowArgs {
+  std::string dir;
+  bool stack_traces = false;
+};
+
+int RunReproShow(const ReproShowArgs& a) {
+  ReproDir repro = Unwrap(ReproDir::Load(a.dir));
+  const Manifest& m = repro.manifest();
+  std::cout << "# model " << m.model << " (" << m.mode << ", " << m.dtype << ", " << m.device << "), torch "
+            << m.torch_version << ", " << m.producer << "\n";
+  if (m.backend) std::cout << "# backend " << *m.backend << " " << m.backend_options.dump() << "\n";
+  if (!m.failure.is_null()) std::cout << "# failure " << m.failure.dump() << "\n";
+  for (const GraphEntry& g : repro.graphs()) std::cout << ir::GraphToText(g.graph, a.stack_traces);
+  return 0;
+}
+
+}  // namespace
+
+void set_repro_command(CLI::App& app, int& exit_code) {
+  CLI::App* repro = app.add_subcommand("repro", "Work with a repro dir (manifest, graphs, tensors)");
+  repro->require_subcommand(1);
+
+  auto run_args = std::make_shared<ReproRunArgs>();
+  CLI::App* run = repro->add_subcommand("run", "Run a repro dir and compare with the outputs stored at capture");
+  run->add_option("dir", run_args->dir, "repro dir")->required();
+  run->add_option("--backend", run_args->backend, "backend to run (eager)");
+  run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
+  run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ...");
+  run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)");
+  run->add_flag("--equal-nan", run_args->equal_nan, "NaNs in the same places compare equal");
+  run->add_flag("--cosine", run_args->cosine, "compare by cosine similarity");
+  run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");
+  run->add_flag("--json", run_args->json, "print the report as JSON");
+  run->callback([run_args, &exit_code] { exit_code = RunReproRun(*run_args); });
+
+  auto show_args = std::make_shared<ReproShowArgs>();
+  CLI::App* show = repro->add_subcommand("show", "Print the graphs of a repro dir in readable form");
+  show->add_option("dir", show_args->dir, "repro dir")->required();
+  show->add_flag("--stack-traces", show_args->stack_traces, "print each node's source stack trace");
+  show->callback([show_args, &exit_code] { exit_code = RunReproShow(*show_args); });
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,22 @@
+// One file per subcommand: set_<name>_command declares its options and binds a callback that
+// calls a plain run function. Callbacks report a verdict through `exit_code` (0 pass, 1 fail)
+// and throw parity::Failure for errors; main() maps those to exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "util/status.h"
+
+namespace parity::cli {
+
+void set_repro_command(CLI::App& app, int& exit_code);
+void set_compare_command(CLI::App& app, int& exit_code);
+
+// Throws Failure when `e` holds an error, else returns the value.
+template <typename T>
+T Unwrap(Expected<T> e) {
+  if (!e.ok()) throw Failure{e.error()};
+  return std::move(e).value();
+}
+
+}  // namespace parity::cli

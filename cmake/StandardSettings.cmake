@@ -1,0 +1,18 @@
+# Warning and sanitizer settings as INTERFACE targets, linked to parity's own code only.
+add_library(parity_warnings INTERFACE)
+target_compile_options(parity_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+option(PARITY_WERROR "Treat warnings as errors (dev and CI)" OFF)
+if(PARITY_WERROR)
+  target_compile_options(parity_warnings INTERFACE -Werror)
+endif()
+
+add_library(parity_sanitizers INTERFACE)
+option(PARITY_SANITIZE "Build with address and undefined-behaviour sanitizers" OFF)
+if(PARITY_SANITIZE)
+  target_compile_options(parity_sanitizers INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer)
+  target_link_options(parity_sanitizers INTERFACE -fsanitize=address,undefined)
+endif()
+option(PARITY_GLIBCXX_ASSERTIONS "Enable libstdc++ assertions" OFF)
+if(PARITY_GLIBCXX_ASSERTIONS)
+  target_compile_definitions(parity_sanitizers INTERFACE _GLIBCXX_ASSERTIONS)
+endif()

@@ -1,0 +1,56 @@
+# Finds libtorch inside the torch wheel of a Python interpreter and exposes it as the
+# imported target `parity_torch`.
+#
+# Contract: we never call find_package(Torch). For a CUDA wheel that package looks for the
+# CUDA toolkit (nvcc); a user's machine may not have one. parity only needs the headers and the
+# shared libraries; CUDA kernels are reached through the dispatcher, so linking libtorch_cuda
+# (when the wheel has it) is enough to run on a GPU.
+#
+# Inputs:  PARITY_PYTHON (cache path, default <source>/.venv/bin/python)
+# Outputs: parity_torch target, PARITY_TORCH_VERSION, PARITY_TORCH_HAS_CUDA
+
+set(PARITY_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+    "Python interpreter whose torch wheel provides libtorch")
+
+execute_process(
+  COMMAND "${PARITY_PYTHON}" -c
+    "import os, torch; d=os.path.dirname(torch.__file__); print(d); print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None))"
+  OUTPUT_VARIABLE _tw_out
+  RESULT_VARIABLE _tw_rc
+  ERROR_VARIABLE _tw_err
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _tw_rc EQUAL 0)
+  message(FATAL_ERROR "parity: cannot import torch with ${PARITY_PYTHON}: ${_tw_err}\n"
+                      "Run ./setup.sh first, or pass -DPARITY_PYTHON=/path/to/python.")
+endif()
+string(REPLACE "\n" ";" _tw_lines "${_tw_out}")
+list(GET _tw_lines 0 PARITY_TORCH_DIR)
+list(GET _tw_lines 1 PARITY_TORCH_VERSION)
+list(GET _tw_lines 2 _tw_abi)
+list(GET _tw_lines 3 PARITY_TORCH_HAS_CUDA)
+
+foreach(_hdr c10/core/TensorImpl.h torch/csrc/autograd/variable.h ATen/core/dispatch/Dispatcher.h)
+  if(NOT EXISTS "${PARITY_TORCH_DIR}/include/${_hdr}")
+    message(FATAL_ERROR "parity: the torch wheel at ${PARITY_TORCH_DIR} lacks include/${_hdr}; "
+                        "this build of torch cannot be used from C++ (see docs/setup.md).")
+  endif()
+endforeach()
+
+set(_tw_libs)
+foreach(_lib torch torch_cpu c10 torch_cuda c10_cuda)
+  set(_path "${PARITY_TORCH_DIR}/lib/lib${_lib}.so")
+  if(EXISTS "${_path}")
+    list(APPEND _tw_libs "${_path}")
+  endif()
+endforeach()
+
+add_library(parity_torch INTERFACE)
+target_include_directories(parity_torch SYSTEM INTERFACE
+  "${PARITY_TORCH_DIR}/include"
+  "${PARITY_TORCH_DIR}/include/torch/csrc/api/include")
+target_compile_definitions(parity_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${_tw_abi})
+# --no-as-needed: libtorch_cuda registers its kernels from static initialisers; nothing
+# references it by symbol, so an as-needed link would drop it.
+target_link_options(parity_torch INTERFACE "LINKER:--no-as-needed" "LINKER:-rpath,${PARITY_TORCH_DIR}/lib")
+target_link_libraries(parity_torch INTERFACE ${_tw_libs})
+message(STATUS "parity: torch ${PARITY_TORCH_VERSION} at ${PARITY_TORCH_DIR} (cuda=${PARITY_TORCH_HAS_CUDA})")

@@ -1,0 +1,427 @@
+#include "interpreter/interpreter.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/jit_type.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <set>
+#include <sstream>
+
+namespace parity::interp {
+
+namespace {
+
+using ir::Arg;
+using ir::Node;
+using ir::NodeKind;
+
+// How one stack slot is produced at run time.
+struct Operand {
+  enum class Kind {
+    kConst,          // `constant`
+    kDtype,          // `constant` is a ScalarType; float64 mode widens floating ones
+    kDevice,         // `constant` is a Device; replaced by the run's device
+    kNode,           // the value of node `refs[0]`
+    kTensorList,     // Tensor[] gathered from `refs`
+    kOptTensorList,  // Tensor?[] gathered from `refs` (-1 = None)
+  };
+  Kind kind = Kind::kConst;
+  c10::IValue constant;
+  std::vector<int> refs;
+};
+
+enum class StepKind { kInput, kAttr, kOp, kGetItem, kOutput };
+
+struct Step {
+  StepKind kind;
+  const Node* node = nullptr;
+  std::optional<c10::OperatorHandle> op;
+  std::vector<Operand> operands;
+  size_t num_returns = 0;
+  int64_t item = 0;                  // getitem index
+  std::vector<int> frees;            // node indices whose values die after this step
+};
+
+bool IsFloatingDtype(c10::ScalarType t) {
+  return t == c10::kFloat || t == c10::kHalf || t == c10::kBFloat16 || t == c10::kDouble;
+}
+
+std::string Describe(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::kNone: return "None";
+    case Arg::Kind::kBool: return "a bool";
+    case Arg::Kind::kInt: return "an int";
+    case Arg::Kind::kFloat: return "a float";
+    case Arg::Kind::kString: return "a string";
+    case Arg::Kind::kNode: return "node %" + a.node->name();
+    case Arg::Kind::kList: return "a list";
+    case Arg::Kind::kDtype: return "a dtype";
+    case Arg::Kind::kDevice: return "a device";
+    case Arg::Kind::kLayout: return "a layout";
+    case Arg::Kind::kMemoryFormat: return "a memory_format";
+  }
+  return "?";
+}
+
+class OperandBuilder {
+ public:
+  OperandBuilder(std::string where) : where_(std::move(where)) {}
+
+  Expected<Operand> Build(const c10::Argument& schema_arg, const Arg& a) {
+    arg_name_ = schema_arg.name();
+    return Convert(schema_arg.real_type(), a, schema_arg.N());
+  }
+
+ private:
+  Error Mismatch(const c10::TypePtr& type, const Arg& a) const {
+    return Error::BadInput(where_ + ": argument \"" + arg_name_ + "\": expected " + type->str() + ", got " + Describe(a));
+  }
+
+  static Operand Const(c10::IValue v) {
+    Operand o;
+    o.constant = std::move(v);
+    return o;
+  }
+
+  Expected<Operand> Convert(const c10::TypePtr& type, const Arg& a, std::optional<int32_t> n) {
+    using K = c10::TypeKind;
+    switch (type->kind()) {
+      case K::OptionalType:
+        if (a.kind == Arg::Kind::kNone) return Const(c10::IValue());
+        return Convert(type->castRaw<c10::OptionalType>()->getElementType(), a, n);
+      case K::TensorType:
+        if (a.kind == Arg::Kind::kNode) {
+          Operand o;
+          o.kind = Operand::Kind::kNode;
+          o.refs = {static_cast<int>(a.node->index())};
+          return o;
+        }
+        // A Python number in a Tensor position: a wrapped-number 0-dim tensor, as torch does.
+        if (a.kind == Arg::Kind::kInt || a.kind == Arg::Kind::kFloat || a.kind == Arg::Kind::kBool) {
+          at::Tensor t = a.kind == Arg::Kind::kInt     ? at::scalar_tensor(a.i, at::kLong)
+                         : a.kind == Arg::Kind::kFloat ? at::scalar_tensor(a.f, at::kDouble)
+                                                       : at::scalar_tensor(a.b, at::kBool);
+          t.unsafeGetTensorImpl()->set_wrapped_number(true);
+          return Const(t);
+        }
+        return Mismatch(type, a);
+      case K::ListType: {
+        const c10::TypePtr& elem = type->castRaw<c10::ListType>()->getElementType();
+        if (elem->kind() == K::TensorType || (elem->kind() == K::OptionalType &&
+                                               elem->castRaw<c10::OptionalType>()->getElementType()->kind() == K::TensorType)) {
+          const bool optional = elem->kind() == K::OptionalType;
+          if (a.kind != Arg::Kind::kList) return Mismatch(type, a);
+          Operand o;
+          o.kind = optional ? Operand::Kind::kOptTensorList : Operand::Kind::kTensorList;
+          for (const auto& x : a.list) {
+            if (x.kind == Arg::Kind::kNode) o.refs.push_back(static_cast<int>(x.node->index()));
+            else if (optional && x.kind == Arg::Kind::kNone) o.refs.push_back(-1);
+            else return Mismatch(type, a);
+          }
+          return o;
+        }
+        std::vector<Arg> items;
+        if (a.kind == Arg::Kind::kList) items = a.list;
+        else if (n && (a.kind == Arg::Kind::kInt || a.kind == Arg::Kind::kBool || a.kind == Arg::Kind::kFloat))
+          items.assign(static_cast<size_t>(*n), a);  // int[2] stride=1 means [1, 1]
+        else return Mismatch(type, a);
+        switch (elem->kind()) {
+          case K::IntType:
+          case K::SymIntType: {
+            c10::List<int64_t> l;
+            for (const auto& x : items) {
+              if (x.kind != Arg::Kind::kInt) return Mismatch(type, a);
+              l.push_back(x.i);
+            }
+            return Const(l);
+          }
+          case K::FloatType: {
+            c10::List<double> l;
+            for (const auto& x : items) {
+              if (x.kind == Arg::Kind::kFloat) l.push_back(x.f);
+              else if (x.kind == Arg::Kind::kInt) l.push_back(static_cast<double>(x.i));
+              else return Mismatch(type, a);
+            }
+            return Const(l);
+          }
+          case K::BoolType: {
+            c10::List<bool> l;
+            for (const auto& x : items) {
+              if (x.kind != Arg::Kind::kBool) return Mismatch(type, a);
+              l.push_back(x.b);
+            }
+            return Const(l);
+          }
+          default:
+            return Error::Unsupported(where_ + ": argument \"" + arg_name_ + "\": list type " + type->str() +
+                                      " is not supported");
+        }
+      }
+      case K::IntType:
+      case K::SymIntType:
+        if (a.kind == Arg::Kind::kInt) return Const(a.i);
+        return Mismatch(type, a);
+      case K::FloatType:
+      case K::SymFloatType:
+        if (a.kind == Arg::Kind::kFloat) return Const(a.f);
+        if (a.kind == Arg::Kind::kInt) return Const(static_cast<double>(a.i));
+        return Mismatch(type, a);
+      case K::BoolType:
+      case K::SymBoolType:
+        if (a.kind == Arg::Kind::kBool) return Const(a.b);
+        return Mismatch(type, a);
+      case K::NumberType:
+        if (a.kind == Arg::Kind::kInt) return Const(c10::Scalar(a.i));
+        if (a.kind == Arg::Kind::kFloat) return Const(c10::Scalar(a.f));
+        if (a.kind == Arg::Kind::kBool) return Const(c10::Scalar(a.b));
+        return Mismatch(type, a);
+      case K::StringType:
+        if (a.kind == Arg::Kind::kString) return Const(a.s);
+        return Mismatch(type, a);
+      case K::ScalarTypeType:
+        if (a.kind == Arg::Kind::kDtype) {
+          Operand o = Const(a.dtype);
+          o.kind = Operand::Kind::kDtype;
+          return o;
+        }
+        return Mismatch(type, a);
+      case K::LayoutType:
+        if (a.kind == Arg::Kind::kLayout) return Const(a.layout);
+        return Mismatch(type, a);
+      case K::MemoryFormatType:
+        if (a.kind == Arg::Kind::kMemoryFormat) return Const(a.memory_format);
+        return Mismatch(type, a);
+      case K::DeviceObjType:
+        if (a.kind == Arg::Kind::kDevice) {
+          Operand o = Const(a.device);
+          o.kind = Operand::Kind::kDevice;
+          return o;
+        }
+        return Mismatch(type, a);
+      case K::GeneratorType:
+        if (a.kind == Arg::Kind::kNone) return Const(c10::IValue());
+        return Mismatch(type, a);
+      default:
+        return Error::Unsupported(where_ + ": argument \"" + arg_name_ + "\": type " + type->str() +
+                                  " is not supported by the interpreter");
+    }
+  }
+
+  std::string where_;
+  std::string arg_name_;
+};
+
+std::string ErrorText(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+}  // namespace
+
+struct Program::Impl {
+  const ir::Graph* graph = nullptr;
+  std::vector<Step> steps;  // one per node, same index
+  size_t num_ops = 0;
+};
+
+Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Program::Program(Program&&) noexcept = default;
+Program& Program::operator=(Program&&) noexcept = default;
+Program::~Program() = default;
+const ir::Graph& Program::graph() const { return *impl_->graph; }
+size_t Program::num_ops() const { return impl_->num_ops; }
+
+at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options) {
+  at::Tensor out = t;
+  if (options.float_dtype && IsFloatingDtype(t.scalar_type()) && t.scalar_type() != *options.float_dtype)
+    out = out.to(*options.float_dtype);
+  if (out.device() != options.device) out = out.to(options.device);
+  return out;
+}
+
+Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& where) {
+  PARITY_RETURN_IF_ERROR(graph.Lint());
+  auto impl = std::make_unique<Impl>();
+  impl->graph = &graph;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const Node* n : graph.nodes()) {
+    Step s;
+    s.node = n;
+    const std::string nw = where + ": node \"" + n->name() + "\"";
+    switch (n->kind()) {
+      case NodeKind::kPlaceholder: s.kind = StepKind::kInput; break;
+      case NodeKind::kGetAttr: s.kind = StepKind::kAttr; break;
+      case NodeKind::kOutput: {
+        s.kind = StepKind::kOutput;
+        for (const Node* in : n->Inputs()) s.operands.push_back({Operand::Kind::kNode, {}, {static_cast<int>(in->index())}});
+        break;
+      }
+      case NodeKind::kCallFunction: {
+        if (n->target() == ir::kGetItem) {
+          s.kind = StepKind::kGetItem;
+          s.operands.push_back({Operand::Kind::kNode, {}, {static_cast<int>(n->args[0].node->index())}});
+          s.item = n->args[1].i;
+          break;
+        }
+        s.kind = StepKind::kOp;
+        auto [opname, overload] = n->OperatorName();
+        auto handle = dispatcher.findSchema({opname, overload});
+        if (!handle) {
+          return Error::BadInput(nw + ": unknown op \"" + n->target() + "\" (no such operator is registered with the dispatcher)");
+        }
+        const c10::FunctionSchema& schema = handle->schema();
+        const std::string ow = nw + " (" + n->target() + ")";
+        const auto& sargs = schema.arguments();
+        if (n->args.size() > sargs.size())
+          return Error::BadInput(ow + ": " + std::to_string(n->args.size()) + " positional arguments, the schema takes " +
+                                 std::to_string(sargs.size()) + ": " + c10::toString(schema));
+        std::map<std::string, const Arg*> kw;
+        for (const auto& [k, v] : n->kwargs) {
+          auto it = std::find_if(sargs.begin(), sargs.end(), [&](const c10::Argument& sa) { return sa.name() == k; });
+          if (it == sargs.end())
+            return Error::BadInput(ow + ": unknown keyword argument \"" + k + "\" for schema " + c10::toString(schema));
+          if (static_cast<size_t>(it - sargs.begin()) < n->args.size())
+            return Error::BadInput(ow + ": argument \"" + k + "\" given both positionally and by keyword");
+          kw[k] = &v;
+        }
+        OperandBuilder builder(ow);
+        for (size_t k = 0; k < sargs.size(); ++k) {
+          const c10::Argument& sa = sargs[k];
+          const Arg* given = k < n->args.size() ? &n->args[k] : nullptr;
+          if (!given) {
+            auto it = kw.find(sa.name());
+            if (it != kw.end()) given = it->second;
+          }
+          if (!given) {
+            if (!sa.default_value())
+              return Error::BadInput(ow + ": required argument \"" + sa.name() + "\" is missing");
+            Operand o;
+            o.constant = *sa.default_value();
+            // A defaulted dtype/device still follows the run's float64 mode and device.
+            s.operands.push_back(std::move(o));
+            continue;
+          }
+          auto o = builder.Build(sa, *given);
+          if (!o.ok()) return o.error();
+          s.operands.push_back(std::move(*o));
+        }
+        s.num_returns = schema.returns().size();
+        s.op = *handle;
+        ++impl->num_ops;
+        break;
+      }
+    }
+    impl->steps.push_back(std::move(s));
+  }
+  // Liveness: a value dies after the last step that reads it; outputs never die.
+  std::vector<int> last_use(impl->steps.size(), -1);
+  for (size_t i = 0; i < impl->steps.size(); ++i)
+    for (const auto& o : impl->steps[i].operands)
+      for (int r : o.refs)
+        if (r >= 0) last_use[r] = static_cast<int>(i);
+  const int out_index = static_cast<int>(impl->steps.size()) - 1;
+  for (size_t v = 0; v < last_use.size(); ++v)
+    if (last_use[v] >= 0 && last_use[v] != out_index) impl->steps[last_use[v]].frees.push_back(static_cast<int>(v));
+  return Program(std::move(impl));
+}
+
+Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs, const RunOptions& options) const {
+  std::optional<c10::InferenceMode> inference;
+  if (!options.grad) inference.emplace();
+  const auto& steps = impl_->steps;
+  std::vector<c10::IValue> frame(steps.size());
+  std::vector<char> keep(steps.size(), options.record_all ? 1 : 0);
+  for (const auto& name : options.record) {
+    const Node* n = impl_->graph->Find(name);
+    if (!n) return Error::BadInput("record: no node named \"" + name + "\" in graph \"" + impl_->graph->name() + "\"");
+    keep[n->index()] = 1;
+  }
+  RunResult result;
+  auto materialize = [&](const Operand& o) -> c10::IValue {
+    switch (o.kind) {
+      case Operand::Kind::kConst: return o.constant;
+      case Operand::Kind::kDtype: {
+        auto t = static_cast<c10::ScalarType>(o.constant.toInt());
+        if (options.float_dtype && IsFloatingDtype(t)) t = *options.float_dtype;
+        return t;
+      }
+      case Operand::Kind::kDevice: return options.device;
+      case Operand::Kind::kNode: return frame[o.refs[0]];
+      case Operand::Kind::kTensorList: {
+        c10::List<at::Tensor> l;
+        l.reserve(o.refs.size());
+        for (int r : o.refs) l.push_back(frame[r].toTensor());
+        return l;
+      }
+      case Operand::Kind::kOptTensorList: {
+        c10::List<std::optional<at::Tensor>> l;
+        l.reserve(o.refs.size());
+        for (int r : o.refs) l.push_back(r < 0 ? std::optional<at::Tensor>() : std::optional<at::Tensor>(frame[r].toTensor()));
+        return l;
+      }
+    }
+    return {};
+  };
+
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const Node& n = *s.node;
+    try {
+      switch (s.kind) {
+        case StepKind::kInput: {
+          auto it = inputs.find(n.name());
+          if (it == inputs.end()) return Error::BadInput("graph \"" + impl_->graph->name() + "\": no input for placeholder \"" + n.name() + "\"");
+          frame[i] = PrepareTensor(it->second, options);
+          break;
+        }
+        case StepKind::kAttr: {
+          auto it = attrs.find(n.target());
+          if (it == attrs.end()) return Error::BadInput("graph \"" + impl_->graph->name() + "\": no tensor for get_attr \"" + n.target() + "\"");
+          frame[i] = PrepareTensor(it->second, options);
+          break;
+        }
+        case StepKind::kGetItem: {
+          const c10::IValue& v = frame[s.operands[0].refs[0]];
+          if (v.isTuple()) {
+            const auto& el = v.toTupleRef().elements();
+            if (s.item < 0 || static_cast<size_t>(s.item) >= el.size()) return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
+            frame[i] = el[s.item];
+          } else if (v.isList()) {
+            auto l = v.toListRef();
+            if (s.item < 0 || static_cast<size_t>(s.item) >= l.size()) return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
+            frame[i] = l[s.item];
+          } else {
+            return Error::Runtime("node \"" + n.name() + "\": getitem on a value that is not a tuple or list");
+          }
+          break;
+        }
+        case StepKind::kOp: {
+          torch::jit::Stack stack;
+          stack.reserve(s.operands.size());
+          for (const auto& o : s.operands) stack.push_back(materialize(o));
+          s.op->callBoxed(stack);
+          if (s.num_returns == 1) frame[i] = std::move(stack[0]);
+          else frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+          if (options.hook) {
+            Status st = options.hook(n, frame[i]);
+            if (!st.ok()) return st.error();
+          }
+          break;
+        }
+        case StepKind::kOutput: {
+          for (const auto& o : s.operands) result.outputs.push_back(frame[o.refs[0]]);
+          break;
+        }
+      }
+    } catch (const std::exception& e) {
+      return Error::Runtime("node \"" + n.name() + "\" (" + n.target() + "): " + ErrorText(e));
+    }
+    if (keep[i]) result.values[n.name()] = frame[i];
+    for (int v : s.frees) frame[v] = c10::IValue();
+  }
+  return result;
+}
+
+}  // namespace parity::interp

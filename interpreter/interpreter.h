@@ -1,0 +1,74 @@
+// The eager reference: runs a graph's ATen ops through the c10 dispatcher, by schema.
+//
+// Program::Compile resolves every call_function node to an operator handle once and converts
+// its constant arguments to IValues by the schema's argument types (defaults and kwargs filled
+// from the schema), so a run only gathers node values and calls the kernel. Per-run state lives
+// in a frame local to Run, so one Program can run concurrently. Values are released after their
+// last use unless recorded; recording keeps references, never copies.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "repro/graph.h"
+#include "util/status.h"
+
+namespace parity::interp {
+
+using TensorMap = std::map<std::string, at::Tensor>;
+
+// Called after each op node with its value; may replace the value (fault injection) or return
+// an error (which aborts the run with that error).
+using NodeHook = std::function<Status(const ir::Node& node, c10::IValue& value)>;
+
+struct RunOptions {
+  c10::Device device{c10::kCPU};
+  // When set, floating inputs, parameters and floating dtype arguments become this dtype
+  // (kDouble gives the fp64 reference); integer and bool data is untouched.
+  std::optional<c10::ScalarType> float_dtype;
+  // Run with autograd (train mode). When false the run is under c10::InferenceMode.
+  bool grad = false;
+  bool record_all = false;
+  std::vector<std::string> record;  // names of nodes whose values to keep
+  NodeHook hook;
+};
+
+struct RunResult {
+  std::vector<c10::IValue> outputs;                       // in output order
+  std::unordered_map<std::string, c10::IValue> values;    // recorded node values
+};
+
+class Program {
+ public:
+  // `where` names the graph's source (file) in error messages. Unknown ops and arguments that
+  // do not fit the op's schema are BadInput errors naming the node, the op and the argument.
+  [[nodiscard]] static Expected<Program> Compile(const ir::Graph& graph, const std::string& where);
+
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+  ~Program();
+
+  // `inputs`: placeholder name -> tensor; `attrs`: get_attr target -> tensor.
+  [[nodiscard]] Expected<RunResult> Run(const TensorMap& inputs, const TensorMap& attrs,
+                                        const RunOptions& options = {}) const;
+
+  const ir::Graph& graph() const;
+  size_t num_ops() const;
+
+ private:
+  struct Impl;
+  explicit Program(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Casts a floating tensor to options.float_dtype (others unchanged) and moves it to the device.
+at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options);
+
+}  // namespace parity::interp

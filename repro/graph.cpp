@@ -1,0 +1,303 @@
+#include "repro/graph.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_set>
+
+namespace parity::ir {
+
+const char* ToString(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kPlaceholder: return "placeholder";
+    case NodeKind::kGetAttr: return "get_attr";
+    case NodeKind::kCallFunction: return "call_function";
+    case NodeKind::kOutput: return "output";
+  }
+  return "?";
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::vector<Node*> Node::Inputs() const {
+  std::vector<Node*> out;
+  for (const auto& a : args) a.ForEachRef([&](Node* n) { out.push_back(n); });
+  for (const auto& kv : kwargs) kv.second.ForEachRef([&](Node* n) { out.push_back(n); });
+  return out;
+}
+
+std::pair<std::string, std::string> Node::OperatorName() const {
+  const std::string& t = target_;
+  auto sep = t.find("::");
+  auto dot = t.find('.', sep == std::string::npos ? 0 : sep + 2);
+  if (dot == std::string::npos) return {t, ""};
+  std::string overload = t.substr(dot + 1);
+  if (overload == "default") overload.clear();
+  return {t.substr(0, dot), overload};
+}
+
+Node* Graph::Append(NodeKind kind, std::string name, std::string target) {
+  nodes_.push_back(std::unique_ptr<Node>(new Node(kind, std::move(name), std::move(target))));
+  Node* n = nodes_.back().get();
+  n->index_ = nodes_.size() - 1;
+  by_name_[n->name()] = n;
+  return n;
+}
+
+Node* Graph::InsertPlaceholder(std::string name) {
+  auto pos = std::find_if(nodes_.begin(), nodes_.end(), [](const std::unique_ptr<Node>& n) {
+    return n->kind() != NodeKind::kPlaceholder;
+  });
+  std::string target = name;
+  auto it = nodes_.insert(pos, std::unique_ptr<Node>(new Node(NodeKind::kPlaceholder, std::move(name),
+                                                               std::move(target))));
+  Node* n = it->get();
+  by_name_[n->name()] = n;
+  Reindex();
+  return n;
+}
+
+void Graph::Reindex() {
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i]->index_ = i;
+}
+
+Node* Graph::Find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Node* Graph::output() const {
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+    if ((*it)->kind() == NodeKind::kOutput) return it->get();
+  return nullptr;
+}
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> out;
+  for (const auto& n : nodes_) out.push_back(n.get());
+  return out;
+}
+
+std::vector<Node*> Graph::placeholders() const {
+  std::vector<Node*> out;
+  for (const auto& n : nodes_)
+    if (n->kind() == NodeKind::kPlaceholder) out.push_back(n.get());
+  return out;
+}
+
+std::vector<Node*> Graph::ops() const {
+  std::vector<Node*> out;
+  for (const auto& n : nodes_)
+    if (n->IsOp()) out.push_back(n.get());
+  return out;
+}
+
+std::vector<Node*> Graph::OutputValues() const {
+  std::vector<Node*> out;
+  if (Node* o = output()) o->Inputs().swap(out);
+  return out;
+}
+
+std::string Graph::FreshName(const std::string& base) const {
+  if (!Find(base)) return base;
+  for (int k = 1;; ++k) {
+    std::string cand = base + "_" + std::to_string(k);
+    if (!Find(cand)) return cand;
+  }
+}
+
+Status Graph::Lint() const {
+  const std::string where = "graph \"" + name_ + "\"";
+  std::unordered_map<const Node*, size_t> position;
+  std::unordered_set<std::string> names;
+  bool seen_non_placeholder = false;
+  size_t outputs = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node* n = nodes_[i].get();
+    const std::string nw = where + ": node \"" + n->name() + "\"";
+    if (n->name().empty()) return Error::BadInput(where + ": node " + std::to_string(i) + " has no name");
+    if (!names.insert(n->name()).second) return Error::BadInput(nw + ": duplicate node name");
+    if (n->index() != i) return Error::Internal(nw + ": stale index");
+    auto found = by_name_.find(n->name());
+    if (found == by_name_.end() || found->second != n) return Error::Internal(nw + ": name table out of date");
+    if (n->kind() == NodeKind::kPlaceholder) {
+      if (seen_non_placeholder) return Error::BadInput(nw + ": placeholder after a non-placeholder node");
+    } else {
+      seen_non_placeholder = true;
+    }
+    if (n->kind() == NodeKind::kOutput) {
+      ++outputs;
+      if (i + 1 != nodes_.size()) return Error::BadInput(nw + ": the output node is not last");
+    }
+    if ((n->kind() == NodeKind::kCallFunction || n->kind() == NodeKind::kGetAttr) && n->target().empty())
+      return Error::BadInput(nw + ": empty target");
+    if (n->kind() != NodeKind::kCallFunction && n->kind() != NodeKind::kOutput &&
+        (!n->args.empty() || !n->kwargs.empty()))
+      return Error::BadInput(nw + ": a " + std::string(ToString(n->kind())) + " node takes no arguments");
+    for (const Node* in : n->Inputs()) {
+      if (in == nullptr) return Error::BadInput(nw + ": null reference");
+      auto p = position.find(in);
+      if (p == position.end())
+        return Error::BadInput(nw + ": reads \"" + in->name() + "\", which is not an earlier node of this graph");
+      if (in->kind() == NodeKind::kOutput) return Error::BadInput(nw + ": reads the output node");
+    }
+    if (n->kind() == NodeKind::kCallFunction && n->target() == kGetItem) {
+      if (n->args.size() != 2 || n->args[0].kind != Arg::Kind::kNode || n->args[1].kind != Arg::Kind::kInt)
+        return Error::BadInput(nw + ": getitem takes (node, int)");
+    }
+    position[n] = i;
+  }
+  if (outputs != 1) return Error::BadInput(where + ": has " + std::to_string(outputs) + " output nodes, expected 1");
+  return Status::Ok();
+}
+
+namespace {
+Arg RemapArg(const Arg& a, const std::unordered_map<const Node*, Node*>& map) {
+  Arg out = a;
+  out.ForEachRefMut([&](Node*& n) {
+    auto it = map.find(n);
+    n = it == map.end() ? nullptr : it->second;
+  });
+  return out;
+}
+}  // namespace
+
+Graph Graph::Clone() const {
+  Graph g(name_);
+  std::unordered_map<const Node*, Node*> map;
+  for (const auto& n : nodes_) {
+    Node* c = g.Append(n->kind(), n->name(), n->target());
+    for (const auto& a : n->args) c->args.push_back(RemapArg(a, map));
+    for (const auto& [k, a] : n->kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
+    c->meta = n->meta;
+    c->stack_trace = n->stack_trace;
+    c->module_path = n->module_path;
+    map[n.get()] = c;
+  }
+  return g;
+}
+
+void Graph::Erase(const std::set<const Node*>& doomed) {
+  if (doomed.empty()) return;
+  for (const Node* n : doomed) by_name_.erase(n->name());
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
+                              [&](const std::unique_ptr<Node>& n) { return doomed.count(n.get()) != 0; }),
+               nodes_.end());
+  Reindex();
+}
+
+void Graph::EliminateDeadCode() {
+  std::unordered_set<const Node*> live;
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    const Node* n = it->get();
+    bool keep = n->kind() == NodeKind::kOutput || n->kind() == NodeKind::kPlaceholder || live.count(n);
+    if (!keep) continue;
+    live.insert(n);
+    for (const Node* in : n->Inputs()) live.insert(in);
+  }
+  std::set<const Node*> doomed;
+  for (const auto& n : nodes_)
+    if (!live.count(n.get())) doomed.insert(n.get());
+  Erase(doomed);
+}
+
+std::vector<std::string> Graph::RemoveUnusedPlaceholders() {
+  std::unordered_set<const Node*> used;
+  for (const auto& n : nodes_)
+    for (const Node* in : n->Inputs()) used.insert(in);
+  std::set<const Node*> doomed;
+  std::vector<std::string> names;
+  for (const auto& n : nodes_)
+    if (n->kind() == NodeKind::kPlaceholder && !used.count(n.get())) {
+      doomed.insert(n.get());
+      names.push_back(n->name());
+    }
+  Erase(doomed);
+  return names;
+}
+
+Status Graph::SetOutputs(const std::vector<std::string>& outputs) {
+  std::vector<Arg> refs;
+  for (const auto& name : outputs) {
+    Node* n = Find(name);
+    if (!n || n->kind() == NodeKind::kOutput)
+      return Error::BadInput("graph \"" + name_ + "\": no value named \"" + name + "\"");
+    refs.push_back(Arg::Ref(n));
+  }
+  Node* out = output();
+  if (!out) out = Append(NodeKind::kOutput, FreshName("output"), "output");
+  out->args = {Arg::List(std::move(refs))};
+  out->kwargs.clear();
+  return Status::Ok();
+}
+
+void Graph::ReplaceAllUses(Node* from, Node* to) {
+  for (auto& n : nodes_) {
+    for (auto& a : n->args) a.ForEachRefMut([&](Node*& r) { if (r == from) r = to; });
+    for (auto& kv : n->kwargs) kv.second.ForEachRefMut([&](Node*& r) { if (r == from) r = to; });
+  }
+}
+
+Expected<Graph> Graph::Prefix(size_t last, const std::vector<std::string>& outputs) const {
+  if (last >= nodes_.size()) return Error::BadInput("prefix: node index out of range");
+  for (const auto& name : outputs) {
+    const Node* n = Find(name);
+    if (!n || n->index() > last || n->kind() == NodeKind::kOutput)
+      return Error::BadInput("prefix: \"" + name + "\" is not a value at or before node " + std::to_string(last));
+  }
+  Graph g = Clone();
+  std::set<const Node*> doomed;
+  for (size_t i = last + 1; i < g.nodes_.size(); ++i) doomed.insert(g.nodes_[i].get());
+  if (g.nodes_[last]->kind() == NodeKind::kOutput) doomed.insert(g.nodes_[last].get());
+  g.Erase(doomed);
+  PARITY_RETURN_IF_ERROR(g.SetOutputs(outputs));
+  g.EliminateDeadCode();
+  PARITY_RETURN_IF_ERROR(g.Lint());
+  return g;
+}
+
+Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vector<std::string>& outputs) const {
+  for (const auto& name : keep)
+    if (!Find(name)) return Error::BadInput("extract: no node named \"" + name + "\"");
+  Graph g(name_);
+  std::unordered_map<const Node*, Node*> map;
+  // Boundary values (read by a kept node, produced by a dropped one) become placeholders, first.
+  std::vector<const Node*> boundary;
+  std::unordered_set<const Node*> in_boundary;
+  auto kept = [&](const Node* n) { return keep.count(n->name()) != 0; };
+  for (const auto& n : nodes_) {
+    if (!kept(n.get()) || n->kind() == NodeKind::kOutput) continue;
+    for (const Node* in : n->Inputs())
+      if (!kept(in) && in_boundary.insert(in).second) boundary.push_back(in);
+  }
+  for (const auto& name : outputs) {
+    const Node* n = Find(name);
+    if (n && !kept(n) && in_boundary.insert(n).second) boundary.push_back(n);
+  }
+  for (const auto& n : nodes_)
+    if (n->kind() == NodeKind::kPlaceholder && kept(n.get())) map[n.get()] = g.Append(NodeKind::kPlaceholder, n->name(), n->target());
+  std::sort(boundary.begin(), boundary.end(), [](const Node* a, const Node* b) { return a->index() < b->index(); });
+  for (const Node* b : boundary) {
+    Node* p = g.Append(NodeKind::kPlaceholder, b->name(), b->name());
+    p->meta = b->meta;
+    map[b] = p;
+  }
+  for (const auto& n : nodes_) {
+    if (!kept(n.get()) || n->kind() == NodeKind::kPlaceholder || n->kind() == NodeKind::kOutput) continue;
+    Node* c = g.Append(n->kind(), n->name(), n->target());
+    for (const auto& a : n->args) c->args.push_back(RemapArg(a, map));
+    for (const auto& [k, a] : n->kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
+    c->meta = n->meta;
+    c->stack_trace = n->stack_trace;
+    c->module_path = n->module_path;
+    map[n.get()] = c;
+  }
+  PARITY_RETURN_IF_ERROR(g.SetOutputs(outputs));
+  PARITY_RETURN_IF_ERROR(g.Lint());
+  return g;
+}
+
+}  // namespace parity::ir

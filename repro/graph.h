@@ -1,0 +1,178 @@
+// The graph IR: an ATen-level FX graph. The Graph owns its Nodes, kept in topological order;
+// a Node is also the value it produces (as in FX): a tensor, or a tuple/list that `getitem`
+// nodes index. `Lint()` states the invariants every pass and loader must keep.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Layout.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace parity::ir {
+
+class Node;
+
+enum class NodeKind { kPlaceholder, kGetAttr, kCallFunction, kOutput };
+const char* ToString(NodeKind kind);
+
+// The target of FX's operator.getitem (indexes a tuple/list-valued node).
+inline constexpr const char* kGetItem = "getitem";
+
+// An argument of a call_function (or the output list): a tree of constants and node references.
+struct Arg {
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kNode, kList, kDtype, kDevice, kLayout, kMemoryFormat };
+  Kind kind = Kind::kNone;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;          // kString
+  Node* node = nullptr;   // kNode
+  std::vector<Arg> list;  // kList (FX lists and tuples alike)
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Device device{c10::kCPU};
+  c10::Layout layout = c10::kStrided;
+  c10::MemoryFormat memory_format = c10::MemoryFormat::Contiguous;
+
+  static Arg None() { return {}; }
+  static Arg Bool(bool v) { Arg a; a.kind = Kind::kBool; a.b = v; return a; }
+  static Arg Int(int64_t v) { Arg a; a.kind = Kind::kInt; a.i = v; return a; }
+  static Arg Float(double v) { Arg a; a.kind = Kind::kFloat; a.f = v; return a; }
+  static Arg String(std::string v) { Arg a; a.kind = Kind::kString; a.s = std::move(v); return a; }
+  static Arg Ref(Node* n) { Arg a; a.kind = Kind::kNode; a.node = n; return a; }
+  static Arg List(std::vector<Arg> v) { Arg a; a.kind = Kind::kList; a.list = std::move(v); return a; }
+  static Arg Dtype(c10::ScalarType t) { Arg a; a.kind = Kind::kDtype; a.dtype = t; return a; }
+  static Arg DeviceArg(c10::Device d) { Arg a; a.kind = Kind::kDevice; a.device = d; return a; }
+  static Arg LayoutArg(c10::Layout l) { Arg a; a.kind = Kind::kLayout; a.layout = l; return a; }
+  static Arg MemoryFormatArg(c10::MemoryFormat m) { Arg a; a.kind = Kind::kMemoryFormat; a.memory_format = m; return a; }
+
+  // Calls f(Node*) for every node reference in the tree.
+  template <typename F>
+  void ForEachRef(F&& f) const {
+    if (kind == Kind::kNode) f(node);
+    for (const auto& a : list) a.ForEachRef(f);
+  }
+  template <typename F>
+  void ForEachRefMut(F&& f) {
+    if (kind == Kind::kNode) f(node);
+    for (auto& a : list) a.ForEachRefMut(f);
+  }
+};
+
+// Static metadata of one tensor value, as captured.
+struct TensorMeta {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> stride;
+  int64_t numel() const;
+};
+
+class Node {
+ public:
+  NodeKind kind() const { return kind_; }
+  const std::string& name() const { return name_; }
+  // placeholder: the input's name; get_attr: the tensor key in tensors.safetensors;
+  // call_function: "namespace::op.overload" or "getitem"; output: "output".
+  const std::string& target() const { return target_; }
+  void set_target(std::string t) { target_ = std::move(t); }
+  size_t index() const { return index_; }
+
+  std::vector<Arg> args;
+  std::vector<std::pair<std::string, Arg>> kwargs;
+  // One entry per produced value: a single tensor has one; a tuple-returning op one per element
+  // (std::nullopt for non-tensor elements). Empty when unknown.
+  std::vector<std::optional<TensorMeta>> meta;
+  std::string stack_trace;
+  std::string module_path;
+
+  // Every node this one reads, in argument order, with repeats.
+  std::vector<Node*> Inputs() const;
+  // "aten::add.Tensor" -> {"aten::add", "Tensor"}; "aten::relu" and "aten::relu.default" ->
+  // {"aten::relu", ""} (the dispatcher spells the Python overload "default" as "").
+  std::pair<std::string, std::string> OperatorName() const;
+  bool IsOp() const { return kind_ == NodeKind::kCallFunction && target_ != kGetItem; }
+
+ private:
+  friend class Graph;
+  Node(NodeKind kind, std::string name, std::string target)
+      : kind_(kind), name_(std::move(name)), target_(std::move(target)) {}
+  NodeKind kind_;
+  std::string name_;
+  std::string target_;
+  size_t index_ = 0;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(std::string name) : name_(std::move(name)) {}
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  // Appends a node. Names must be unique (Lint checks); returns the new node.
+  Node* Append(NodeKind kind, std::string name, std::string target);
+  // Inserts a placeholder before the first non-placeholder node.
+  Node* InsertPlaceholder(std::string name);
+
+  size_t size() const { return nodes_.size(); }
+  Node* at(size_t i) const { return nodes_[i].get(); }
+  Node* Find(const std::string& name) const;
+  Node* output() const;  // the output node, or nullptr
+  std::vector<Node*> nodes() const;
+  std::vector<Node*> placeholders() const;
+  std::vector<Node*> ops() const;  // call_function nodes that are ATen ops (not getitem)
+  // The values the output node returns, flattened (None entries skipped).
+  std::vector<Node*> OutputValues() const;
+  // A name not used by any node, starting with `base`.
+  std::string FreshName(const std::string& base) const;
+
+  // Invariants: names unique and non-empty; every reference points to a node of this graph
+  // that comes earlier; placeholders first; exactly one output node, last; call_function nodes
+  // have a target; getitem has (node, int).
+  [[nodiscard]] Status Lint() const;
+
+  [[nodiscard]] Graph Clone() const;
+
+  // Removes call_function/get_attr nodes no output depends on. Placeholders stay (their
+  // removal changes the signature: a separate, explicit step).
+  void EliminateDeadCode();
+  // Removes placeholders no node reads; returns their names.
+  std::vector<std::string> RemoveUnusedPlaceholders();
+
+  // The prefix of the graph up to and including node `last`, returning `outputs` (names of
+  // nodes at or before `last`), dead code removed.
+  [[nodiscard]] Expected<Graph> Prefix(size_t last, const std::vector<std::string>& outputs) const;
+  // The subgraph made of the nodes named in `keep`, returning `outputs`; any value read from a
+  // node outside `keep` becomes a placeholder of the same name.
+  [[nodiscard]] Expected<Graph> Extract(const std::set<std::string>& keep,
+                                        const std::vector<std::string>& outputs) const;
+  // Replaces the output list by references to `outputs`.
+  [[nodiscard]] Status SetOutputs(const std::vector<std::string>& outputs);
+  // Replaces every use of `from` by `to`.
+  void ReplaceAllUses(Node* from, Node* to);
+  // Removes the nodes named in `names`; the caller guarantees no remaining node reads them.
+  void Erase(const std::set<const Node*>& names);
+
+ private:
+  void Reindex();
+  std::string name_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, Node*> by_name_;
+};
+
+}  // namespace parity::ir

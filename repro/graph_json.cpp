@@ -1,0 +1,393 @@
+#include "repro/graph_json.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace parity::ir {
+using nlohmann::json;
+
+namespace {
+
+struct DtypeName {
+  const char* torch;
+  const char* shortname;
+  c10::ScalarType type;
+};
+
+constexpr DtypeName kDtypeNames[] = {
+    {"float32", "f32", c10::ScalarType::Float},      {"float64", "f64", c10::ScalarType::Double},
+    {"float16", "f16", c10::ScalarType::Half},       {"bfloat16", "bf16", c10::ScalarType::BFloat16},
+    {"int64", "i64", c10::ScalarType::Long},         {"int32", "i32", c10::ScalarType::Int},
+    {"int16", "i16", c10::ScalarType::Short},        {"int8", "i8", c10::ScalarType::Char},
+    {"uint8", "u8", c10::ScalarType::Byte},          {"uint16", "u16", c10::ScalarType::UInt16},
+    {"uint32", "u32", c10::ScalarType::UInt32},      {"uint64", "u64", c10::ScalarType::UInt64},
+    {"bool", "b8", c10::ScalarType::Bool},           {"complex64", "c64", c10::ScalarType::ComplexFloat},
+    {"complex128", "c128", c10::ScalarType::ComplexDouble},
+    {"float8_e4m3fn", "f8e4m3", c10::ScalarType::Float8_e4m3fn},
+    {"float8_e5m2", "f8e5m2", c10::ScalarType::Float8_e5m2},
+};
+
+struct Parser {
+  const std::string& where;
+  Graph& g;
+
+  Error Bad(const std::string& field, const std::string& what) const {
+    return Error::BadInput(where + ": " + field + ": " + what);
+  }
+
+  Expected<Arg> ParseArg(const json& j, const std::string& field) {
+    switch (j.type()) {
+      case json::value_t::null: return Arg::None();
+      case json::value_t::boolean: return Arg::Bool(j.get<bool>());
+      case json::value_t::number_integer:
+      case json::value_t::number_unsigned: {
+        if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+          return Bad(field, "integer out of int64 range");
+        return Arg::Int(j.get<int64_t>());
+      }
+      case json::value_t::number_float: return Arg::Float(j.get<double>());
+      case json::value_t::string: return Arg::String(j.get<std::string>());
+      case json::value_t::array: {
+        std::vector<Arg> items;
+        for (size_t k = 0; k < j.size(); ++k) {
+          auto a = ParseArg(j[k], field + "[" + std::to_string(k) + "]");
+          if (!a.ok()) return a.error();
+          items.push_back(std::move(*a));
+        }
+        return Arg::List(std::move(items));
+      }
+      case json::value_t::object: return ParseTagged(j, field);
+      default: return Bad(field, "unsupported JSON value");
+    }
+  }
+
+  Expected<Arg> ParseTagged(const json& j, const std::string& field) {
+    if (j.size() != 1) return Bad(field, "a tagged value must have exactly one key");
+    const std::string& tag = j.begin().key();
+    const json& v = j.begin().value();
+    const std::string f = field + "." + tag;
+    if (tag == "node") {
+      if (!v.is_string()) return Bad(f, "expected a node name");
+      Node* n = g.Find(v.get<std::string>());
+      if (!n) return Bad(f, "unknown node \"" + v.get<std::string>() + "\" (not defined earlier)");
+      return Arg::Ref(n);
+    }
+    if (tag == "float") {
+      if (v.is_number()) return Arg::Float(v.get<double>());
+      if (!v.is_string()) return Bad(f, "expected a number or \"inf\", \"-inf\", \"nan\"");
+      const auto s = v.get<std::string>();
+      if (s == "inf") return Arg::Float(std::numeric_limits<double>::infinity());
+      if (s == "-inf") return Arg::Float(-std::numeric_limits<double>::infinity());
+      if (s == "nan") return Arg::Float(std::numeric_limits<double>::quiet_NaN());
+      return Bad(f, "expected \"inf\", \"-inf\" or \"nan\", got \"" + s + "\"");
+    }
+    if (tag == "dtype") {
+      if (!v.is_string()) return Bad(f, "expected a dtype name");
+      auto t = ParseTorchDtype(v.get<std::string>());
+      if (!t.ok()) return Bad(f, t.error().message);
+      return Arg::Dtype(*t);
+    }
+    if (tag == "device") {
+      if (!v.is_string()) return Bad(f, "expected a device string");
+      try {
+        return Arg::DeviceArg(c10::Device(v.get<std::string>()));
+      } catch (const std::exception&) {
+        return Bad(f, "invalid device \"" + v.get<std::string>() + "\"");
+      }
+    }
+    if (tag == "layout") {
+      if (v == "strided") return Arg::LayoutArg(c10::kStrided);
+      if (v == "sparse_coo") return Arg::LayoutArg(c10::kSparse);
+      return Bad(f, "unsupported layout " + v.dump());
+    }
+    if (tag == "memory_format") {
+      if (v == "contiguous_format") return Arg::MemoryFormatArg(c10::MemoryFormat::Contiguous);
+      if (v == "preserve_format") return Arg::MemoryFormatArg(c10::MemoryFormat::Preserve);
+      if (v == "channels_last") return Arg::MemoryFormatArg(c10::MemoryFormat::ChannelsLast);
+      if (v == "channels_last_3d") return Arg::MemoryFormatArg(c10::MemoryFormat::ChannelsLast3d);
+      return Bad(f, "unsupported memory_format " + v.dump());
+    }
+    return Bad(field, "unknown tag \"" + tag + "\"");
+  }
+
+  Expected<std::optional<TensorMeta>> ParseMeta(const json& j, const std::string& field) {
+    if (j.is_null()) return std::optional<TensorMeta>();
+    if (!j.is_object()) return Bad(field, "expected an object or null");
+    TensorMeta m;
+    if (!j.contains("dtype") || !j["dtype"].is_string()) return Bad(field + ".dtype", "missing or not a string");
+    auto t = ParseTorchDtype(j["dtype"].get<std::string>());
+    if (!t.ok()) return Bad(field + ".dtype", t.error().message);
+    m.dtype = *t;
+    for (const char* key : {"shape", "stride"}) {
+      if (!j.contains(key)) {
+        if (std::string(key) == "stride") continue;
+        return Bad(field + "." + key, "missing");
+      }
+      if (!j[key].is_array()) return Bad(field + "." + key, "not an array");
+      auto& dst = std::string(key) == "shape" ? m.shape : m.stride;
+      for (const auto& d : j[key]) {
+        if (!d.is_number_integer()) return Bad(field + "." + key, "holds a non-integer");
+        dst.push_back(d.get<int64_t>());
+      }
+    }
+    return std::optional<TensorMeta>(std::move(m));
+  }
+};
+
+json ArgToJson(const Arg& a) {
+  switch (a.kind) {
+    case Arg::Kind::kNone: return nullptr;
+    case Arg::Kind::kBool: return a.b;
+    case Arg::Kind::kInt: return a.i;
+    case Arg::Kind::kFloat:
+      if (std::isnan(a.f)) return {{"float", "nan"}};
+      if (std::isinf(a.f)) return {{"float", a.f > 0 ? "inf" : "-inf"}};
+      return a.f;  // nlohmann writes 1.0 as "1.0", so it reads back as a float
+    case Arg::Kind::kString: return a.s;
+    case Arg::Kind::kNode: return {{"node", a.node->name()}};
+    case Arg::Kind::kList: {
+      json arr = json::array();
+      for (const auto& x : a.list) arr.push_back(ArgToJson(x));
+      return arr;
+    }
+    case Arg::Kind::kDtype: return {{"dtype", TorchDtypeName(a.dtype)}};
+    case Arg::Kind::kDevice: return {{"device", a.device.str()}};
+    case Arg::Kind::kLayout: return {{"layout", a.layout == c10::kStrided ? "strided" : "sparse_coo"}};
+    case Arg::Kind::kMemoryFormat:
+      switch (a.memory_format) {
+        case c10::MemoryFormat::Preserve: return {{"memory_format", "preserve_format"}};
+        case c10::MemoryFormat::ChannelsLast: return {{"memory_format", "channels_last"}};
+        case c10::MemoryFormat::ChannelsLast3d: return {{"memory_format", "channels_last_3d"}};
+        default: return {{"memory_format", "contiguous_format"}};
+      }
+  }
+  return nullptr;
+}
+
+json MetaToJson(const std::optional<TensorMeta>& m) {
+  if (!m) return nullptr;
+  return {{"dtype", TorchDtypeName(m->dtype)}, {"shape", m->shape}, {"stride", m->stride}};
+}
+
+Expected<NodeKind> ParseKind(const std::string& s) {
+  if (s == "placeholder") return NodeKind::kPlaceholder;
+  if (s == "get_attr") return NodeKind::kGetAttr;
+  if (s == "call_function") return NodeKind::kCallFunction;
+  if (s == "output") return NodeKind::kOutput;
+  return Error::BadInput("unknown op kind \"" + s + "\" (expected placeholder, get_attr, call_function or output)");
+}
+
+}  // namespace
+
+Expected<c10::ScalarType> ParseTorchDtype(const std::string& name) {
+  std::string n = name.rfind("torch.", 0) == 0 ? name.substr(6) : name;
+  for (const auto& d : kDtypeNames)
+    if (n == d.torch) return d.type;
+  return Error::BadInput("unknown dtype \"" + name + "\"");
+}
+
+std::string TorchDtypeName(c10::ScalarType t) {
+  for (const auto& d : kDtypeNames)
+    if (t == d.type) return d.torch;
+  return c10::toString(t);
+}
+
+std::string ShortDtypeName(c10::ScalarType t) {
+  for (const auto& d : kDtypeNames)
+    if (t == d.type) return d.shortname;
+  return c10::toString(t);
+}
+
+Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error::BadInput(where + ": top level is not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer())
+    return Error::BadInput(where + ": field \"version\" is missing or not an integer");
+  if (j["version"].get<int>() != kGraphFormatVersion)
+    return Error::BadInput(where + ": field \"version\" is " + j["version"].dump() + ", this parity reads version " +
+                           std::to_string(kGraphFormatVersion));
+  if (!j.contains("nodes") || !j["nodes"].is_array())
+    return Error::BadInput(where + ": field \"nodes\" is missing or not an array");
+  Graph g(j.value("name", std::string("graph")));
+  Parser p{where, g};
+  const json& nodes = j["nodes"];
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const json& jn = nodes[k];
+    std::string field = "nodes[" + std::to_string(k) + "]";
+    if (!jn.is_object()) return p.Bad(field, "not an object");
+    if (!jn.contains("name") || !jn["name"].is_string() || jn["name"].get<std::string>().empty())
+      return p.Bad(field + ".name", "missing, empty or not a string");
+    const std::string name = jn["name"].get<std::string>();
+    field += " (\"" + name + "\")";
+    if (g.Find(name)) return p.Bad(field + ".name", "duplicate node name");
+    if (!jn.contains("op") || !jn["op"].is_string()) return p.Bad(field + ".op", "missing or not a string");
+    auto kind = ParseKind(jn["op"].get<std::string>());
+    if (!kind.ok()) return p.Bad(field + ".op", kind.error().message);
+    std::string target = jn.value("target", std::string());
+    if (jn.contains("target") && !jn["target"].is_string()) return p.Bad(field + ".target", "not a string");
+    if (*kind == NodeKind::kPlaceholder && target.empty()) target = name;
+    if ((*kind == NodeKind::kCallFunction || *kind == NodeKind::kGetAttr) && target.empty())
+      return p.Bad(field + ".target", "missing or empty");
+    if (*kind == NodeKind::kOutput) target = "output";
+    // Arguments are parsed before the node is added, so a self-reference is an unknown node.
+    std::vector<Arg> args;
+    std::vector<std::pair<std::string, Arg>> kwargs;
+    if (jn.contains("args")) {
+      if (!jn["args"].is_array()) return p.Bad(field + ".args", "not an array");
+      for (size_t a = 0; a < jn["args"].size(); ++a) {
+        auto arg = p.ParseArg(jn["args"][a], field + ".args[" + std::to_string(a) + "]");
+        if (!arg.ok()) return arg.error();
+        args.push_back(std::move(*arg));
+      }
+    }
+    if (jn.contains("kwargs")) {
+      if (!jn["kwargs"].is_object()) return p.Bad(field + ".kwargs", "not an object");
+      for (auto it = jn["kwargs"].begin(); it != jn["kwargs"].end(); ++it) {
+        auto arg = p.ParseArg(it.value(), field + ".kwargs." + it.key());
+        if (!arg.ok()) return arg.error();
+        kwargs.emplace_back(it.key(), std::move(*arg));
+      }
+    }
+    Node* n = g.Append(*kind, name, target);
+    n->args = std::move(args);
+    n->kwargs = std::move(kwargs);
+    if (jn.contains("meta")) {
+      const json& m = jn["meta"];
+      if (!m.is_object()) return p.Bad(field + ".meta", "not an object");
+      if (m.contains("val")) {
+        if (!m["val"].is_array()) return p.Bad(field + ".meta.val", "not an array");
+        for (size_t v = 0; v < m["val"].size(); ++v) {
+          auto meta = p.ParseMeta(m["val"][v], field + ".meta.val[" + std::to_string(v) + "]");
+          if (!meta.ok()) return meta.error();
+          n->meta.push_back(std::move(*meta));
+        }
+      }
+      if (m.contains("stack_trace") && m["stack_trace"].is_string()) n->stack_trace = m["stack_trace"].get<std::string>();
+      if (m.contains("module_path") && m["module_path"].is_string()) n->module_path = m["module_path"].get<std::string>();
+    }
+  }
+  auto st = g.Lint();
+  if (!st.ok()) return Error::BadInput(where + ": " + st.error().message);
+  return g;
+}
+
+json GraphToJson(const Graph& g) {
+  json nodes = json::array();
+  for (const Node* n : g.nodes()) {
+    json jn = {{"name", n->name()}, {"op", ToString(n->kind())}};
+    if (n->kind() != NodeKind::kOutput) jn["target"] = n->target();
+    if (!n->args.empty() || n->kind() == NodeKind::kOutput) {
+      json args = json::array();
+      for (const auto& a : n->args) args.push_back(ArgToJson(a));
+      jn["args"] = args;
+    }
+    if (!n->kwargs.empty()) {
+      json kw = json::object();
+      for (const auto& [k, a] : n->kwargs) kw[k] = ArgToJson(a);
+      jn["kwargs"] = kw;
+    }
+    json meta = json::object();
+    if (!n->meta.empty()) {
+      json vals = json::array();
+      for (const auto& m : n->meta) vals.push_back(MetaToJson(m));
+      meta["val"] = vals;
+    }
+    if (!n->stack_trace.empty()) meta["stack_trace"] = n->stack_trace;
+    if (!n->module_path.empty()) meta["module_path"] = n->module_path;
+    if (!meta.empty()) jn["meta"] = meta;
+    nodes.push_back(std::move(jn));
+  }
+  return {{"format", "parity.graph"}, {"version", kGraphFormatVersion}, {"name", g.name()}, {"nodes", nodes}};
+}
+
+std::string ArgToText(const Arg& a) {
+  std::ostringstream os;
+  switch (a.kind) {
+    case Arg::Kind::kNone: return "None";
+    case Arg::Kind::kBool: return a.b ? "True" : "False";
+    case Arg::Kind::kInt: return std::to_string(a.i);
+    case Arg::Kind::kFloat: {
+      if (std::isnan(a.f)) return "nan";
+      if (std::isinf(a.f)) return a.f > 0 ? "inf" : "-inf";
+      os.precision(17);
+      os << a.f;
+      std::string s = os.str();
+      if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+      return s;
+    }
+    case Arg::Kind::kString: return "\"" + a.s + "\"";
+    case Arg::Kind::kNode: return "%" + a.node->name();
+    case Arg::Kind::kList: {
+      os << "[";
+      for (size_t k = 0; k < a.list.size(); ++k) os << (k ? ", " : "") << ArgToText(a.list[k]);
+      os << "]";
+      return os.str();
+    }
+    case Arg::Kind::kDtype: return TorchDtypeName(a.dtype);
+    case Arg::Kind::kDevice: return a.device.str();
+    case Arg::Kind::kLayout: return a.layout == c10::kStrided ? "strided" : "sparse_coo";
+    case Arg::Kind::kMemoryFormat: return ArgToJson(a).begin().value().get<std::string>();
+  }
+  return "?";
+}
+
+namespace {
+std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
+  if (meta.empty()) return "";
+  std::ostringstream os;
+  auto one = [&](const std::optional<TensorMeta>& m) {
+    if (!m) { os << "_"; return; }
+    os << ShortDtypeName(m->dtype) << "[";
+    for (size_t k = 0; k < m->shape.size(); ++k) os << (k ? ", " : "") << m->shape[k];
+    os << "]";
+  };
+  if (meta.size() == 1) {
+    one(meta[0]);
+  } else {
+    os << "(";
+    for (size_t k = 0; k < meta.size(); ++k) { if (k) os << ", "; one(meta[k]); }
+    os << ")";
+  }
+  return " : " + os.str();
+}
+}  // namespace
+
+std::string GraphToText(const Graph& g, bool with_stack_traces) {
+  std::ostringstream os;
+  os << "graph " << g.name() << " {\n";
+  for (const Node* n : g.nodes()) {
+    os << "  ";
+    switch (n->kind()) {
+      case NodeKind::kPlaceholder:
+        os << "%" << n->name() << MetaText(n->meta) << " = placeholder";
+        if (n->target() != n->name()) os << "[" << n->target() << "]";
+        break;
+      case NodeKind::kGetAttr:
+        os << "%" << n->name() << MetaText(n->meta) << " = get_attr[" << n->target() << "]";
+        break;
+      case NodeKind::kCallFunction: {
+        os << "%" << n->name() << MetaText(n->meta) << " = " << n->target() << "(";
+        bool first = true;
+        for (const auto& a : n->args) { os << (first ? "" : ", ") << ArgToText(a); first = false; }
+        for (const auto& [k, a] : n->kwargs) { os << (first ? "" : ", ") << k << "=" << ArgToText(a); first = false; }
+        os << ")";
+        break;
+      }
+      case NodeKind::kOutput: {
+        os << "return ";
+        os << (n->args.empty() ? "()" : ArgToText(n->args[0]));
+        break;
+      }
+    }
+    if (!n->module_path.empty() && n->kind() == NodeKind::kCallFunction) os << "  # " << n->module_path;
+    os << "\n";
+    if (with_stack_traces && !n->stack_trace.empty()) {
+      std::istringstream st(n->stack_trace);
+      for (std::string line; std::getline(st, line);) os << "    # " << line << "\n";
+    }
+  }
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace parity::ir

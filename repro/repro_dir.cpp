@@ -1,0 +1,228 @@
+#include "repro/repro_dir.h"
+
+#include <set>
+
+#include "repro/graph_json.h"
+#include "util/files.h"
+
+namespace parity {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Expected<std::string> GetString(const json& j, const char* key, const std::string& where, bool required,
+                                const std::string& fallback = "") {
+  if (!j.contains(key)) {
+    if (required) return Error::BadInput(where + ": field \"" + key + "\" is missing");
+    return fallback;
+  }
+  if (!j[key].is_string()) return Error::BadInput(where + ": field \"" + key + "\" is not a string");
+  return j[key].get<std::string>();
+}
+
+// A path from the manifest must be relative and stay inside the repro dir.
+Status CheckInside(const fs::path& root, const std::string& rel, const std::string& where) {
+  fs::path p(rel);
+  if (p.is_absolute()) return Error::BadInput(where + ": \"" + rel + "\" is an absolute path; paths must be relative to the repro dir");
+  for (const auto& part : p)
+    if (part == "..") return Error::BadInput(where + ": \"" + rel + "\" leaves the repro dir");
+  if (!IsInside(root, root / p)) return Error::BadInput(where + ": \"" + rel + "\" resolves outside the repro dir");
+  return Status::Ok();
+}
+
+Status CheckMeta(const at::Tensor& t, const ir::Node& n, const std::string& where) {
+  if (n.meta.empty() || !n.meta[0]) return Status::Ok();
+  const ir::TensorMeta& m = *n.meta[0];
+  if (t.scalar_type() != m.dtype || t.sizes().vec() != m.shape)
+    return Error::BadInput(where + ": tensor is " + ir::TorchDtypeName(t.scalar_type()) + c10::str(t.sizes()) +
+                           " but node \"" + n.name() + "\" expects " + ir::TorchDtypeName(m.dtype) +
+                           c10::str(c10::IntArrayRef(m.shape)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
+  ReproDir r;
+  r.root_ = dir;
+  const fs::path mpath = dir / "manifest.json";
+  const std::string mw = mpath.string();
+  if (!fs::is_directory(dir)) return Error::BadInput(dir.string() + ": not a directory");
+  auto text = ReadFile(mpath);
+  if (!text.ok()) return text.error();
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error::BadInput(mw + ": not valid JSON");
+  if (!j.is_object()) return Error::BadInput(mw + ": top level is not a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer())
+    return Error::BadInput(mw + ": field \"version\" is missing or not an integer");
+  if (j["version"].get<int>() != kReproFormatVersion)
+    return Error::BadInput(mw + ": field \"version\" is " + j["version"].dump() + ", this parity reads version " +
+                           std::to_string(kReproFormatVersion));
+  Manifest& m = r.manifest_;
+  PARITY_ASSIGN_OR_RETURN(m.torch_version, GetString(j, "torch_version", mw, false));
+  PARITY_ASSIGN_OR_RETURN(m.producer, GetString(j, "producer", mw, false));
+  PARITY_ASSIGN_OR_RETURN(m.model, GetString(j, "model", mw, false));
+  PARITY_ASSIGN_OR_RETURN(m.mode, GetString(j, "mode", mw, false, "eval"));
+  if (m.mode != "eval" && m.mode != "train")
+    return Error::BadInput(mw + ": field \"mode\" is \"" + m.mode + "\", expected \"eval\" or \"train\"");
+  PARITY_ASSIGN_OR_RETURN(m.dtype, GetString(j, "dtype", mw, false, "float32"));
+  PARITY_ASSIGN_OR_RETURN(m.device, GetString(j, "device", mw, false, "cpu"));
+  PARITY_ASSIGN_OR_RETURN(m.tensors_file, GetString(j, "tensors", mw, false, "tensors.safetensors"));
+  if (j.contains("backend") && !j["backend"].is_null()) {
+    const json& b = j["backend"];
+    if (!b.is_object()) return Error::BadInput(mw + ": field \"backend\" is not an object");
+    PARITY_ASSIGN_OR_RETURN(std::string bname, GetString(b, "name", mw + ": backend", true));
+    m.backend = bname;
+    if (b.contains("options")) {
+      if (!b["options"].is_object()) return Error::BadInput(mw + ": field \"backend.options\" is not an object");
+      m.backend_options = b["options"];
+    }
+  }
+  if (j.contains("failure")) m.failure = j["failure"];
+  static const std::set<std::string> known = {"format", "version", "torch_version", "producer", "model", "mode", "dtype",
+                                              "device", "tensors", "backend", "failure", "graphs"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key())) m.extra[it.key()] = it.value();
+
+  PARITY_RETURN_IF_ERROR(CheckInside(dir, m.tensors_file, mw + ": field \"tensors\""));
+  auto tensors = safetensors::File::Open(dir / m.tensors_file);
+  if (!tensors.ok()) return tensors.error();
+  r.tensors_.emplace(std::move(*tensors));
+
+  if (!j.contains("graphs") || !j["graphs"].is_array() || j["graphs"].empty())
+    return Error::BadInput(mw + ": field \"graphs\" is missing, not an array, or empty");
+  std::set<std::string> graph_names;
+  for (size_t k = 0; k < j["graphs"].size(); ++k) {
+    const json& jg = j["graphs"][k];
+    const std::string gw = mw + ": graphs[" + std::to_string(k) + "]";
+    if (!jg.is_object()) return Error::BadInput(gw + ": not an object");
+    GraphEntry e;
+    PARITY_ASSIGN_OR_RETURN(e.name, GetString(jg, "name", gw, true));
+    if (!graph_names.insert(e.name).second) return Error::BadInput(gw + ": duplicate graph name \"" + e.name + "\"");
+    PARITY_ASSIGN_OR_RETURN(e.file, GetString(jg, "file", gw, true));
+    PARITY_RETURN_IF_ERROR(CheckInside(dir, e.file, gw + ": field \"file\""));
+    if (!jg.contains("inputs") || !jg["inputs"].is_object())
+      return Error::BadInput(gw + ": field \"inputs\" is missing or not an object");
+    for (auto it = jg["inputs"].begin(); it != jg["inputs"].end(); ++it) {
+      if (!it.value().is_string()) return Error::BadInput(gw + ": field \"inputs." + it.key() + "\" is not a string");
+      e.inputs[it.key()] = it.value().get<std::string>();
+    }
+    for (const char* key : {"expected_outputs", "output_names"}) {
+      if (!jg.contains(key)) continue;
+      if (!jg[key].is_array()) return Error::BadInput(gw + ": field \"" + key + "\" is not an array");
+      auto& dst = std::string(key) == "expected_outputs" ? e.expected_outputs : e.output_names;
+      for (const auto& s : jg[key]) {
+        if (!s.is_string()) return Error::BadInput(gw + ": field \"" + key + "\" holds a non-string");
+        dst.push_back(s.get<std::string>());
+      }
+    }
+    const fs::path gpath = dir / e.file;
+    auto gtext = ReadFile(gpath);
+    if (!gtext.ok()) return gtext.error();
+    json gj = json::parse(*gtext, nullptr, false);
+    if (gj.is_discarded()) return Error::BadInput(gpath.string() + ": not valid JSON");
+    auto graph = ir::GraphFromJson(gj, gpath.string());
+    if (!graph.ok()) return graph.error();
+    e.graph = std::move(*graph);
+    e.graph.set_name(e.name);
+
+    // Every tensor the graph reads must exist and agree with the captured metadata.
+    for (const ir::Node* n : e.graph.nodes()) {
+      if (n->kind() == ir::NodeKind::kPlaceholder) {
+        auto it = e.inputs.find(n->name());
+        if (it == e.inputs.end())
+          return Error::BadInput(gw + ": field \"inputs\" has no entry for placeholder \"" + n->name() + "\"");
+        if (!r.tensors_->contains(it->second))
+          return Error::BadInput(gw + ": field \"inputs." + n->name() + "\" names tensor \"" + it->second + "\", which " +
+                                 (dir / m.tensors_file).string() + " does not hold");
+        auto t = r.tensors_->Get(it->second);
+        if (!t.ok()) return t.error();
+        PARITY_RETURN_IF_ERROR(CheckMeta(*t, *n, gw + ": field \"inputs." + n->name() + "\""));
+      } else if (n->kind() == ir::NodeKind::kGetAttr) {
+        if (!r.tensors_->contains(n->target()))
+          return Error::BadInput(gpath.string() + ": node \"" + n->name() + "\": get_attr target \"" + n->target() +
+                                 "\" is not in " + (dir / m.tensors_file).string());
+        auto t = r.tensors_->Get(n->target());
+        if (!t.ok()) return t.error();
+        PARITY_RETURN_IF_ERROR(CheckMeta(*t, *n, gpath.string() + ": node \"" + n->name() + "\""));
+      }
+    }
+    for (const auto& [ph, key] : e.inputs)
+      if (!e.graph.Find(ph) || e.graph.Find(ph)->kind() != ir::NodeKind::kPlaceholder)
+        return Error::BadInput(gw + ": field \"inputs." + ph + "\" names no placeholder of " + gpath.string());
+    for (const auto& key : e.expected_outputs)
+      if (!r.tensors_->contains(key))
+        return Error::BadInput(gw + ": field \"expected_outputs\" names tensor \"" + key + "\", which " +
+                               (dir / m.tensors_file).string() + " does not hold");
+    if (!e.expected_outputs.empty() && e.expected_outputs.size() != e.graph.OutputValues().size())
+      return Error::BadInput(gw + ": field \"expected_outputs\" has " + std::to_string(e.expected_outputs.size()) +
+                             " entries but the graph returns " + std::to_string(e.graph.OutputValues().size()) + " values");
+    r.graphs_.push_back(std::move(e));
+  }
+  return r;
+}
+
+Expected<std::map<std::string, at::Tensor>> ReproDir::Inputs(const GraphEntry& g) const {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [ph, key] : g.inputs) {
+    PARITY_ASSIGN_OR_RETURN(out[ph], tensors_->Get(key));
+  }
+  return out;
+}
+
+Expected<std::map<std::string, at::Tensor>> ReproDir::Attrs(const GraphEntry& g) const {
+  std::map<std::string, at::Tensor> out;
+  for (const ir::Node* n : g.graph.nodes())
+    if (n->kind() == ir::NodeKind::kGetAttr && !out.count(n->target())) {
+      PARITY_ASSIGN_OR_RETURN(out[n->target()], tensors_->Get(n->target()));
+    }
+  return out;
+}
+
+Expected<std::vector<at::Tensor>> ReproDir::ExpectedOutputs(const GraphEntry& g) const {
+  std::vector<at::Tensor> out;
+  for (const auto& key : g.expected_outputs) {
+    PARITY_ASSIGN_OR_RETURN(at::Tensor t, tensors_->Get(key));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& graphs) {
+  json j = m.extra;
+  j["format"] = "parity.repro";
+  j["version"] = kReproFormatVersion;
+  j["torch_version"] = m.torch_version;
+  j["producer"] = m.producer;
+  j["model"] = m.model;
+  j["mode"] = m.mode;
+  j["dtype"] = m.dtype;
+  j["device"] = m.device;
+  j["tensors"] = m.tensors_file;
+  if (m.backend) j["backend"] = {{"name", *m.backend}, {"options", m.backend_options}};
+  if (!m.failure.is_null()) j["failure"] = m.failure;
+  json gs = json::array();
+  for (const GraphEntry* g : graphs) {
+    json jg = {{"name", g->name}, {"file", g->file}, {"inputs", g->inputs}};
+    if (!g->expected_outputs.empty()) jg["expected_outputs"] = g->expected_outputs;
+    if (!g->output_names.empty()) jg["output_names"] = g->output_names;
+    gs.push_back(std::move(jg));
+  }
+  j["graphs"] = gs;
+  return j;
+}
+
+Status WriteReproDir(const fs::path& dir, const Manifest& manifest, const std::vector<const GraphEntry*>& graphs,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error::Runtime(dir.string() + ": cannot create: " + ec.message());
+  for (const GraphEntry* g : graphs) {
+    PARITY_RETURN_IF_ERROR(WriteFileAtomic(dir / g->file, ir::GraphToJson(g->graph).dump(1) + "\n"));
+  }
+  PARITY_RETURN_IF_ERROR(safetensors::Save(dir / manifest.tensors_file, tensors));
+  return WriteFileAtomic(dir / "manifest.json", ManifestToJson(manifest, graphs).dump(2) + "\n");
+}
+
+}  // namespace parity

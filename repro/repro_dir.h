@@ -1,0 +1,78 @@
+// A repro dir: data only (docs/format.md). manifest.json, graphs/<name>.json and
+// tensors.safetensors holding the real captured parameters, buffers, inputs and eager outputs.
+// Loading validates everything and never runs code.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "repro/graph.h"
+#include "repro/safetensors.h"
+#include "util/status.h"
+
+namespace parity {
+
+inline constexpr int kReproFormatVersion = 1;
+
+struct GraphEntry {
+  std::string name;
+  std::string file;                             // relative to the repro dir
+  std::map<std::string, std::string> inputs;    // placeholder name -> tensor key
+  std::vector<std::string> expected_outputs;    // tensor keys of the eager outputs, in output order
+  std::vector<std::string> output_names;        // readable names of the outputs (e.g. "logits")
+  ir::Graph graph;
+};
+
+struct Manifest {
+  int version = kReproFormatVersion;
+  std::string torch_version;
+  std::string producer;
+  std::string model;
+  std::string mode = "eval";    // eval | train
+  std::string dtype = "float32";
+  std::string device = "cpu";
+  std::string tensors_file = "tensors.safetensors";
+  std::optional<std::string> backend;
+  nlohmann::json backend_options = nlohmann::json::object();
+  nlohmann::json failure;       // null when none recorded
+  nlohmann::json extra = nlohmann::json::object();  // fields parity does not interpret, kept on rewrite
+};
+
+class ReproDir {
+ public:
+  [[nodiscard]] static Expected<ReproDir> Load(const std::filesystem::path& dir);
+
+  const std::filesystem::path& root() const { return root_; }
+  const Manifest& manifest() const { return manifest_; }
+  Manifest& mutable_manifest() { return manifest_; }
+  const std::vector<GraphEntry>& graphs() const { return graphs_; }
+  std::vector<GraphEntry>& mutable_graphs() { return graphs_; }
+  const safetensors::File& tensors() const { return *tensors_; }
+  [[nodiscard]] Expected<at::Tensor> Tensor(const std::string& key) const { return tensors_->Get(key); }
+  // The tensors a graph needs: placeholder name -> input, get_attr target -> tensor.
+  [[nodiscard]] Expected<std::map<std::string, at::Tensor>> Inputs(const GraphEntry& g) const;
+  [[nodiscard]] Expected<std::map<std::string, at::Tensor>> Attrs(const GraphEntry& g) const;
+  [[nodiscard]] Expected<std::vector<at::Tensor>> ExpectedOutputs(const GraphEntry& g) const;
+
+ private:
+  std::filesystem::path root_;
+  Manifest manifest_;
+  std::vector<GraphEntry> graphs_;
+  std::optional<safetensors::File> tensors_;
+};
+
+// Writes a repro dir: graph JSON files, the manifest and `tensors` (key -> tensor). Existing
+// files of the same names are replaced atomically.
+[[nodiscard]] Status WriteReproDir(const std::filesystem::path& dir, const Manifest& manifest,
+                                   const std::vector<const GraphEntry*>& graphs,
+                                   const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+nlohmann::json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& graphs);
+
+}  // namespace parity

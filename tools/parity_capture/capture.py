@@ -1,0 +1,206 @@
+"""capture(): lower a model to ATen with torch.export (make_fx as fallback) and write a repro dir
+holding the graph, the real parameters, buffers and inputs, and the eager outputs."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from .serialize import CaptureError, graph_to_json, write_repro_dir
+
+PRODUCER = "parity_capture 0.1"
+
+
+def _keystr(path) -> str:
+    """('logits',) -> "logits"; (0, 'hidden') -> "0.hidden"; () -> "output"."""
+    parts = []
+    for k in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return ".".join(parts) or "output"
+
+
+def flatten_outputs(out: Any) -> Tuple[List[str], List[Any]]:
+    """Flattens a model output (tensors, tuples, dicts, HF ModelOutputs) to named leaves."""
+    leaves, _ = pytree.tree_flatten_with_path(out)
+    return [_keystr(p) for p, _ in leaves], [v for _, v in leaves]
+
+
+def _input_specs(ep) -> List[Any]:
+    return list(ep.graph_signature.input_specs)
+
+
+def _export(model: torch.nn.Module, args: Tuple, kwargs: Dict[str, Any]):
+    ep = torch.export.export(model, args, kwargs=kwargs, strict=False)
+    return ep.run_decompositions({})
+
+
+def _graph_entry(name: str, inputs: Dict[str, str], outputs: List[str], output_names: List[str]) -> Dict[str, Any]:
+    return {"name": name, "file": f"graphs/{name}.json", "inputs": inputs,
+            "expected_outputs": outputs, "output_names": output_names}
+
+
+def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequence[str],
+                   user_inputs: Sequence[torch.Tensor]) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """Returns (graph_json, manifest_entry, tensors) for one ExportedProgram."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    attr_keys: Dict[str, str] = {}
+    tensors: Dict[str, torch.Tensor] = {}
+    inputs: Dict[str, str] = {}
+    user_iter = iter(user_inputs)
+    for spec in _input_specs(ep):
+        ph = spec.arg.name if hasattr(spec.arg, "name") else None
+        if spec.kind == InputKind.USER_INPUT:
+            if not isinstance(spec.arg, torch.export.graph_signature.TensorArgument):
+                continue  # a constant (int, None) export specialized into the graph
+            key = f"{name}/input/{ph}"
+            inputs[ph] = key
+            tensors[key] = next(user_iter)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            prefix = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "const"}[spec.kind]
+            key = f"{prefix}/{spec.target}"
+            attr_keys[ph] = key
+            value = ep.state_dict.get(spec.target) if spec.target in ep.state_dict else ep.constants[spec.target]
+            tensors[key] = value
+        else:
+            raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
+    gjson = graph_to_json(ep.graph_module, name, attr_keys)
+    out_keys, out_names = [], []
+    user_out = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    tensor_leaves = [(n, v) for n, v in zip(eager_names, eager_leaves) if isinstance(v, torch.Tensor)]
+    graph_outputs = [s for s in user_out if isinstance(s.arg, torch.export.graph_signature.TensorArgument)]
+    if len(graph_outputs) != len(tensor_leaves):
+        raise CaptureError(f"graph returns {len(graph_outputs)} tensors but eager returned {len(tensor_leaves)}")
+    # The graph's output node must list exactly the user tensor outputs, in order.
+    names = [s.arg.name for s in graph_outputs]
+    for node in gjson["nodes"]:
+        if node["op"] == "output":
+            node["args"] = [[{"node": n} for n in names]]
+    for k, (oname, value) in enumerate(tensor_leaves):
+        key = f"{name}/output/{k}"
+        out_keys.append(key)
+        out_names.append(oname)
+        tensors[key] = value
+    return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors
+
+
+def _run_eager(model, args, kwargs, mode: str):
+    if mode == "train":
+        return model(*args, **kwargs)
+    with torch.no_grad():
+        return model(*args, **kwargs)
+
+
+def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str, *, mode: str = "eval",
+            name: Optional[str] = None, example_kwargs: Optional[Dict[str, Any]] = None,
+            method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None) -> str:
+    """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
+
+    method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
+    """
+    if mode not in ("eval", "train"):
+        raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
+    model.train(mode == "train")
+    args = tuple(example_inputs)
+    kwargs = dict(example_kwargs or {})
+    eager = _run_eager(model, args, kwargs, mode)
+    eager_names, eager_leaves = flatten_outputs(eager)
+    flat_inputs = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+    gname = "graph_0"
+    producer = PRODUCER
+    lowered = None
+    if method == "export":
+        try:
+            ep = _export(model, args, kwargs)
+            lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs)
+            producer += " (torch.export)"
+        except CaptureError:
+            raise
+        except Exception as e:  # export failed: fall back to make_fx below
+            export_error = e
+    if lowered is None:
+        lowered = _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode)
+        producer += " (make_fx)"
+    gjson, entry, tensors = lowered
+    dtypes = {str(v.dtype).removeprefix("torch.") for v in tensors.values() if v.is_floating_point()}
+    devices = {str(v.device.type) for v in tensors.values()}
+    manifest = {
+        "torch_version": torch.__version__,
+        "producer": producer,
+        "model": name or type(model).__name__,
+        "mode": mode,
+        "dtype": "float32" if "float32" in dtypes or not dtypes else sorted(dtypes)[0],
+        "device": sorted(devices)[0] if devices else "cpu",
+    }
+    manifest.update(extra_manifest or {})
+    return write_repro_dir(out_dir, manifest, [(gjson, entry)], tensors)
+
+
+def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode):
+    """make_fx over a functional call with parameters and buffers as explicit inputs."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functional_call, functionalize
+
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+    keys = list(named.keys())
+    flat_args, spec = pytree.tree_flatten((args, kwargs))
+    tensor_pos = [i for i, a in enumerate(flat_args) if isinstance(a, torch.Tensor)]
+
+    def fn(*flat):
+        state = dict(zip(keys, flat[: len(keys)]))
+        leaves = list(flat_args)
+        for pos, v in zip(tensor_pos, flat[len(keys):]):
+            leaves[pos] = v
+        a, kw = pytree.tree_unflatten(leaves, spec)
+        out = functional_call(model, state, a, kw)
+        return [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
+
+    real = [named[k] for k in keys] + [flat_args[i] for i in tensor_pos]
+    ctx = torch.no_grad() if mode == "eval" else torch.enable_grad()
+    with ctx:
+        gm = make_fx(functionalize(fn, remove="mutations_and_views"), tracing_mode="real")(*real)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    attr_keys, tensors, inputs = {}, {}, {}
+    for n, k in zip(placeholders[: len(keys)], keys):
+        kind = "param" if k in dict(model.named_parameters()) else "buffer"
+        attr_keys[n.name] = f"{kind}/{k}"
+        tensors[f"{kind}/{k}"] = named[k]
+    for n, v in zip(placeholders[len(keys):], real[len(keys):]):
+        inputs[n.name] = f"{gname}/input/{n.name}"
+        tensors[inputs[n.name]] = v
+    gjson = graph_to_json(gm, gname, attr_keys)
+    out_keys, out_names = [], []
+    k = 0
+    for oname, value in zip(eager_names, eager_leaves):
+        if isinstance(value, torch.Tensor):
+            out_keys.append(f"{gname}/output/{k}")
+            out_names.append(oname)
+            tensors[out_keys[-1]] = value
+            k += 1
+    return gjson, _graph_entry(gname, inputs, out_keys, out_names), tensors
+
+
+def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[torch.Tensor], name: str
+                         ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """Lowers one dynamo graph (torch-level FX, parameters lifted to inputs) to ATen with its real
+    inputs. Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
+    with torch.no_grad():
+        eager = gm(*inputs)
+    names, leaves = flatten_outputs(eager)
+    tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    try:
+        ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
+        return lower_exported(ep, name, leaves, names, tensor_inputs)
+    except CaptureError:
+        raise
+    except Exception:
+        return _lower_make_fx(gm, tuple(inputs), {}, name, leaves, names, "eval")

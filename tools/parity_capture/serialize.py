@@ -1,0 +1,148 @@
+"""FX graph -> parity graph JSON, and the repro-dir writer (docs/format.md)."""
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+from safetensors.torch import save_file
+
+FORMAT_VERSION = 1
+GETITEM = "getitem"
+
+
+class CaptureError(Exception):
+    """A graph uses something the repro format cannot express (dynamic shapes, Python calls)."""
+
+
+def target_name(target: Any) -> str:
+    if target is operator.getitem:
+        return GETITEM
+    if isinstance(target, torch._ops.OpOverload):
+        schema = target._schema
+        return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name
+    raise CaptureError(f"call_function target {target!r} is not an ATen operator")
+
+
+def encode_arg(a: Any) -> Any:
+    if isinstance(a, fx.Node):
+        return {"node": a.name}
+    if a is None or isinstance(a, (bool, str)):
+        return a
+    if isinstance(a, int):
+        return a
+    if isinstance(a, float):
+        if math.isnan(a):
+            return {"float": "nan"}
+        if math.isinf(a):
+            return {"float": "inf" if a > 0 else "-inf"}
+        return a
+    if isinstance(a, (list, tuple)):
+        return [encode_arg(x) for x in a]
+    if isinstance(a, torch.dtype):
+        return {"dtype": str(a).removeprefix("torch.")}
+    if isinstance(a, torch.device):
+        return {"device": str(a)}
+    if isinstance(a, torch.layout):
+        return {"layout": str(a).removeprefix("torch.")}
+    if isinstance(a, torch.memory_format):
+        return {"memory_format": str(a).removeprefix("torch.")}
+    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise CaptureError(f"symbolic value {a} (dynamic shapes are not supported; capture with static shapes)")
+    raise CaptureError(f"argument of type {type(a).__name__} cannot be serialized: {a!r}")
+
+
+def _tensor_meta(v: Any) -> Optional[Dict[str, Any]]:
+    if isinstance(v, torch.Tensor):
+        return {"dtype": str(v.dtype).removeprefix("torch."), "shape": [int(s) for s in v.shape],
+                "stride": [int(s) for s in v.stride()]}
+    return None
+
+
+def node_meta(node: fx.Node) -> Dict[str, Any]:
+    meta: Dict[str, Any] = {}
+    val = node.meta.get("val", node.meta.get("example_value"))
+    if isinstance(val, (list, tuple)):
+        meta["val"] = [_tensor_meta(v) for v in val]
+    elif isinstance(val, torch.Tensor):
+        meta["val"] = [_tensor_meta(val)]
+    st = node.meta.get("stack_trace")
+    if st:
+        meta["stack_trace"] = st.rstrip()
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        path = list(stack.values())[-1][0]
+        if path:
+            meta["module_path"] = path
+    return meta
+
+
+def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str]) -> Dict[str, Any]:
+    """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
+    buffers, constants) become get_attr nodes reading that key."""
+    nodes: List[Dict[str, Any]] = []
+    # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
+    # but keep them in one block, so a stable partition keeps the order otherwise.
+    ordered = [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in attr_keys]
+    ordered += [n for n in gm.graph.nodes if n.op == "placeholder" and n.name in attr_keys]
+    ordered += [n for n in gm.graph.nodes if n.op != "placeholder"]
+    for n in ordered:
+        entry: Dict[str, Any] = {"name": n.name}
+        if n.op == "placeholder":
+            if n.name in attr_keys:
+                entry.update(op="get_attr", target=attr_keys[n.name])
+            else:
+                entry.update(op="placeholder", target=n.name)
+        elif n.op == "get_attr":
+            entry.update(op="get_attr", target=attr_keys.get(n.name, str(n.target)))
+        elif n.op == "call_function":
+            entry.update(op="call_function", target=target_name(n.target))
+            entry["args"] = [encode_arg(a) for a in n.args]
+            if n.kwargs:
+                entry["kwargs"] = {k: encode_arg(v) for k, v in n.kwargs.items()}
+        elif n.op == "output":
+            outs = n.args[0]
+            if not isinstance(outs, (list, tuple)):
+                outs = [outs]
+            entry.update(op="output", args=[[encode_arg(o) for o in outs if isinstance(o, fx.Node)]])
+        else:
+            raise CaptureError(f"node {n.name}: op {n.op} is not supported (lower call_module/call_method first)")
+        meta = node_meta(n)
+        if meta:
+            entry["meta"] = meta
+        nodes.append(entry)
+    return {"format": "parity.graph", "version": FORMAT_VERSION, "name": name, "nodes": nodes}
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def write_repro_dir(out_dir: str, manifest: Dict[str, Any], graphs: Sequence[Tuple[Dict[str, Any], Dict[str, Any]]],
+                    tensors: Dict[str, torch.Tensor]) -> str:
+    """graphs: (graph_json, manifest_entry) pairs; tensors: key -> tensor (saved contiguous, CPU)."""
+    os.makedirs(os.path.join(out_dir, "graphs"), exist_ok=True)
+    entries = []
+    for gjson, entry in graphs:
+        _atomic_write(os.path.join(out_dir, entry["file"]), (json.dumps(gjson, indent=1) + "\n").encode())
+        entries.append(entry)
+    # Cloned: safetensors refuses tensors that share storage (tied weights, views).
+    flat = {k: v.detach().to("cpu").clone().contiguous() for k, v in tensors.items()}
+    tmp = os.path.join(out_dir, ".tensors.safetensors.tmp")
+    save_file(flat, tmp)
+    os.replace(tmp, os.path.join(out_dir, "tensors.safetensors"))
+    m = dict(manifest)
+    m.update(format="parity.repro", version=FORMAT_VERSION, tensors="tensors.safetensors", graphs=entries)
+    _atomic_write(os.path.join(out_dir, "manifest.json"), (json.dumps(m, indent=2) + "\n").encode())
+    return out_dir
