@@ -418,7 +418,7 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
     } catch (const std::exception& e) {
       return Error::Runtime("node \"" + n.name() + "\" (" + n.target() + "): " + ErrorText(e));
     }
-    if (keep[i]) result.values[n.name()] = frame[i];
+    if (keep[i] && s.kind != StepKind::kOutput) result.values[n.name()] = frame[i];
     for (int v : s.frees) frame[v] = c10::IValue();
   }
   return result;

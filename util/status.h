@@ -48,6 +48,7 @@ class [[nodiscard]] Expected {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
   const Error& error() const { return std::get<1>(v_); }
 
  private:

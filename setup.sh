@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent set-up for parity: Debian packages, the project venv with the pinned torch
+# (requirements.txt), and the C++ build in build/. Fast when nothing changed.
+#   ./setup.sh            set up and build
+#   PARITY_BUILD_TYPE=Debug ./setup.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT=$PWD
+log() { echo "setup: $*" >&2; }
+
+# 1. Debian packages (C++ toolchain and libraries; libtorch comes from the torch wheel).
+APT_PKGS=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libeigen3-dev libcli11-dev nlohmann-json3-dev)
+command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null || APT_PKGS+=(python3 python3-venv)
+missing=()
+for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. The venv: torch (pinned in requirements.txt), transformers, safetensors, pytest.
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat .venv/.parity-requirements 2>/dev/null)" != "$want" ]; then
+  log "installing Python requirements (torch, transformers, ...)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" > .venv/.parity-requirements
+fi
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+[ "$(cat "$site/parity_tools.pth" 2>/dev/null)" = "$ROOT/tools" ] || echo "$ROOT/tools" > "$site/parity_tools.pth"
+
+# 3. The C++ build (ccache-backed; ninja does nothing when nothing changed).
+export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.cache/ccache}
+if [ ! -f build/build.ninja ]; then
+  log "configuring build/"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${PARITY_BUILD_TYPE:-RelWithDebInfo}" \
+        -DPARITY_PYTHON="$ROOT/.venv/bin/python" ${PARITY_CMAKE_ARGS:-} >/dev/null
+fi
+cmake --build build -j "${PARITY_JOBS:-2}" | { grep -vE '^\[[0-9]+/[0-9]+\] ' || true; }
+log "ready: build/parity"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# CLI contract: exit codes (0 pass, 1 fail, 2 bad input) and output of repro run/show, compare.
+set -u
+PARITY=$1
+DATA=$2
+PYTHON=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect() {  # expect RC DESCRIPTION -- CMD...
+  local want=$1 what=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL: $what: exit $rc, expected $want"; cat "$tmp/out" "$tmp/err"; fails=$((fails + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+expect_err() {  # expect_err NEEDLE
+  grep -qF -- "$1" "$tmp/err" || { echo "FAIL: stderr lacks '$1':"; cat "$tmp/err"; fails=$((fails + 1)); }
+}
+
+expect 0 "repro run mlp passes" -- "$PARITY" repro run "$DATA/models/mlp"
+grep -q "PASS" "$tmp/out" || { echo "FAIL: no PASS line"; fails=$((fails + 1)); }
+expect 0 "repro run --json" -- "$PARITY" repro run "$DATA/models/llama" --json
+grep -q '"bitwise_equal_outputs": 1' "$tmp/out" || { echo "FAIL: llama not bitwise equal"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect 0 "repro show" -- "$PARITY" repro show "$DATA/models/mlp"
+grep -q "aten::linear" "$tmp/out" || { echo "FAIL: show lacks aten::linear"; fails=$((fails + 1)); }
+expect 2 "repro run on a missing dir" -- "$PARITY" repro run "$tmp/nope"
+expect_err "$tmp/nope"
+cp -r "$DATA/models/mlp" "$tmp/bad"
+sed -i 's/"version": 1/"version": 9/' "$tmp/bad/manifest.json"
+expect 2 "repro run on a bad manifest" -- "$PARITY" repro run "$tmp/bad"
+expect_err 'manifest.json: field "version" is 9'
+expect 2 "unknown backend" -- "$PARITY" repro run "$DATA/models/mlp" --backend nope
+expect 2 "bad usage" -- "$PARITY" repro frobnicate
+
+# compare: identical files pass, perturbed files fail, malformed input is exit 2.
+f="$DATA/models/mlp/tensors.safetensors"
+expect 0 "compare identical" -- "$PARITY" compare "$f" "$f"
+expect 2 "compare with a missing file" -- "$PARITY" compare "$f" "$tmp/missing.safetensors"
+expect_err "$tmp/missing.safetensors"
+printf 'garbage' > "$tmp/garbage.safetensors"
+expect 2 "compare garbage" -- "$PARITY" compare "$f" "$tmp/garbage.safetensors"
+expect_err "garbage.safetensors"
+"$PYTHON" - "$tmp" <<'PY'
+import sys, torch
+from safetensors.torch import save_file
+d = sys.argv[1]
+g = torch.Generator().manual_seed(0)
+a = torch.randn(1000, generator=g)
+save_file({"a": a, "b": a * 2}, f"{d}/ref.safetensors")
+save_file({"a": a, "b": a * 2 + 1e-2}, f"{d}/res.safetensors")
+save_file({"a": a.double(), "b": (a * 2).double()}, f"{d}/fp64.safetensors")
+PY
+expect 1 "compare perturbed" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors"
+grep -q "FAIL" "$tmp/out" || { echo "FAIL: no FAIL line"; fails=$((fails + 1)); }
+expect 0 "compare perturbed with a per-tensor tolerance" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors" --tol-override b=2e-2
+expect 1 "compare --json with fp64 ref" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors" --fp64-ref "$tmp/fp64.safetensors" --json
+grep -q '"rule": "rmse"' "$tmp/out" || { echo "FAIL: --json lacks the rmse rule"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect 2 "bad --tol-override" -- "$PARITY" compare "$f" "$f" --tol-override nonsense
+
+echo "cli: $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,78 @@
+#include "test_helpers.h"
+
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sum.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "repro/graph_json.h"
+
+namespace parity::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("parity_test_" + std::to_string(rd()) + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+fs::path TestData() {
+  const char* v = std::getenv("PARITY_TEST_DATA");
+  return v ? fs::path(v) : fs::path();
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Spit(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+void WriteSmallRepro(const fs::path& dir) {
+  using ir::Arg;
+  using ir::NodeKind;
+  GraphEntry e;
+  e.name = "g";
+  e.file = "graphs/g.json";
+  e.graph.set_name("g");
+  ir::Graph& g = e.graph;
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  x->meta = {ir::TensorMeta{c10::kFloat, {2, 3}, {3, 1}}};
+  ir::Node* w = g.Append(NodeKind::kGetAttr, "w", "param/w");
+  w->meta = {ir::TensorMeta{c10::kFloat, {3}, {1}}};
+  ir::Node* add = g.Append(NodeKind::kCallFunction, "add", "aten::add.Tensor");
+  add->args = {Arg::Ref(x), Arg::Ref(w)};
+  ir::Node* relu = g.Append(NodeKind::kCallFunction, "relu", "aten::relu");
+  relu->args = {Arg::Ref(add)};
+  ir::Node* sum = g.Append(NodeKind::kCallFunction, "sum", "aten::sum.dim_IntList");
+  sum->args = {Arg::Ref(relu), Arg::List({Arg::Int(1)})};
+  ir::Node* out = g.Append(NodeKind::kOutput, "output", "output");
+  out->args = {Arg::List({Arg::Ref(relu), Arg::Ref(sum)})};
+  e.inputs = {{"x", "g/input/x"}};
+  e.expected_outputs = {"g/output/0", "g/output/1"};
+  e.output_names = {"y", "s"};
+  at::Tensor xt = at::randn({2, 3}), wt = at::randn({3});
+  at::Tensor y = at::relu(xt + wt);
+  at::Tensor s = at::sum(y, {1});
+  Manifest m;
+  m.model = "small";
+  m.torch_version = "test";
+  m.producer = "test_helpers";
+  auto st = WriteReproDir(dir, m, {&e}, {{"g/input/x", xt}, {"param/w", wt}, {"g/output/0", y}, {"g/output/1", s}});
+  if (!st.ok()) throw std::runtime_error(st.error().message);
+}
+
+}  // namespace parity::testing

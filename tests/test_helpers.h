@@ -1,0 +1,48 @@
+// Shared helpers for the unit tests: temp dirs, the test-data fixture, a small valid repro.
+#pragma once
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "repro/repro_dir.h"
+
+namespace parity::testing {
+
+// A fresh directory removed at scope exit.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// $PARITY_TEST_DATA (made by tests/gen_test_data.py); empty when unset.
+std::filesystem::path TestData();
+#define PARITY_REQUIRE_TEST_DATA()                                                   \
+  if (::parity::testing::TestData().empty()) GTEST_SKIP() << "PARITY_TEST_DATA unset"
+
+// Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).
+void WriteSmallRepro(const std::filesystem::path& dir);
+
+std::string Slurp(const std::filesystem::path& p);
+void Spit(const std::filesystem::path& p, const std::string& data);
+
+// Asserts `e` failed and its message contains every needle.
+template <typename T>
+::testing::AssertionResult FailsWith(const Expected<T>& e, std::initializer_list<std::string> needles) {
+  if (e.ok()) return ::testing::AssertionFailure() << "expected an error, got success";
+  for (const auto& n : needles)
+    if (e.error().message.find(n) == std::string::npos)
+      return ::testing::AssertionFailure() << "message \"" << e.error().message << "\" lacks \"" << n << "\"";
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace parity::testing

@@ -1,0 +1,196 @@
+#include "interpreter/interpreter.h"
+
+#include <ATen/ops/allclose.h>
+#include <ATen/TensorIndexing.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
+#include <gtest/gtest.h>
+
+#include "repro/graph_json.h"
+#include "repro/repro_dir.h"
+#include "test_helpers.h"
+
+namespace parity::interp {
+namespace {
+
+using ir::Arg;
+using ir::Graph;
+using ir::NodeKind;
+using nlohmann::json;
+
+Graph Parse(const std::string& text) {
+  auto g = ir::GraphFromJson(json::parse(text), "test.json");
+  if (!g.ok()) throw std::runtime_error(g.error().message);
+  return std::move(*g);
+}
+
+Expected<RunResult> CompileAndRun(const Graph& g, const TensorMap& inputs, const RunOptions& o = {}) {
+  PARITY_ASSIGN_OR_RETURN(auto p, Program::Compile(g, "test.json"));
+  return p.Run(inputs, {}, o);
+}
+
+TEST(Interpreter, WrappedNumbersDefaultsAndBroadcastLists) {
+  // add(x, 2) puts a Python int in a Tensor position; max_pool2d's kernel_size=2 fills int[2];
+  // sum.dim_IntList takes its keepdim default from the schema.
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "a", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "x"}, 2]},
+    {"name": "p", "op": "call_function", "target": "aten::max_pool2d", "args": [{"node": "a"}, 2]},
+    {"name": "s", "op": "call_function", "target": "aten::sum.dim_IntList", "args": [{"node": "p"}, [-1]]},
+    {"name": "output", "op": "output", "args": [[{"node": "a"}, {"node": "p"}, {"node": "s"}]]}]})");
+  at::Tensor x = at::randn({1, 2, 4, 4});
+  auto r = CompileAndRun(g, {{"x", x}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  at::Tensor a = x + 2;
+  at::Tensor p = at::max_pool2d(a, {2, 2});
+  EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), a));
+  EXPECT_EQ(r->outputs[0].toTensor().scalar_type(), at::kFloat);  // wrapped numbers do not promote
+  EXPECT_TRUE(at::equal(r->outputs[1].toTensor(), p));
+  EXPECT_TRUE(at::equal(r->outputs[2].toTensor(), p.sum({-1})));
+}
+
+TEST(Interpreter, TensorListsOptionalTensorListsAndGetItem) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "i", "op": "placeholder"},
+    {"name": "c", "op": "call_function", "target": "aten::cat", "args": [[{"node": "x"}, {"node": "x"}]], "kwargs": {"dim": 1}},
+    {"name": "ix", "op": "call_function", "target": "aten::index.Tensor", "args": [{"node": "c"}, [null, {"node": "i"}]]},
+    {"name": "mx", "op": "call_function", "target": "aten::max.dim", "args": [{"node": "ix"}, 1]},
+    {"name": "v", "op": "call_function", "target": "getitem", "args": [{"node": "mx"}, 0]},
+    {"name": "k", "op": "call_function", "target": "getitem", "args": [{"node": "mx"}, 1]},
+    {"name": "output", "op": "output", "args": [[{"node": "v"}, {"node": "k"}]]}]})");
+  at::Tensor x = at::randn({3, 4});
+  at::Tensor i = at::tensor(std::vector<int64_t>{0, 5, 7});
+  auto r = CompileAndRun(g, {{"x", x}, {"i", i}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  at::Tensor c = at::cat({x, x}, 1);
+  auto [v, k] = c.index({at::indexing::Slice(), i}).max(1);
+  EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), v));
+  EXPECT_TRUE(at::equal(r->outputs[1].toTensor(), k));
+}
+
+TEST(Interpreter, Float64ModeWidensDataAndDtypeArguments) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "f", "op": "call_function", "target": "aten::full", "args": [[2], 0.1], "kwargs": {"dtype": {"dtype": "float32"}, "device": {"device": "cpu"}}},
+    {"name": "i", "op": "call_function", "target": "aten::ones", "args": [[2]], "kwargs": {"dtype": {"dtype": "int64"}}},
+    {"name": "a", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "x"}, {"node": "f"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "a"}, {"node": "i"}]]}]})");
+  RunOptions o;
+  o.float_dtype = c10::kDouble;
+  auto r = CompileAndRun(g, {{"x", at::randn({2})}}, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->outputs[0].toTensor().scalar_type(), at::kDouble);
+  EXPECT_EQ(r->outputs[1].toTensor().scalar_type(), at::kLong);
+}
+
+TEST(Interpreter, RecordsIntermediatesOnlyWhenAsked) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"node": "x"}]},
+    {"name": "b", "op": "call_function", "target": "aten::exp", "args": [{"node": "a"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "b"}]]}]})");
+  at::Tensor x = at::randn({5});
+  auto plain = CompileAndRun(g, {{"x", x}});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->values.empty());
+  RunOptions o;
+  o.record = {"a"};
+  auto some = CompileAndRun(g, {{"x", x}}, o);
+  ASSERT_TRUE(some.ok());
+  ASSERT_EQ(some->values.size(), 1u);
+  EXPECT_TRUE(at::equal(some->values.at("a").toTensor(), -x));
+  o.record_all = true;
+  auto all = CompileAndRun(g, {{"x", x}}, o);
+  EXPECT_EQ(all->values.size(), 3u);
+  o.record = {"nope"};
+  EXPECT_FALSE(CompileAndRun(g, {{"x", x}}, o).ok());
+}
+
+TEST(Interpreter, RuntimeErrorsNameTheNode) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "mm", "op": "call_function", "target": "aten::mm", "args": [{"node": "x"}, {"node": "x"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "mm"}]]}]})");
+  auto r = CompileAndRun(g, {{"x", at::randn({2, 3})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find("node \"mm\" (aten::mm)"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(CompileAndRun(g, {}).ok());  // a missing input is reported, not a crash
+}
+
+TEST(Interpreter, HookSeesAndReplacesValues) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "r", "op": "call_function", "target": "aten::relu", "args": [{"node": "x"}]},
+    {"name": "n", "op": "call_function", "target": "aten::neg", "args": [{"node": "r"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "n"}]]}]})");
+  RunOptions o;
+  std::vector<std::string> seen;
+  o.hook = [&](const ir::Node& n, c10::IValue& v) {
+    seen.push_back(n.name());
+    if (n.target() == "aten::relu") v = v.toTensor() + 1;
+    return Status::Ok();
+  };
+  at::Tensor x = at::randn({4});
+  auto r = CompileAndRun(g, {{"x", x}}, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"r", "n"}));
+  EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), -(x.relu() + 1)));
+}
+
+TEST(Interpreter, GradModeBuildsAnAutogradGraph) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "w", "op": "get_attr", "target": "w"},
+    {"name": "m", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, {"node": "w"}]},
+    {"name": "s", "op": "call_function", "target": "aten::sum", "args": [{"node": "m"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "s"}]]}]})");
+  auto p = Program::Compile(g, "test.json");
+  ASSERT_TRUE(p.ok());
+  at::Tensor x = at::randn({3});
+  at::Tensor w = at::randn({3}).requires_grad_(true);
+  RunOptions o;
+  o.grad = true;
+  auto r = p->Run({{"x", x}}, {{"w", w}}, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  r->outputs[0].toTensor().backward();
+  EXPECT_TRUE(at::allclose(w.grad(), x));
+}
+
+// The captured graphs of real models run and match the Python eager outputs stored at capture.
+class CapturedModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CapturedModel, MatchesPythonEager) {
+  PARITY_REQUIRE_TEST_DATA();
+  auto repro = ReproDir::Load(testing::TestData() / "models" / GetParam());
+  ASSERT_TRUE(repro.ok()) << repro.error().message;
+  for (const GraphEntry& g : repro->graphs()) {
+    auto p = Program::Compile(g.graph, g.file);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    auto r = p->Run(*repro->Inputs(g), *repro->Attrs(g));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto expected = repro->ExpectedOutputs(g);
+    ASSERT_TRUE(expected.ok());
+    ASSERT_EQ(r->outputs.size(), expected->size());
+    for (size_t k = 0; k < expected->size(); ++k) {
+      const at::Tensor& want = (*expected)[k];
+      const at::Tensor got = r->outputs[k].toTensor();
+      ASSERT_EQ(got.sizes(), want.sizes());
+      EXPECT_TRUE(at::equal(got, want) || at::allclose(got, want, 1e-6, 0)) << GetParam() << " output " << k;
+    }
+    RunOptions o;
+    o.float_dtype = c10::kDouble;
+    auto r64 = p->Run(*repro->Inputs(g), *repro->Attrs(g), o);
+    ASSERT_TRUE(r64.ok()) << r64.error().message;
+    EXPECT_TRUE(at::allclose(r64->outputs[0].toTensor().to(at::kFloat), (*expected)[0], 1e-3, 1e-3));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Suite, CapturedModel, ::testing::Values("mlp", "resnet", "llama", "bert"));
+
+}  // namespace
+}  // namespace parity::interp

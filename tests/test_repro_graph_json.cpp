@@ -1,0 +1,104 @@
+#include "repro/graph_json.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_helpers.h"
+
+namespace parity::ir {
+namespace {
+
+using nlohmann::json;
+using parity::testing::FailsWith;
+
+const char* kAllKinds = R"JSON({
+  "format": "parity.graph", "version": 1, "name": "kinds",
+  "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x", "meta": {"val": [{"dtype": "float32", "shape": [2, 3], "stride": [3, 1]}]}},
+    {"name": "w", "op": "get_attr", "target": "param/w"},
+    {"name": "f", "op": "call_function", "target": "aten::full",
+     "args": [[2, 3], {"float": "-inf"}],
+     "kwargs": {"dtype": {"dtype": "bfloat16"}, "layout": {"layout": "strided"}, "device": {"device": "cpu"}, "pin_memory": false}},
+    {"name": "c", "op": "call_function", "target": "aten::clone", "args": [{"node": "x"}], "kwargs": {"memory_format": {"memory_format": "contiguous_format"}}},
+    {"name": "s", "op": "call_function", "target": "aten::split.Tensor", "args": [{"node": "c"}, 1, 1],
+     "meta": {"val": [{"dtype": "float32", "shape": [2, 1]}, null], "stack_trace": "File \"m.py\", line 3\n  y = x.split(1)", "module_path": "blk.0"}},
+    {"name": "g", "op": "call_function", "target": "getitem", "args": [{"node": "s"}, 0]},
+    {"name": "d", "op": "call_function", "target": "aten::div.Tensor_mode", "args": [{"node": "g"}, 2.5], "kwargs": {"rounding_mode": "floor"}},
+    {"name": "n", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "d"}, {"float": "nan"}], "kwargs": {"alpha": 1.0}},
+    {"name": "output", "op": "output", "args": [[{"node": "n"}, {"node": "f"}]]}
+  ]})JSON";
+
+TEST(GraphJson, ParsesEveryArgumentKind) {
+  auto g = GraphFromJson(json::parse(kAllKinds), "kinds.json");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  const Node* f = g->Find("f");
+  EXPECT_EQ(f->args[1].kind, Arg::Kind::kFloat);
+  EXPECT_TRUE(std::isinf(f->args[1].f) && f->args[1].f < 0);
+  auto kwarg = [](const Node* n, const std::string& k) {
+    for (const auto& [name, a] : n->kwargs)
+      if (name == k) return a;
+    return Arg::None();
+  };
+  EXPECT_EQ(kwarg(f, "dtype").kind, Arg::Kind::kDtype);
+  EXPECT_EQ(kwarg(f, "dtype").dtype, c10::kBFloat16);
+  EXPECT_EQ(kwarg(f, "device").kind, Arg::Kind::kDevice);
+  EXPECT_EQ(kwarg(f, "layout").kind, Arg::Kind::kLayout);
+  EXPECT_EQ(kwarg(g->Find("c"), "memory_format").kind, Arg::Kind::kMemoryFormat);
+  EXPECT_EQ(g->Find("n")->args[1].kind, Arg::Kind::kFloat);
+  EXPECT_TRUE(std::isnan(g->Find("n")->args[1].f));
+  EXPECT_EQ(g->Find("n")->kwargs[0].second.kind, Arg::Kind::kFloat);  // 1.0 stays a float
+  EXPECT_EQ(g->Find("d")->kwargs[0].second.kind, Arg::Kind::kString);
+  EXPECT_EQ(g->Find("s")->meta.size(), 2u);
+  EXPECT_FALSE(g->Find("s")->meta[1].has_value());
+  EXPECT_EQ(g->Find("s")->module_path, "blk.0");
+}
+
+TEST(GraphJson, RoundTripsThroughJson) {
+  auto g = GraphFromJson(json::parse(kAllKinds), "kinds.json");
+  ASSERT_TRUE(g.ok());
+  json again = GraphToJson(*g);
+  auto g2 = GraphFromJson(again, "again.json");
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(GraphToJson(*g2).dump(), again.dump());
+  EXPECT_EQ(GraphToText(*g2, true), GraphToText(*g, true));
+}
+
+TEST(GraphJson, TextFormIsStable) {
+  auto g = GraphFromJson(json::parse(kAllKinds), "kinds.json");
+  ASSERT_TRUE(g.ok());
+  const std::string expected =
+      "graph kinds {\n"
+      "  %x : f32[2, 3] = placeholder\n"
+      "  %w = get_attr[param/w]\n"
+      "  %f = aten::full([2, 3], -inf, device=cpu, dtype=bfloat16, layout=strided, pin_memory=False)\n"
+      "  %c = aten::clone(%x, memory_format=contiguous_format)\n"
+      "  %s : (f32[2, 1], _) = aten::split.Tensor(%c, 1, 1)  # blk.0\n"
+      "  %g = getitem(%s, 0)\n"
+      "  %d = aten::div.Tensor_mode(%g, 2.5, rounding_mode=\"floor\")\n"
+      "  %n = aten::add.Tensor(%d, nan, alpha=1.0)\n"
+      "  return [%n, %f]\n"
+      "}\n";
+  EXPECT_EQ(GraphToText(*g), expected);
+}
+
+TEST(GraphJson, ErrorsNameTheFileAndTheField) {
+  auto bad = [](const std::string& text) { return GraphFromJson(json::parse(text), "bad.json"); };
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 2, "nodes": []})"), {"bad.json", "\"version\" is 2"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1})"), {"bad.json", "\"nodes\""}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"op": "placeholder"}]})"), {"bad.json", "nodes[0].name"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_method", "target": "t"}]})"),
+                        {"nodes[0] (\"a\").op", "unknown op kind \"call_method\""}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"node": "zz"}]}]})"),
+                        {"nodes[0] (\"a\").args[0].node", "unknown node \"zz\""}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "placeholder"}, {"name": "a", "op": "placeholder"}]})"),
+                        {"nodes[1] (\"a\").name", "duplicate"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"dtype": "float99"}]}]})"),
+                        {"args[0].dtype", "unknown dtype \"float99\""}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"float": "big"}]}]})"),
+                        {"args[0].float"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "x", "op": "placeholder"}]})"), {"bad.json", "0 output nodes"}));
+}
+
+}  // namespace
+}  // namespace parity::ir

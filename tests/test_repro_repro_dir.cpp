@@ -1,0 +1,162 @@
+#include "repro/repro_dir.h"
+
+#include <ATen/ops/randn.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <regex>
+
+#include "interpreter/interpreter.h"
+#include "test_helpers.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::FailsWith;
+using testing::Slurp;
+using testing::Spit;
+using testing::TempDir;
+
+TEST(ReproDir, LoadsAValidDir) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->graphs().size(), 1u);
+  EXPECT_EQ(r->graphs()[0].output_names, (std::vector<std::string>{"y", "s"}));
+  EXPECT_EQ(r->manifest().model, "small");
+  auto inputs = r->Inputs(r->graphs()[0]);
+  ASSERT_TRUE(inputs.ok());
+  EXPECT_EQ(inputs->at("x").sizes(), c10::IntArrayRef({2, 3}));
+}
+
+TEST(ReproDir, RewriteKeepsUnknownManifestFields) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  json m = json::parse(Slurp(dir / "manifest.json"));
+  m["suite"] = "toy";
+  Spit(dir / "manifest.json", m.dump());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->manifest().extra["suite"], "toy");
+}
+
+// Each case corrupts one thing of a valid dir and names what the error must say.
+struct Corruption {
+  const char* label;
+  std::function<void(const fs::path&)> corrupt;
+  std::vector<std::string> needles;
+};
+
+void PrintTo(const Corruption& c, std::ostream* os) { *os << c.label; }
+
+void EditJson(const fs::path& p, const std::function<void(json&)>& f) {
+  json j = json::parse(Slurp(p));
+  f(j);
+  Spit(p, j.dump());
+}
+void EditManifest(const fs::path& d, const std::function<void(json&)>& f) { EditJson(d / "manifest.json", f); }
+void EditGraph(const fs::path& d, const std::function<void(json&)>& f) { EditJson(d / "graphs/g.json", f); }
+
+// Rewrites the safetensors header in place (same length, padded with spaces).
+void EditSafetensorsHeader(const fs::path& d, const std::function<std::string(std::string)>& f) {
+  std::string bytes = Slurp(d / "tensors.safetensors");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  std::string header = f(bytes.substr(8, n));
+  ASSERT_LE(header.size(), n);
+  header.resize(n, ' ');
+  Spit(d / "tensors.safetensors", bytes.substr(0, 8) + header + bytes.substr(8 + n));
+}
+
+class ReproDirMalformed : public ::testing::TestWithParam<Corruption> {};
+
+TEST_P(ReproDirMalformed, IsRejectedNamingFileAndField) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  GetParam().corrupt(dir.path());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_FALSE(r.ok()) << GetParam().label << " loaded";
+  EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  for (const auto& n : GetParam().needles)
+    EXPECT_NE(r.error().message.find(n), std::string::npos) << GetParam().label << ": \"" << r.error().message << "\" lacks \"" << n << "\"";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ReproDirMalformed,
+    ::testing::Values(
+        Corruption{"no_manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); }, {"manifest.json", "cannot open"}},
+        Corruption{"manifest_not_json", [](const fs::path& d) { Spit(d / "manifest.json", "{\"version\": 1,"); }, {"manifest.json", "not valid JSON"}},
+        Corruption{"wrong_version", [](const fs::path& d) { EditManifest(d, [](json& j) { j["version"] = 7; }); },
+                   {"manifest.json", "\"version\" is 7"}},
+        Corruption{"bad_mode", [](const fs::path& d) { EditManifest(d, [](json& j) { j["mode"] = "infer"; }); },
+                   {"manifest.json", "\"mode\" is \"infer\""}},
+        Corruption{"no_graphs", [](const fs::path& d) { EditManifest(d, [](json& j) { j.erase("graphs"); }); },
+                   {"manifest.json", "\"graphs\""}},
+        Corruption{"graph_path_escapes", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "../../etc/passwd"; }); },
+                   {"manifest.json", "graphs[0]", "\"file\"", "leaves the repro dir"}},
+        Corruption{"graph_path_absolute", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "/etc/passwd"; }); },
+                   {"graphs[0]", "absolute path"}},
+        Corruption{"tensors_path_escapes", [](const fs::path& d) { EditManifest(d, [](json& j) { j["tensors"] = "../t.safetensors"; }); },
+                   {"manifest.json", "\"tensors\"", "leaves the repro dir"}},
+        Corruption{"graph_not_json", [](const fs::path& d) { Spit(d / "graphs/g.json", "nodes: []"); }, {"graphs/g.json", "not valid JSON"}},
+        Corruption{"unknown_node_ref", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][3]["args"][0] = {{"node", "ghost"}}; }); },
+                   {"graphs/g.json", "nodes[3] (\"relu\").args[0].node", "unknown node \"ghost\""}},
+        Corruption{"duplicate_node", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][3]["name"] = "add"; }); },
+                   {"graphs/g.json", "nodes[3] (\"add\").name", "duplicate"}},
+        Corruption{"missing_input_mapping", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"] = json::object(); }); },
+                   {"graphs[0]", "\"inputs\" has no entry for placeholder \"x\""}},
+        Corruption{"input_tensor_missing", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"]["x"] = "nope"; }); },
+                   {"graphs[0]", "inputs.x", "tensor \"nope\"", "tensors.safetensors"}},
+        Corruption{"get_attr_missing", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][1]["target"] = "param/zz"; }); },
+                   {"graphs/g.json", "node \"w\"", "get_attr target \"param/zz\""}},
+        Corruption{"shape_disagrees_with_meta", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][0]["meta"]["val"][0]["shape"] = {3, 2}; }); },
+                   {"inputs.x", "expects float32[3, 2]"}},
+        Corruption{"expected_output_missing", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["expected_outputs"][1] = "g/output/9"; }); },
+                   {"\"expected_outputs\"", "g/output/9"}},
+        Corruption{"safetensors_truncated", [](const fs::path& d) { fs::resize_file(d / "tensors.safetensors", 40); },
+                   {"tensors.safetensors"}},
+        Corruption{"safetensors_overlap", [](const fs::path& d) {
+                     EditSafetensorsHeader(d, [](std::string h) { return std::regex_replace(h, std::regex("\\[0,"), "[4,"); });
+                   }, {"tensors.safetensors", "data_offsets"}},
+        Corruption{"safetensors_wrong_dtype", [](const fs::path& d) {
+                     EditSafetensorsHeader(d, [](std::string h) { return std::regex_replace(h, std::regex("\"F32\""), "\"Q32\"", std::regex_constants::format_first_only); });
+                   }, {"tensors.safetensors", "unknown dtype \"Q32\""}}),
+    [](const ::testing::TestParamInfo<Corruption>& info) { return std::string(info.param.label); });
+
+// Unknown ops and schema mismatches are found when the graph is compiled for running.
+Expected<interp::Program> CompileEdited(const TempDir& dir, const std::function<void(json&)>& edit, ReproDir& keep) {
+  testing::WriteSmallRepro(dir.path());
+  EditGraph(dir.path(), edit);
+  auto r = ReproDir::Load(dir.path());
+  if (!r.ok()) return r.error();
+  keep = std::move(*r);
+  return interp::Program::Compile(keep.graphs()[0].graph, (dir / "graphs/g.json").string());
+}
+
+TEST(ReproDirOps, UnknownOpNamesTheOpAndTheNode) {
+  TempDir dir;
+  ReproDir keep;
+  auto p = CompileEdited(dir, [](json& j) { j["nodes"][3]["target"] = "aten::relux"; }, keep);
+  EXPECT_TRUE(FailsWith(p, {"graphs/g.json", "node \"relu\"", "unknown op \"aten::relux\""}));
+}
+
+TEST(ReproDirOps, ArgumentsThatDoNotFitTheSchema) {
+  TempDir dir;
+  ReproDir keep;
+  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][3]["args"][0] = "str"; }, keep),
+                        {"node \"relu\"", "argument \"self\"", "expected Tensor, got a string"}));
+  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][2]["kwargs"] = {{"beta", 2}}; }, keep),
+                        {"node \"add\"", "unknown keyword argument \"beta\""}));
+  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][3]["args"].push_back(1); }, keep),
+                        {"node \"relu\"", "2 positional arguments, the schema takes 1"}));
+  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][4]["args"] = json::array({{{"node", "relu"}}}); }, keep),
+                        {"node \"sum\"", "required argument \"dim\" is missing"}));
+  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][4]["args"][1] = json::array({1.5}); }, keep),
+                        {"node \"sum\"", "argument \"dim\"", "expected int[], got a list"}));
+}
+
+}  // namespace
+}  // namespace parity
