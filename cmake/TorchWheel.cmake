@@ -49,6 +49,11 @@ target_include_directories(parity_torch SYSTEM INTERFACE
   "${PARITY_TORCH_DIR}/include"
   "${PARITY_TORCH_DIR}/include/torch/csrc/api/include")
 target_compile_definitions(parity_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${_tw_abi})
+# ATen's parallel_for is a header template over OpenMP (AT_PARALLEL_OPENMP): code that calls it
+# must be compiled with -fopenmp or it silently runs serially. At run time the rpath resolves
+# libgomp.so.1 to the wheel's own copy, the one libtorch_cpu uses.
+target_compile_options(parity_torch INTERFACE -fopenmp)
+target_link_options(parity_torch INTERFACE -fopenmp)
 # --no-as-needed: libtorch_cuda registers its kernels from static initialisers; nothing
 # references it by symbol, so an as-needed link would drop it.
 target_link_options(parity_torch INTERFACE "LINKER:--no-as-needed" "LINKER:-rpath,${PARITY_TORCH_DIR}/lib")

@@ -1,9 +1,13 @@
 #include "compare/stats.h"
 
+#include "compare/stream_kernel.h"
+
+#include <ATen/Parallel.h>
 #include <ATen/ops/_to_copy.h>
-#include <Eigen/Core>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace parity::compare {
 
@@ -17,64 +21,73 @@ nlohmann::json NumberOrNull(double v) {
   return v;
 }
 
-struct Accum {
-  double sq_ref_fp64 = 0, sq_res_fp64 = 0, dot = 0, nref = 0, nres = 0;
-};
+using detail::Partial;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One streaming pass. A and B are float or double; F is double (or null).
+// The first flat index in [start, start + kBlock) whose value `metric(i)` equals `target`.
+template <typename F>
+int64_t FindIn(int64_t start, int64_t n, double target, F&& metric) {
+  for (int64_t i = start; i < std::min(n, start + kBlock); ++i)
+    if (metric(i) == target) return i;
+  return start;
+}
+
 template <typename A, typename B>
-void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool equal_nan, TensorStats& s, Accum& acc) {
-  using Eigen::Array;
-  using Eigen::Dynamic;
-  using Eigen::Map;
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t len = std::min(kBlock, n - start);
-    Map<const Array<A, Dynamic, 1>> ma(a + start, len);
-    Map<const Array<B, Dynamic, 1>> mb(b + start, len);
-    auto da = ma.template cast<double>();
-    auto db = mb.template cast<double>();
-    acc.dot += (da * db).sum();
-    acc.nref += da.square().sum();
-    acc.nres += db.square().sum();
-    if (f) {
-      Map<const Array<double, Dynamic, 1>> mf(f + start, len);
-      acc.sq_ref_fp64 += (mf - da).square().sum();
-      acc.sq_res_fp64 += (mf - db).square().sum();
+void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool equal_nan, TensorStats& s,
+            double& sq_ref_fp64, double& sq_res_fp64, double& dot, double& nref, double& nres) {
+  const int64_t nblocks = (n + kBlock - 1) / kBlock;
+  constexpr int64_t kBlocksPerChunk = 16;
+  const int64_t nchunks = (nblocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
+  std::vector<Partial> parts(static_cast<size_t>(nchunks));
+  at::parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      Partial& p = parts[c];
+      for (int64_t blk = c * kBlocksPerChunk; blk < std::min(nblocks, (c + 1) * kBlocksPerChunk); ++blk) {
+        const int64_t start = blk * kBlock;
+        if (f) detail::StreamBlock<A, B, true>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
+        else detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
+      }
     }
-    for (int64_t k = 0; k < len; ++k) {
-      const int64_t i = start + k;
+  });
+  Partial t;
+  for (const Partial& p : parts) {
+    t.sq_ref_fp64 += p.sq_ref_fp64;
+    t.sq_res_fp64 += p.sq_res_fp64;
+    t.dot += p.dot;
+    t.nref += p.nref;
+    t.nres += p.nres;
+    t.mismatches += p.mismatches;
+    t.ref_nan += p.ref_nan;
+    t.res_nan += p.res_nan;
+    t.ref_inf += p.ref_inf;
+    t.res_inf += p.res_inf;
+    if (p.max_abs > t.max_abs) { t.max_abs = p.max_abs; t.max_abs_block = p.max_abs_block; }
+    if (p.max_rel > t.max_rel) { t.max_rel = p.max_rel; t.max_rel_block = p.max_rel_block; }
+  }
+  sq_ref_fp64 = t.sq_ref_fp64;
+  sq_res_fp64 = t.sq_res_fp64;
+  dot = t.dot;
+  nref = t.nref;
+  nres = t.nres;
+  s.mismatches = t.mismatches;
+  s.ref_nan = t.ref_nan;
+  s.res_nan = t.res_nan;
+  s.ref_inf = t.ref_inf;
+  s.res_inf = t.res_inf;
+  if (t.max_abs >= 0) {
+    s.max_abs_err = t.max_abs;
+    s.max_abs_index = FindIn(t.max_abs_block, n, t.max_abs, [&](int64_t i) {
+      double d = std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+      return d < kInf ? d : -1.0;
+    });
+  }
+  if (t.max_rel >= 0) {
+    s.max_rel_err = t.max_rel;
+    s.max_rel_index = FindIn(t.max_rel_block, n, t.max_rel, [&](int64_t i) {
       const double x = static_cast<double>(a[i]);
-      const double y = static_cast<double>(b[i]);
-      const bool xn = std::isnan(x), yn = std::isnan(y);
-      s.ref_nan += xn;
-      s.res_nan += yn;
-      s.ref_inf += std::isinf(x);
-      s.res_inf += std::isinf(y);
-      // isclose(ref, res) as ATen computes it, in the wider of the two types.
-      using W = std::conditional_t<(sizeof(A) > sizeof(B)), A, B>;
-      const W wa = static_cast<W>(a[i]), wb = static_cast<W>(b[i]);
-      bool close = wa == wb || (equal_nan && xn && yn);
-      if (!close) {
-        const W actual = std::abs(wa - wb);
-        const W allowed = static_cast<W>(tol) + std::abs(static_cast<W>(tol) * wb);
-        close = std::isfinite(actual) && actual <= allowed;
-      }
-      s.mismatches += !close;
-      const double d = std::abs(x - y);
-      if (std::isfinite(d)) {
-        if (d > s.max_abs_err || s.max_abs_index < 0) {
-          s.max_abs_err = d;
-          s.max_abs_index = i;
-        }
-        if (x != 0.0 && std::isfinite(x)) {
-          const double r = d / std::abs(x);
-          if (r > s.max_rel_err || s.max_rel_index < 0) {
-            s.max_rel_err = r;
-            s.max_rel_index = i;
-          }
-        }
-      }
-    }
+      const double d = std::abs(x - static_cast<double>(b[i]));
+      return (d < kInf && x != 0.0 && std::abs(x) < kInf) ? d / std::abs(x) : -1.0;
+    });
   }
 }
 
@@ -98,20 +111,20 @@ TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std
     f = fp64_ref->detach().to(at::kCPU).to(at::kDouble).contiguous();
   }
   const double* fp = f.defined() ? f.const_data_ptr<double>() : nullptr;
-  Accum acc;
+  double sq_ref = 0, sq_res = 0, dot = 0, nref = 0, nres = 0;
   const int64_t n = a.numel();
   const bool af = a.scalar_type() == at::kFloat, bf = b.scalar_type() == at::kFloat;
-  if (af && bf) Stream(a.const_data_ptr<float>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, acc);
-  else if (af) Stream(a.const_data_ptr<float>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, acc);
-  else if (bf) Stream(a.const_data_ptr<double>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, acc);
-  else Stream(a.const_data_ptr<double>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, acc);
+  if (af && bf) Stream(a.const_data_ptr<float>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else if (af) Stream(a.const_data_ptr<float>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else if (bf) Stream(a.const_data_ptr<double>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else Stream(a.const_data_ptr<double>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
   if (fp && n > 0) {
-    s.rmse_ref_vs_fp64 = std::sqrt(acc.sq_ref_fp64 / static_cast<double>(n));
-    s.rmse_res_vs_fp64 = std::sqrt(acc.sq_res_fp64 / static_cast<double>(n));
+    s.rmse_ref_vs_fp64 = std::sqrt(sq_ref / static_cast<double>(n));
+    s.rmse_res_vs_fp64 = std::sqrt(sq_res / static_cast<double>(n));
   }
   if (n > 0) {
-    const double denom = std::sqrt(acc.nref) * std::sqrt(acc.nres);
-    s.cosine = denom > 0 ? acc.dot / denom : (acc.nref == 0 && acc.nres == 0 ? 1.0 : 0.0);
+    const double denom = std::sqrt(nref) * std::sqrt(nres);
+    s.cosine = denom > 0 ? dot / denom : (nref == 0 && nres == 0 ? 1.0 : 0.0);
   }
   return s;
 }

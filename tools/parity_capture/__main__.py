@@ -18,6 +18,8 @@ def main(argv=None) -> int:
     c.add_argument("--mode", default="eval", choices=["eval", "train"])
     c.add_argument("--batch-size", type=int, default=None)
     c.add_argument("--method", default="export", choices=["export", "make_fx"])
+    c.add_argument("--device", default="cpu", help="capture on this device (cpu, cuda)")
+    c.add_argument("--dtype", default=None, help="cast the model and floating inputs (e.g. bfloat16)")
     a = p.parse_args(argv)
     from . import models
     if a.cmd == "list":
@@ -30,6 +32,12 @@ def main(argv=None) -> int:
     except KeyError as e:
         print(f"parity_capture: error: {e.args[0]}", file=sys.stderr)
         return 2
+    dtype = getattr(torch, a.dtype) if a.dtype else None
+    model = model.to(device=a.device, dtype=dtype) if dtype else model.to(a.device)
+    move = lambda x: (x.to(a.device, dtype) if dtype and x.is_floating_point() else x.to(a.device)) \
+        if isinstance(x, torch.Tensor) else x
+    args = tuple(torch.utils._pytree.tree_map(move, list(args)))
+    kwargs = torch.utils._pytree.tree_map(move, kwargs)
     capture(model, args, a.out, mode=a.mode, name=spec.name, example_kwargs=kwargs, method=a.method,
             extra_manifest={"suite": spec.suite, "batch_size": a.batch_size or spec.batch_size})
     print(a.out)

@@ -1,0 +1,201 @@
+"""parity's benchmarks, each side by side with the PyTorch tool doing the same job, measured in
+one run on this machine. Results go to bench/results.json (per section, latest run) and
+docs/benchmarks.md is regenerated from it.
+
+    .venv/bin/python bench/run_benchmarks.py [--sections foundation ...] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.fx as fx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build"))
+RESULTS = os.path.join(ROOT, "bench", "results.json")
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+
+
+def timeit(fn, iters: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def parity_bench(*args) -> dict:
+    out = subprocess.run([os.path.join(BUILD, "parity_bench"), *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+# ------------------------------------------------------------------ foundation (issue 2)
+class ManySmallOps(torch.nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = torch.sin(x) * 1.0001 + 0.01
+        return x
+
+
+class ComputeBoundMLP(torch.nn.Module):
+    def __init__(self, d: int = 2048, layers: int = 4):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+
+    def forward(self, x):
+        for l in self.layers:
+            x = torch.relu(l(x))
+        return x
+
+
+def bench_foundation(tmp: str, quick: bool) -> dict:
+    from parity_capture import capture, load_repro
+    from safetensors.torch import save_file
+    from torch._dynamo.utils import same
+
+    res = {}
+    # 1. Per-node overhead: parity's interpreter vs torch.fx.Interpreter on the same graph.
+    n = 700
+    d = os.path.join(tmp, "many_small")
+    x = torch.randn(16)
+    capture(ManySmallOps(n), (x,), d, name="many_small_ops")
+    g = load_repro(d).graphs[0]
+    nodes = len(g.module.graph.nodes)
+    iters = 5 if quick else 20
+    with torch.inference_mode():
+        fx_s = timeit(lambda: fx.Interpreter(g.module).run(*g.inputs()), iters)
+        gm_s = timeit(lambda: g.module(*g.inputs()), iters)
+    p = parity_bench("interp", d, "--iters", str(iters))
+    res["interp_overhead"] = {
+        "nodes": nodes, "parity_us_per_node": p["median_s"] / nodes * 1e6,
+        "fx_interpreter_us_per_node": fx_s / nodes * 1e6, "graphmodule_us_per_node": gm_s / nodes * 1e6,
+        "speedup_vs_fx_interpreter": fx_s / p["median_s"], "speedup_vs_graphmodule": gm_s / p["median_s"]}
+
+    # 2. End to end on a compute-bound graph: parity's interpreter vs Python eager.
+    d = os.path.join(tmp, "mlp_big")
+    torch.manual_seed(0)
+    m = ComputeBoundMLP().eval()
+    xb = torch.randn(256, 2048)
+    capture(m, (xb,), d, name="compute_bound_mlp")
+    iters = 3 if quick else 10
+    with torch.inference_mode():
+        eager_s = timeit(lambda: m(xb), iters)
+    p = parity_bench("interp", d, "--iters", str(iters))
+    res["end_to_end"] = {"model": "4 x Linear(2048, 2048) + ReLU, batch 256", "parity_ms": p["median_s"] * 1e3,
+                         "eager_ms": eager_s * 1e3, "ratio_eager_over_parity": eager_s / p["median_s"]}
+
+    # 3. Comparator throughput on 256 MB tensors (64M float32 elements).
+    numel = (4 << 20) if quick else (64 << 20)
+    gen = torch.Generator().manual_seed(0)
+    truth = torch.randn(numel, generator=gen, dtype=torch.float64)
+    ref = truth.float()
+    ok = ref + 1e-6 * torch.randn(numel, generator=gen)
+    bad = (truth + 1e-2 * torch.randn(numel, generator=gen, dtype=torch.float64)).float()
+    files = {}
+    for name, t in (("ref", ref), ("ok", ok), ("bad", bad), ("fp64", truth)):
+        files[name] = os.path.join(tmp, f"{name}.safetensors")
+        save_file({"t": t}, files[name])
+    iters = 3 if quick else 5
+    quiet = lambda *a, **k: None
+    py_ok = timeit(lambda: same(ref, ok, log_error=quiet), iters, warmup=1)
+    py_bad = timeit(lambda: same(ref, bad, fp64_ref=truth, log_error=quiet), iters, warmup=1)
+    c_ok = parity_bench("same", files["ref"], files["ok"], "--iters", str(iters), "--warmup", "1")
+    c_bad = parity_bench("same", files["ref"], files["bad"], "--fp64", files["fp64"], "--iters", str(iters), "--warmup", "1")
+    assert c_ok["pass"] and not c_bad["pass"]
+    gb = lambda b, s: b / s / 1e9
+    mb = numel * 4 / 2**20
+    res["comparator"] = {
+        "tensor_mb": mb,
+        "allclose_pass": {"parity_gbps": gb(c_ok["bytes"], c_ok["median_s"]), "same_gbps": gb(c_ok["bytes"], py_ok),
+                          "speedup": py_ok / c_ok["median_s"]},
+        "rmse_fail_with_fp64": {"parity_gbps": gb(c_bad["bytes"], c_bad["median_s"]), "same_gbps": gb(c_bad["bytes"], py_bad),
+                                "speedup": py_bad / c_bad["median_s"]}}
+    return res
+
+
+def render(results: dict) -> str:
+    lines = ["# Benchmarks", "",
+             "Generated by `bench/run_benchmarks.py` from `bench/results.json`; every ratio compares parity with",
+             "the PyTorch tool doing the same job, both measured in the same run on the same machine. Larger",
+             "speed-ups are better for parity. Timings are medians over repeated runs (warm-up excluded).", ""]
+    f = results.get("foundation")
+    if f:
+        env = f["env"]
+        lines += ["## Foundation: interpreter and comparators", "",
+                  f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.", ""]
+        o = f["interp_overhead"]
+        e = f["end_to_end"]
+        c = f["comparator"]
+        lines += ["| measurement | parity | PyTorch | ratio (PyTorch / parity) |", "|---|---|---|---|",
+                  f"| per-node overhead, {o['nodes']}-node graph of small ops (sin, mul, add on 16 floats) vs `torch.fx.Interpreter` "
+                  f"| {o['parity_us_per_node']:.2f} µs/node | {o['fx_interpreter_us_per_node']:.2f} µs/node | **{o['speedup_vs_fx_interpreter']:.1f}x** |",
+                  f"| same graph vs the FX GraphModule's generated Python `forward` "
+                  f"| {o['parity_us_per_node']:.2f} µs/node | {o['graphmodule_us_per_node']:.2f} µs/node | {o['speedup_vs_graphmodule']:.2f}x |",
+                  f"| end to end, compute-bound ({e['model']}) vs Python eager "
+                  f"| {e['parity_ms']:.1f} ms | {e['eager_ms']:.1f} ms | {e['ratio_eager_over_parity']:.2f}x |",
+                  f"| comparator, {c['tensor_mb']:.0f} MB float32 pair, allclose passes, vs `same()` "
+                  f"| {c['allclose_pass']['parity_gbps']:.2f} GB/s | {c['allclose_pass']['same_gbps']:.2f} GB/s | **{c['allclose_pass']['speedup']:.1f}x** |",
+                  f"| comparator, {c['tensor_mb']:.0f} MB float32 pair + fp64 reference, RMSE rule decides, vs `same()` "
+                  f"| {c['rmse_fail_with_fp64']['parity_gbps']:.2f} GB/s | {c['rmse_fail_with_fp64']['same_gbps']:.2f} GB/s | **{c['rmse_fail_with_fp64']['speedup']:.1f}x** |",
+                  "",
+                  "GB/s counts the bytes of every tensor read (ref, res and, where used, the fp64 reference).",
+                  "parity's comparator also produces its full statistics (max abs/rel error and where, mismatch count,",
+                  "both RMSEs, cosine, NaN/Inf counts) in the same pass; `same()` produces only the verdict.", ""]
+    for key, section in results.items():
+        if key != "foundation" and "markdown" in section:
+            lines += section["markdown"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sections", nargs="*", default=["foundation"])
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check the script runs (not for docs)")
+    a = ap.parse_args()
+    results = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {}
+    env = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "threads": torch.get_num_threads(),
+           "torch": torch.__version__}
+    with tempfile.TemporaryDirectory() as tmp:
+        if "foundation" in a.sections:
+            r = bench_foundation(tmp, a.quick)
+            r["env"] = env
+            print(json.dumps(r, indent=1))
+            if not a.quick:
+                results["foundation"] = r
+    if not a.quick:
+        with open(RESULTS, "w") as f:
+            json.dump(results, f, indent=1)
+        with open(DOC, "w") as f:
+            f.write(render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

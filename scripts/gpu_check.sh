@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds parity against the machine's own torch and checks the interpreter on CUDA: each suite
+# model is captured on the GPU (Python eager outputs stored), then `parity repro run --device
+# cuda` runs the captured graph and compares. Results (JSON per model) go to $OUT or ./gpu-out.
+#   scripts/gpu_check.sh [PYTHON] [HEADERS_DIR]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${1:-python3}
+HDRS=${2:-}
+OUTDIR=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUTDIR"
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S . -B build-gpu "${gen[@]}" -DPARITY_PYTHON="$(command -v "$PY")" -DPARITY_BUILD_TESTS=OFF \
+      ${HDRS:+-DPARITY_HEADERS_DIR=$HDRS} >"$OUTDIR/cmake.log" 2>&1 || { tail -30 "$OUTDIR/cmake.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >"$OUTDIR/build.log" 2>&1 || { grep -E "error" "$OUTDIR/build.log" | head -30; exit 1; }
+export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
+"$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "transformers", transformers.__version__)' | tee "$OUTDIR/env.txt"
+tmp=$(mktemp -d)
+for m in ${MODELS:-mlp resnet llama bert}; do
+  for dt in ${DTYPES:-float32}; do
+    d="$tmp/$m-$dt"
+    "$PY" -m parity_capture capture --model "$m" --out "$d" --device cuda --dtype "$dt" >/dev/null 2>"$OUTDIR/capture-$m-$dt.log" \
+      || { echo "$m $dt: capture failed"; tail -5 "$OUTDIR/capture-$m-$dt.log"; continue; }
+    tol=1e-4; [ "$dt" != float32 ] && tol=1e-2
+    build-gpu/parity repro run "$d" --device cuda --tol $tol --json >"$OUTDIR/run-$m-$dt.json" 2>"$OUTDIR/run-$m-$dt.err"
+    echo "$m $dt: exit $? $("$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['graphs'][0]; o=g['outputs'][0]['stats']; print('pass', r['pass'], 'bitwise', g['bitwise_equal_outputs'], 'of', len(g['outputs']), 'max_abs', o['max_abs_err'], 'max_rel', o['max_rel_err'], 'ms', round(g['run_ms'],2))" "$OUTDIR/run-$m-$dt.json" 2>&1)"
+  done
+done
