@@ -11,6 +11,9 @@ namespace parity::cli {
 
 void set_repro_command(CLI::App& app, int& exit_code);
 void set_compare_command(CLI::App& app, int& exit_code);
+void set_verify_command(CLI::App& app, int& exit_code);
+void set_backends_command(CLI::App& app, int& exit_code);
+void set_models_command(CLI::App& app, int& exit_code);
 
 // Throws Failure when `e` holds an error, else returns the value.
 template <typename T>

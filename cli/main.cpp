@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   parity::cli::set_repro_command(app, exit_code);
   parity::cli::set_compare_command(app, exit_code);
+  parity::cli::set_verify_command(app, exit_code);
+  parity::cli::set_models_command(app, exit_code);
+  parity::cli::set_backends_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -59,3 +59,28 @@ target_link_options(parity_torch INTERFACE -fopenmp)
 target_link_options(parity_torch INTERFACE "LINKER:--no-as-needed" "LINKER:-rpath,${PARITY_TORCH_DIR}/lib")
 target_link_libraries(parity_torch INTERFACE ${_tw_libs})
 message(STATUS "parity: torch ${PARITY_TORCH_VERSION} at ${PARITY_TORCH_DIR} (cuda=${PARITY_TORCH_HAS_CUDA})")
+
+# NativeRT: some wheels ship torch/nativert/ModelRunnerHandle.h without the symbols behind it
+# (torch 2.13.0+cpu does). Link a probe to know whether the nativert backend can be built.
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_INCLUDES "${PARITY_TORCH_DIR}/include" "${PARITY_TORCH_DIR}/include/torch/csrc/api/include")
+set(CMAKE_REQUIRED_LIBRARIES ${_tw_libs})
+set(CMAKE_REQUIRED_DEFINITIONS -D_GLIBCXX_USE_CXX11_ABI=${_tw_abi})
+set(CMAKE_REQUIRED_FLAGS "-std=c++20")
+set(CMAKE_REQUIRED_QUIET ON)
+check_cxx_source_compiles([[
+#include <torch/nativert/ModelRunnerHandle.h>
+int main(int argc, char**) {
+  if (argc > 5) { torch::nativert::ModelRunnerHandle h("p", "m"); (void)h.runWithFlatInputsAndOutputs({}); }
+  return 0;
+}]] PARITY_TORCH_HAS_NATIVERT)
+unset(CMAKE_REQUIRED_INCLUDES)
+unset(CMAKE_REQUIRED_LIBRARIES)
+unset(CMAKE_REQUIRED_DEFINITIONS)
+unset(CMAKE_REQUIRED_FLAGS)
+if(PARITY_TORCH_HAS_NATIVERT)
+  target_compile_definitions(parity_torch INTERFACE PARITY_TORCH_HAS_NATIVERT=1)
+else()
+  target_compile_definitions(parity_torch INTERFACE PARITY_TORCH_HAS_NATIVERT=0)
+endif()
+message(STATUS "parity: NativeRT handle usable: ${PARITY_TORCH_HAS_NATIVERT}")

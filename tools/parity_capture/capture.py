@@ -3,7 +3,7 @@ holding the graph, the real parameters, buffers and inputs, and the eager output
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -92,6 +92,19 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
     return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors
 
 
+class WithLoss(torch.nn.Module):
+    """model followed by its training loss: returns (loss, outputs)."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable[[Any], torch.Tensor]):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        return self.loss_fn(out), out
+
+
 def _run_eager(model, args, kwargs, mode: str):
     if mode == "train":
         return model(*args, **kwargs)
@@ -101,18 +114,27 @@ def _run_eager(model, args, kwargs, mode: str):
 
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str, *, mode: str = "eval",
             name: Optional[str] = None, example_kwargs: Optional[Dict[str, Any]] = None,
-            method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None) -> str:
+            method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None,
+            loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> str:
     """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
 
     method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
+    mode "train" needs `loss_fn(outputs) -> scalar`: the captured graph returns (loss, *outputs)
+    so a backend's loss, gradients and optimizer step can be checked.
     """
     if mode not in ("eval", "train"):
         raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
+    if mode == "train":
+        if loss_fn is None:
+            raise ValueError("mode='train' needs loss_fn")
+        model = WithLoss(model, loss_fn)
     model.train(mode == "train")
     args = tuple(example_inputs)
     kwargs = dict(example_kwargs or {})
     eager = _run_eager(model, args, kwargs, mode)
     eager_names, eager_leaves = flatten_outputs(eager)
+    if mode == "train":  # (loss, outputs): "0" -> "loss", "1.logits" -> "logits"
+        eager_names = ["loss" if n == "0" else (n[2:] if n.startswith("1.") else "output") for n in eager_names]
     flat_inputs = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
     gname = "graph_0"
     producer = PRODUCER
@@ -135,7 +157,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     manifest = {
         "torch_version": torch.__version__,
         "producer": producer,
-        "model": name or type(model).__name__,
+        "model": name or type(getattr(model, "model", model)).__name__,
         "mode": mode,
         "dtype": "float32" if "float32" in dtypes or not dtypes else sorted(dtypes)[0],
         "device": sorted(devices)[0] if devices else "cpu",

@@ -46,7 +46,9 @@ def decode_arg(a: Any, env: Dict[str, fx.Node]) -> Any:
     return a
 
 
-def graph_from_json(gjson: Dict[str, Any], attrs: Dict[str, torch.Tensor]) -> fx.GraphModule:
+def graph_from_json(gjson: Dict[str, Any], attrs: Dict[str, torch.Tensor], parameters: bool = False) -> fx.GraphModule:
+    """Rebuilds a GraphModule. With `parameters`, floating get_attr tensors under "param/" become
+    nn.Parameters (train mode), the rest buffers."""
     if gjson.get("version") != FORMAT_VERSION:
         raise ValueError(f"graph format version {gjson.get('version')} is not {FORMAT_VERSION}")
     root = torch.nn.Module()
@@ -59,8 +61,13 @@ def graph_from_json(gjson: Dict[str, Any], attrs: Dict[str, torch.Tensor]) -> fx
         elif op == "get_attr":
             attr = "_attr_" + "".join(c if c.isalnum() else "_" for c in n["target"])
             if not hasattr(root, attr):
-                root.register_buffer(attr, attrs[n["target"]])
+                t = attrs[n["target"]]
+                if parameters and n["target"].startswith("param/") and t.is_floating_point():
+                    root.register_parameter(attr, torch.nn.Parameter(t.detach().clone()))
+                else:
+                    root.register_buffer(attr, t)
             node = g.get_attr(attr)
+            node.meta["parity_target"] = n["target"]
         elif op == "call_function":
             args = tuple(decode_arg(a, env) for a in n.get("args", []))
             kwargs = {k: decode_arg(v, env) for k, v in n.get("kwargs", {}).items()}

@@ -1,0 +1,41 @@
+// parity backends [--json]: each backend, available or not and why.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "verifier/backend.h"
+#include "verifier/worker.h"
+
+namespace parity::cli {
+
+namespace {
+int RunBackends(bool as_json) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& info : verifier::Backends()) {
+    std::string name = info.name;
+    if (name.find('<') != std::string::npos) name = name.substr(0, name.find('<')) + "inductor";  // a probe instance
+    auto b = verifier::MakeBackend(name);
+    verifier::Availability a = b.ok() ? (*b)->Available() : verifier::Availability{false, b.error().message};
+    list.push_back({{"name", info.name}, {"kind", info.kind}, {"available", a.available}, {"why", a.why},
+                    {"description", info.description}});
+  }
+  if (as_json) {
+    std::cout << list.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& b : list) {
+    std::printf("%-28s %-12s %-20s %s\n", b["name"].get<std::string>().c_str(),
+                b["available"].get<bool>() ? "available" : "unavailable", b["kind"].get<std::string>().c_str(),
+                (b["available"].get<bool>() ? b["description"] : b["why"]).get<std::string>().c_str());
+  }
+  return 0;
+}
+}  // namespace
+
+void set_backends_command(CLI::App& app, int& exit_code) {
+  auto as_json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("backends", "List the backends and whether each can run here");
+  cmd->add_flag("--json", *as_json, "print as JSON");
+  cmd->callback([as_json, &exit_code] { exit_code = RunBackends(*as_json); });
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,54 @@
+// Child processes: spawn (own process group), wait with a timeout, kill the whole group, and
+// describe how it ended (exit code or signal). Nothing parity-specific.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "util/status.h"
+
+namespace parity {
+
+struct ExitInfo {
+  bool exited = false;     // normal exit: `code` is valid
+  int code = -1;
+  int signal = 0;          // killed by this signal
+  bool timed_out = false;  // we killed it at its deadline
+  std::string Describe() const;  // "exit 1", "signal 11 (SIGSEGV)", "timeout after 30 s"
+};
+
+struct SpawnOptions {
+  std::vector<std::string> env;         // extra NAME=VALUE entries
+  std::optional<std::string> stdout_path;  // redirect (append) to a file; else inherit
+  std::optional<std::string> stderr_path;
+  bool stdin_null = true;
+};
+
+class Child {
+ public:
+  [[nodiscard]] static Expected<Child> Spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
+  Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Child& operator=(Child&& o) noexcept;
+  ~Child();  // kills a child still running
+
+  pid_t pid() const { return pid_; }
+  // Waits up to `timeout` (nullopt: forever); on expiry kills the process group (SIGKILL).
+  ExitInfo Wait(std::optional<std::chrono::milliseconds> timeout);
+  // Non-blocking: set when the child has ended.
+  std::optional<ExitInfo> Poll();
+  void Kill();
+
+ private:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  pid_t pid_ = -1;
+};
+
+std::string SignalName(int sig);
+
+// Path of the running executable (/proc/self/exe).
+std::string SelfExe();
+
+}  // namespace parity

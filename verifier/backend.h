@@ -1,0 +1,75 @@
+// The backend plug-in interface. A backend says whether it is available here and whether it
+// can run a given experiment (unsupported means VERIFIER_SKIPPED, not a failure), prepares
+// (compiles), then runs. Backends are listed in one explicit table (backend_registry.cpp):
+// adding one is one file plus one line there.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "repro/repro_dir.h"
+#include "util/status.h"
+
+namespace parity::verifier {
+
+// Results in a fixed order with stable names: eval "output/<k>"; train "loss",
+// "grad/<param key>", "grad/input/<placeholder>", "sgd/<param key>" (PyTorch's collect_results).
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct ExperimentContext {
+  const ReproDir* repro = nullptr;
+  const GraphEntry* graph = nullptr;
+  std::string mode = "eval";                     // eval | train
+  c10::Device device{c10::kCPU};
+  nlohmann::json options = nlohmann::json::object();  // --backend-option KEY=VALUE
+  std::filesystem::path work_dir;                // scratch space for this experiment
+  std::filesystem::path cache_dir;               // compiled artifacts, shared across runs
+  int iterations = 1;                            // timed runs after the first (compiling) one
+};
+
+struct Availability {
+  bool available = true;
+  std::string why;  // when unavailable
+};
+
+struct BackendRun {
+  NamedTensors outputs;
+  double compile_time_s = 0.0;       // prepare + first run
+  std::vector<double> run_times_s;   // the timed runs after the first
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Machine/build level: can this backend run at all here?
+  virtual Availability Available() const { return {}; }
+  // Experiment level: Unsupported (-> VERIFIER_SKIPPED) when this backend cannot run it.
+  [[nodiscard]] virtual Status Supports(const ExperimentContext& ctx) const { return Status::Ok(); }
+  // Compile/prepare, run once, then ctx.iterations timed runs.
+  [[nodiscard]] virtual Expected<BackendRun> Run(const ExperimentContext& ctx) = 0;
+};
+
+struct BackendInfo {
+  std::string name;         // as on the command line; "torch_compile:<name>" matches a prefix
+  std::string description;
+  std::string kind;         // "c++" | "python worker" | "python worker + c++"
+};
+
+// The table, in listing order.
+const std::vector<BackendInfo>& Backends();
+// Makes the backend for a command-line name; BadInput naming the known ones if unknown.
+[[nodiscard]] Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
+
+// Helpers shared by backends.
+std::string OutputName(size_t k);
+[[nodiscard]] Expected<NamedTensors> LoadNamed(const std::filesystem::path& safetensors_file);
+// Parses KEY=VALUE options into JSON (values stay strings; backends interpret them).
+[[nodiscard]] Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs);
+
+}  // namespace parity::verifier

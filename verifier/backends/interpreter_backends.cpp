@@ -1,0 +1,93 @@
+// C++ backends built on parity's interpreter: `eager` (the reference itself, a sanity backend)
+// and `fault` (fault injection for testing verification pipelines).
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full_like.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+#include "verifier/backends/backends.h"
+#include "verifier/reference.h"
+
+namespace parity::verifier {
+
+namespace {
+
+// Runs the reference flow with an optional hook, timing the first and the following runs.
+Expected<BackendRun> RunInterpreter(const ExperimentContext& ctx, const interp::NodeHook& hook) {
+  const std::string where = (ctx.repro->root() / ctx.graph->file).string();
+  PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(ctx.graph->graph, where));
+  ReferenceOptions ro;
+  ro.device = ctx.device;
+  ro.hook = hook;
+  BackendRun run;
+  auto t0 = std::chrono::steady_clock::now();
+  PARITY_ASSIGN_OR_RETURN(run.outputs, RunReference(program, *ctx.repro, *ctx.graph, ctx.mode, ro));
+  run.compile_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < ctx.iterations; ++i) {
+    t0 = std::chrono::steady_clock::now();
+    auto again = RunReference(program, *ctx.repro, *ctx.graph, ctx.mode, ro);
+    if (!again.ok()) return again.error();
+    run.run_times_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return run;
+}
+
+class EagerBackend final : public Backend {
+ public:
+  Expected<BackendRun> Run(const ExperimentContext& ctx) override { return RunInterpreter(ctx, nullptr); }
+};
+
+// fault: runs the interpreter and injects a fault at every call of one ATen op.
+//   op=aten::relu         the op (a target prefix: "aten::relu" matches "aten::relu.default")
+//   kind=perturb|nan|raise|segfault|abort|hang|oom
+//   delta=0.01            perturb: value + delta
+//   occurrence=N          only the N-th call (1-based); default every call
+class FaultBackend final : public Backend {
+ public:
+  Status Supports(const ExperimentContext& ctx) const override {
+    if (!ctx.options.contains("op")) return Error::BadInput("backend fault needs --backend-option op=<aten op>");
+    static const std::set<std::string> kinds = {"perturb", "nan", "raise", "segfault", "abort", "hang", "oom"};
+    const std::string kind = ctx.options.value("kind", "perturb");
+    if (!kinds.count(kind)) return Error::BadInput("backend fault: kind \"" + kind + "\" is not one of perturb, nan, raise, segfault, abort, hang, oom");
+    return Status::Ok();
+  }
+
+  Expected<BackendRun> Run(const ExperimentContext& ctx) override {
+    const std::string op = ctx.options.value("op", "");
+    const std::string kind = ctx.options.value("kind", "perturb");
+    double delta = 0.01;
+    int occurrence = 0;
+    try {
+      if (ctx.options.contains("delta")) delta = std::stod(ctx.options["delta"].get<std::string>());
+      if (ctx.options.contains("occurrence")) occurrence = std::stoi(ctx.options["occurrence"].get<std::string>());
+    } catch (const std::exception&) {
+      return Error::BadInput("backend fault: delta and occurrence must be numbers");
+    }
+    auto seen = std::make_shared<int>(0);
+    interp::NodeHook hook = [=](const ir::Node& n, c10::IValue& v) -> Status {
+      if (n.target().rfind(op, 0) != 0) return Status::Ok();
+      if (occurrence > 0 && ++*seen != occurrence) return Status::Ok();
+      if (!v.isTensor()) return Status::Ok();
+      if (kind == "perturb") v = v.toTensor() + delta;
+      else if (kind == "nan") v = v.toTensor() * std::numeric_limits<double>::quiet_NaN();
+      else if (kind == "raise") return Error::Runtime("fault injected: " + n.target() + " raised (node " + n.name() + ")");
+      else if (kind == "segfault") std::raise(SIGSEGV);
+      else if (kind == "abort") std::abort();
+      else if (kind == "hang") while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+      else if (kind == "oom") v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
+      return Status::Ok();
+    };
+    return RunInterpreter(ctx, hook);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeEagerBackend() { return std::make_unique<EagerBackend>(); }
+std::unique_ptr<Backend> MakeFaultBackend() { return std::make_unique<FaultBackend>(); }
+
+}  // namespace parity::verifier

@@ -1,0 +1,73 @@
+#include "verifier/reference.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros_like.h>
+#include <ATen/Context.h>
+
+namespace parity::verifier {
+
+Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
+                                    const std::string& mode, const ReferenceOptions& options) {
+  at::manual_seed(options.seed);
+  interp::RunOptions ro;
+  ro.device = options.device;
+  ro.float_dtype = options.float_dtype;
+  ro.hook = options.hook;
+  PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(g));
+  PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(g));
+  NamedTensors out;
+  if (mode != "train") {
+    PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
+    for (size_t k = 0; k < r.outputs.size(); ++k) {
+      if (!r.outputs[k].isTensor()) return Error::Runtime("output " + std::to_string(k) + " is not a tensor");
+      out.emplace_back(OutputName(k), r.outputs[k].toTensor().detach());
+    }
+    return out;
+  }
+  // Train: leaf tensors that require grad for floating parameters and inputs.
+  std::vector<std::pair<std::string, at::Tensor>> params, grad_inputs;
+  for (auto& [key, t] : attrs) {
+    at::Tensor p = interp::PrepareTensor(t, ro).detach().clone();
+    if (key.rfind("param/", 0) == 0 && p.is_floating_point()) {
+      p.requires_grad_(true);
+      params.emplace_back(key, p);
+    }
+    t = p;
+  }
+  for (const ir::Node* n : g.graph.placeholders()) {
+    at::Tensor x = interp::PrepareTensor(inputs.at(n->name()), ro).detach().clone();
+    if (x.is_floating_point()) {
+      x.requires_grad_(true);
+      grad_inputs.emplace_back(n->name(), x);
+    }
+    inputs[n->name()] = x;
+  }
+  // Parameters in the order the graph first reads them (the worker's named_parameters order).
+  std::vector<std::pair<std::string, at::Tensor>> ordered;
+  for (const ir::Node* n : g.graph.nodes())
+    if (n->kind() == ir::NodeKind::kGetAttr)
+      for (auto& pr : params)
+        if (pr.first == n->target() && std::none_of(ordered.begin(), ordered.end(), [&](auto& o) { return o.first == pr.first; }))
+          ordered.push_back(pr);
+  ro.grad = true;
+  at::AutoGradMode enable(true);
+  PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
+  if (r.outputs.empty() || !r.outputs[0].isTensor() || r.outputs[0].toTensor().numel() != 1)
+    return Error::BadInput("train mode: the graph's first output must be the scalar loss (capture with mode='train')");
+  at::Tensor loss = r.outputs[0].toTensor();
+  try {
+    loss.backward();
+  } catch (const std::exception& e) {
+    return Error::Runtime(std::string("backward: ") + e.what());
+  }
+  auto grad = [](const at::Tensor& t) { return t.grad().defined() ? t.grad().detach() : at::zeros_like(t).detach(); };
+  out.emplace_back("loss", loss.detach());
+  for (auto& [key, p] : ordered) out.emplace_back("grad/" + key, grad(p));
+  for (auto& [name, x] : grad_inputs) out.emplace_back("grad/input/" + name, grad(x));
+  at::NoGradGuard no_grad;
+  for (auto& [key, p] : ordered) out.emplace_back("sgd/" + key, (p.detach() - kSgdLr * grad(p)));
+  return out;
+}
+
+}  // namespace parity::verifier

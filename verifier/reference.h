@@ -1,0 +1,26 @@
+// Runs a graph with parity's interpreter and returns the named results the verifier compares:
+// eval -> the outputs; train -> loss, gradients of parameters and floating inputs, parameters
+// after one SGD step (lr 0.01), as PyTorch's accuracy checks collect them.
+#pragma once
+
+#include <optional>
+
+#include "interpreter/interpreter.h"
+#include "verifier/backend.h"
+
+namespace parity::verifier {
+
+inline constexpr double kSgdLr = 0.01;
+
+struct ReferenceOptions {
+  c10::Device device{c10::kCPU};
+  std::optional<c10::ScalarType> float_dtype;  // kDouble for the fp64 reference
+  interp::NodeHook hook;
+  uint64_t seed = 1337;
+};
+
+[[nodiscard]] Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro,
+                                                  const GraphEntry& g, const std::string& mode,
+                                                  const ReferenceOptions& options);
+
+}  // namespace parity::verifier

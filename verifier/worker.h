@@ -1,0 +1,58 @@
+// The persistent Python worker (tools/parity_capture/worker.py): WorkerProcess starts and
+// restarts it; WorkerClient speaks its protocol (JSON lines over a Unix socket, docs/worker.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "util/status.h"
+#include "util/subprocess.h"
+
+namespace parity::verifier {
+
+// The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
+std::string WorkerPython();
+
+class WorkerProcess {
+ public:
+  // `log_path`: the worker's stdout/stderr go there.
+  WorkerProcess(std::string socket_path, std::string log_path);
+  ~WorkerProcess();
+  // Starts the worker unless it is running; waits until it listens.
+  [[nodiscard]] Status Ensure(std::chrono::seconds startup_timeout = std::chrono::seconds(120));
+  // How it ended, if it is no longer running (the next Ensure starts a new one).
+  std::optional<ExitInfo> Check();
+  void Stop();
+  const std::string& socket_path() const { return socket_path_; }
+  int restarts() const { return restarts_; }
+
+ private:
+  std::string socket_path_, log_path_;
+  std::optional<Child> child_;
+  int restarts_ = -1;
+};
+
+class WorkerClient {
+ public:
+  [[nodiscard]] static Expected<WorkerClient> Connect(const std::string& socket_path);
+  WorkerClient(WorkerClient&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), next_id_(o.next_id_) { o.fd_ = -1; }
+  ~WorkerClient();
+  // Sends one request, waits for its answer. A transport failure (the worker died) is a Runtime
+  // error starting "python worker"; {"ok": false} answers are returned as they are.
+  [[nodiscard]] Expected<nlohmann::json> Request(nlohmann::json request);
+
+ private:
+  explicit WorkerClient(int fd) : fd_(fd) {}
+  int fd_ = -1;
+  std::string buffer_;
+  int next_id_ = 1;
+};
+
+// The worker for this process: connects to $PARITY_WORKER_SOCKET, or starts a private worker
+// (kept for the life of the process) when none is given.
+[[nodiscard]] Expected<WorkerClient*> SharedWorker();
+
+}  // namespace parity::verifier
