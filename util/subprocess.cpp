@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,10 +55,14 @@ Expected<Child> Child::Spawn(const std::vector<std::string>& argv, const SpawnOp
   if (options.stdout_path) out_fd = ::open(options.stdout_path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (options.stderr_path) err_fd = ::open(options.stderr_path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (options.stdin_null) in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return Error::Runtime(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);
+    // Die with the parent: a killed `parity verify` must not leave a hung experiment behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     if (out_fd >= 0) ::dup2(out_fd, 1);
     if (err_fd >= 0) ::dup2(err_fd, 2);
     if (in_fd >= 0) ::dup2(in_fd, 0);

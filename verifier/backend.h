@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -51,6 +52,9 @@ class Backend {
   virtual Availability Available() const { return {}; }
   // Experiment level: Unsupported (-> VERIFIER_SKIPPED) when this backend cannot run it.
   [[nodiscard]] virtual Status Supports(const ExperimentContext& ctx) const { return Status::Ok(); }
+  // A hook the verifier installs on its own eager reference runs (default none). Lets a
+  // fault-injection backend exercise EAGER_FAILED and NONDETERMINISTIC_EAGER_RUN for real.
+  virtual std::function<Status(const ir::Node&, c10::IValue&)> EagerHook(const ExperimentContext& ctx) const { return nullptr; }
   // Compile/prepare, run once, then ctx.iterations timed runs.
   [[nodiscard]] virtual Expected<BackendRun> Run(const ExperimentContext& ctx) = 0;
 };

@@ -102,6 +102,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
   ReferenceOptions ro;
   ro.device = device;
+  ro.hook = (*backend)->EagerHook(ctx);
   auto ref = RunReference(*program, *repro, g, spec.test, ro);
   if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
   SetPhase(status_file, r, "eager_2nd_run");
@@ -120,6 +121,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   SetPhase(status_file, r, "fp64_reference");
   ReferenceOptions r64 = ro;
   r64.float_dtype = c10::kDouble;
+  r64.hook = nullptr;
   auto fp64 = RunReference(*program, *repro, g, spec.test, r64);
   if (!fp64.ok()) r.cosine = true;
 

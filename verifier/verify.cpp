@@ -1,5 +1,6 @@
 #include "verifier/verify.h"
 
+#include <ATen/Context.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -329,13 +330,27 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
       if (o.progress) out << "\r\033[K[" << index << "/" << total << "] " << label << " ..." << std::flush;
       const auto t0 = std::chrono::steady_clock::now();
       ExperimentResult r;
-      if (!item.repro.empty()) {
+      int batch_size = o.batch_size;
+      const bool cuda_missing = o.device.rfind("cuda", 0) == 0 && !at::hasCUDA();
+      if (cuda_missing) {
+        r.code = Code::kVerifierSkipped;
+        r.error = "CUDA is not available on this machine/build";
+      } else if (!item.repro.empty()) {
         spec.repro = item.repro;
       } else {
         if (!captured) captured = d.Capture(item.model, item.test, item.dtype);
-        if (captured->ok()) spec.repro = captured->value();
+        if (captured->ok()) {
+          spec.repro = captured->value();
+          // The batch size the capture used (the model's default unless --batch-size).
+          auto m = ReadFile(fs::path(spec.repro) / "manifest.json");
+          auto mj = m.ok() ? json::parse(*m, nullptr, false) : json();
+          if (mj.is_object() && mj.contains("batch_size") && mj["batch_size"].is_number_integer() && o.batch_size == 0)
+            batch_size = mj["batch_size"].get<int>();
+        }
       }
-      if (spec.repro.empty()) {
+      if (cuda_missing) {
+        // skipped above
+      } else if (spec.repro.empty()) {
         r.code = Code::kEagerFailed;
         r.phase = "capture";
         r.error = "capture failed: " + captured->error().message;
@@ -349,7 +364,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
                                    {"backend", backend},
                                    {"backend_options", o.backend_options},
                                    {"test", item.test},
-                                   {"batch_size", o.batch_size},
+                                   {"batch_size", batch_size},
                                    {"dtype", item.dtype}}},
                    {"repeat", o.repeat},
                    {"iterations_per_run", o.iterations_per_run},

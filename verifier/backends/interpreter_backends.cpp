@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <set>
 #include <thread>
 
 #include "verifier/backends/backends.h"
@@ -43,36 +44,55 @@ class EagerBackend final : public Backend {
 
 // fault: runs the interpreter and injects a fault at every call of one ATen op.
 //   op=aten::relu         the op (a target prefix: "aten::relu" matches "aten::relu.default")
-//   kind=perturb|nan|raise|segfault|abort|hang|oom
-//   delta=0.01            perturb: value + delta
-//   occurrence=N          only the N-th call (1-based); default every call
+//   kind=perturb|nan|noise|raise|segfault|abort|hang|oom
+//   delta=0.01            perturb: value + delta; noise: value + delta * (call count)
+//   occurrence=N          only the N-th node (graph order, 1-based) calling the op; default all
+//   in=backend|eager      where to inject: the backend under test (default) or the verifier's
+//                         own eager reference runs (EAGER_FAILED, NONDETERMINISTIC_EAGER_RUN)
 class FaultBackend final : public Backend {
  public:
   Status Supports(const ExperimentContext& ctx) const override {
     if (!ctx.options.contains("op")) return Error::BadInput("backend fault needs --backend-option op=<aten op>");
-    static const std::set<std::string> kinds = {"perturb", "nan", "raise", "segfault", "abort", "hang", "oom"};
+    static const std::set<std::string> kinds = {"perturb", "nan", "noise", "raise", "segfault", "abort", "hang", "oom"};
     const std::string kind = ctx.options.value("kind", "perturb");
-    if (!kinds.count(kind)) return Error::BadInput("backend fault: kind \"" + kind + "\" is not one of perturb, nan, raise, segfault, abort, hang, oom");
-    return Status::Ok();
-  }
-
-  Expected<BackendRun> Run(const ExperimentContext& ctx) override {
-    const std::string op = ctx.options.value("op", "");
-    const std::string kind = ctx.options.value("kind", "perturb");
-    double delta = 0.01;
-    int occurrence = 0;
+    if (!kinds.count(kind))
+      return Error::BadInput("backend fault: kind \"" + kind + "\" is not one of perturb, nan, noise, raise, segfault, abort, hang, oom");
+    const std::string in = ctx.options.value("in", "backend");
+    if (in != "backend" && in != "eager") return Error::BadInput("backend fault: in=\"" + in + "\", expected backend or eager");
     try {
-      if (ctx.options.contains("delta")) delta = std::stod(ctx.options["delta"].get<std::string>());
-      if (ctx.options.contains("occurrence")) occurrence = std::stoi(ctx.options["occurrence"].get<std::string>());
+      if (ctx.options.contains("delta")) (void)std::stod(ctx.options["delta"].get<std::string>());
+      if (ctx.options.contains("occurrence")) (void)std::stoi(ctx.options["occurrence"].get<std::string>());
     } catch (const std::exception&) {
       return Error::BadInput("backend fault: delta and occurrence must be numbers");
     }
-    auto seen = std::make_shared<int>(0);
-    interp::NodeHook hook = [=](const ir::Node& n, c10::IValue& v) -> Status {
-      if (n.target().rfind(op, 0) != 0) return Status::Ok();
-      if (occurrence > 0 && ++*seen != occurrence) return Status::Ok();
+    return Status::Ok();
+  }
+
+  interp::NodeHook EagerHook(const ExperimentContext& ctx) const override {
+    return ctx.options.value("in", "backend") == "eager" ? MakeHook(ctx) : nullptr;
+  }
+
+  Expected<BackendRun> Run(const ExperimentContext& ctx) override {
+    return RunInterpreter(ctx, ctx.options.value("in", "backend") == "backend" ? MakeHook(ctx) : nullptr);
+  }
+
+ private:
+  static interp::NodeHook MakeHook(const ExperimentContext& ctx) {
+    const std::string op = ctx.options.value("op", "");
+    const std::string kind = ctx.options.value("kind", "perturb");
+    const double delta = ctx.options.contains("delta") ? std::stod(ctx.options["delta"].get<std::string>()) : 0.01;
+    const int occurrence = ctx.options.contains("occurrence") ? std::stoi(ctx.options["occurrence"].get<std::string>()) : 0;
+    std::string only;  // with occurrence=N: the name of the N-th matching node
+    int seen = 0;
+    for (const ir::Node* n : ctx.graph->graph.ops())
+      if (n->target().rfind(op, 0) == 0 && ++seen == occurrence) only = n->name();
+    auto calls = std::make_shared<int64_t>(0);  // across runs: "noise" differs run to run
+    return [=](const ir::Node& n, c10::IValue& v) -> Status {
+      if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
+      ++*calls;
       if (!v.isTensor()) return Status::Ok();
       if (kind == "perturb") v = v.toTensor() + delta;
+      else if (kind == "noise") v = v.toTensor() + delta * static_cast<double>(*calls);
       else if (kind == "nan") v = v.toTensor() * std::numeric_limits<double>::quiet_NaN();
       else if (kind == "raise") return Error::Runtime("fault injected: " + n.target() + " raised (node " + n.name() + ")");
       else if (kind == "segfault") std::raise(SIGSEGV);
@@ -81,7 +101,6 @@ class FaultBackend final : public Backend {
       else if (kind == "oom") v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
       return Status::Ok();
     };
-    return RunInterpreter(ctx, hook);
   }
 };
 

@@ -1,0 +1,139 @@
+"""parity verify end to end: every verification code produced for real (fault injection),
+eval and train on suite models with eager, aot_eager and inductor, results.jsonl, resume after
+a kill, the repro dir written on failure, bad input."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_parity
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("parity-cache"))
+
+
+def verify(parity_bin, cache_dir, out_dir, *args):
+    r = run_parity(parity_bin, "verify", "--cache-dir", cache_dir, "--output-dir", str(out_dir), *args)
+    lines = []
+    results = os.path.join(str(out_dir), "results.jsonl")
+    if os.path.exists(results):
+        lines = [json.loads(l) for l in open(results)]
+    return r, lines
+
+
+FAULTS = [
+    # (backend args, expected code, text the error must contain)
+    (["--backend", "eager"], "PASS", None),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu"], "FAIL", "RMSE"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=nan"], "FAIL", "nan"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=raise"], "EXCEPTION_RAISED", "fault injected"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=oom"], "EXCEPTION_RAISED", "allocate"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=raise",
+      "--backend-option", "in=eager"], "EAGER_FAILED", "eager 1st run"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=noise",
+      "--backend-option", "in=eager"], "NONDETERMINISTIC_EAGER_RUN", "eager runs differ"),
+    (["--backend", "aot_inductor", "--test", "train"], "VERIFIER_SKIPPED", "inference only"),
+    (["--backend", "eager", "--device", "cuda"], "VERIFIER_SKIPPED", "CUDA"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=segfault"], "VERIFIER_DIDNT_RUN", "SIGSEGV"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=abort"], "VERIFIER_DIDNT_RUN", "SIGABRT"),
+    (["--backend", "fault", "--backend-option", "op=aten::gelu", "--backend-option", "kind=hang",
+      "--timeout", "3"], "VERIFIER_DIDNT_RUN", "timed out"),
+]
+
+
+@pytest.mark.parametrize("args,code,text", FAULTS, ids=[f"{c}-{i}" for i, (_, c, _) in enumerate(FAULTS)])
+def test_every_code_for_real(parity_bin, cache_dir, tmp_path, args, code, text):
+    r, lines = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", *args)
+    assert len(lines) == 1, r.stdout + r.stderr
+    line = lines[0]
+    assert line["verification_code"] == code, line
+    if text:
+        assert text in line.get("error", "") or text in json.dumps(line["outputs"]), line
+    assert r.returncode == (0 if code in ("PASS", "VERIFIER_SKIPPED") else 1)
+
+
+def test_eval_and_train_with_eager_aot_eager_inductor(parity_bin, cache_dir, tmp_path):
+    r, lines = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--model", "resnet", "--test", "eval", "--test", "train",
+                      "--backend", "eager", "--backend", "aot_eager", "--backend", "inductor")
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {(l["model"]["model_name"], l["experiment"]["backend"], l["experiment"]["test"]): l["verification_code"] for l in lines}
+    assert len(got) == 12 and set(got.values()) == {"PASS"}, got
+    train = next(l for l in lines if l["experiment"]["test"] == "train" and l["experiment"]["backend"] == "inductor")
+    names = [o["path"] for o in train["outputs"]]
+    assert names[0] == "loss" and any(n.startswith("grad/param/") for n in names) and any(n.startswith("sgd/") for n in names)
+    assert any(n.startswith("grad/input/") for n in names)
+    assert "12 passed, 0 failed" in r.stdout
+
+
+def test_results_jsonl_fields(parity_bin, cache_dir, tmp_path):
+    r, lines = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend", "eager", "--repeat", "2",
+                      "--iterations-per-run", "3")
+    line = lines[0]
+    assert line["model"] == {"suite_name": "toy", "model_name": "mlp"}
+    exp = line["experiment"]
+    assert exp["accelerator"] == "cpu" and exp["backend"] == "eager" and exp["test"] == "eval"
+    assert exp["batch_size"] == 8 and exp["dtype"] == "float32" and exp["accelerator_model"]
+    assert line["repeat"] == 2 and line["iterations_per_run"] == 3
+    assert len(line["metrics"]["total_time"]) == 2 and len(line["metrics"]["per_iter_time"]) == 2
+    assert "compile_time_s" in line["metrics"] and line["timestamp"] > 0
+    stats = line["outputs"][0]["stats"]
+    assert {"max_abs_err", "rmse_res_vs_fp64", "mismatches", "cosine"} <= set(stats)
+
+
+def test_failure_leaves_a_repro_dir(parity_bin, cache_dir, tmp_path):
+    r, lines = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend", "fault", "--backend-option", "op=aten::gelu")
+    repro = lines[0]["repro_dir"]
+    manifest = json.load(open(os.path.join(repro, "manifest.json")))
+    assert manifest["backend"] == {"name": "fault", "options": {"op": "aten::gelu"}}
+    assert manifest["failure"]["verification_code"] == "FAIL" and manifest["failure"]["kind"] == "accuracy"
+    show = run_parity(parity_bin, "repro", "show", repro)
+    assert show.returncode == 0 and "# backend fault" in show.stdout
+    again, lines2 = verify(parity_bin, cache_dir, tmp_path / "again", repro, "--backend", "eager")
+    assert lines2[0]["verification_code"] == "PASS", again.stdout
+
+
+def test_resume_after_kill(parity_bin, cache_dir, tmp_path):
+    # mlp has no relu: it passes; resnet hangs in the fault backend until the run is killed.
+    args = [parity_bin, "verify", "--cache-dir", cache_dir, "--output-dir", str(tmp_path), "--model", "mlp", "--model", "resnet",
+            "--backend", "fault", "--backend-option", "op=aten::relu", "--backend-option", "kind=hang"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    results = tmp_path / "results.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    time.sleep(1.0)  # resnet is now hanging in its child
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert results.read_text().count("\n") == 1
+    r = subprocess.run(args + ["--timeout", "3"], capture_output=True, text=True)
+    lines = [json.loads(l) for l in open(results)]
+    assert [l["model"]["model_name"] for l in lines] == ["mlp", "resnet"]  # no duplicate of mlp
+    assert lines[1]["verification_code"] == "VERIFIER_DIDNT_RUN"
+    assert "1 already in" in r.stdout
+
+
+def test_bad_input_is_exit_2(parity_bin, cache_dir, tmp_path):
+    r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "nosuchmodel")
+    assert r.returncode == 2 and "--model \"nosuchmodel\"" in r.stderr
+    r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend", "tensorrt")
+    assert r.returncode == 2 and "unknown backend" in r.stderr
+    r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend-option", "nonsense")
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+    r, _ = verify(parity_bin, cache_dir, tmp_path, str(tmp_path / "missing_dir"))
+    assert r.returncode == 2 and "missing_dir" in r.stderr
+
+
+def test_models_and_backends_listings(parity_bin):
+    r = run_parity(parity_bin, "models", "--json")
+    names = {m["name"] for m in json.loads(r.stdout)}
+    assert {"llama", "gpt2", "bert", "t5", "mistral", "qwen2", "resnet", "mobilenet", "dlrm", "mlp"} <= names
+    r = run_parity(parity_bin, "backends", "--json")
+    by = {b["name"]: b for b in json.loads(r.stdout)}
+    assert {"eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "aot_inductor", "nativert", "torchscript",
+            "torch_compile:<name>", "fault"} <= set(by)
+    assert by["eager"]["available"]

@@ -1,0 +1,55 @@
+#include "util/subprocess.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+namespace parity {
+namespace {
+
+TEST(Subprocess, ReportsExitCodes) {
+  auto c = Child::Spawn({"/bin/sh", "-c", "exit 3"});
+  ASSERT_TRUE(c.ok());
+  ExitInfo e = c->Wait(std::chrono::seconds(10));
+  EXPECT_TRUE(e.exited);
+  EXPECT_EQ(e.code, 3);
+  EXPECT_EQ(e.Describe(), "exit 3");
+}
+
+TEST(Subprocess, ReportsSignals) {
+  auto c = Child::Spawn({"/bin/sh", "-c", "kill -SEGV $$"});
+  ASSERT_TRUE(c.ok());
+  ExitInfo e = c->Wait(std::chrono::seconds(10));
+  EXPECT_FALSE(e.exited);
+  EXPECT_EQ(e.signal, SIGSEGV);
+  EXPECT_EQ(e.Describe(), "signal 11 (SIGSEGV)");
+}
+
+TEST(Subprocess, KillsAtTheDeadlineWithItsChildren) {
+  auto c = Child::Spawn({"/bin/sh", "-c", "sleep 100 & sleep 100"});
+  ASSERT_TRUE(c.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  ExitInfo e = c->Wait(std::chrono::milliseconds(300));
+  EXPECT_TRUE(e.timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST(Subprocess, PassesEnvironmentAndRedirects) {
+  char tmpl[] = "/tmp/parity_sp_XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ::close(fd);
+  SpawnOptions so;
+  so.env = {"PARITY_TEST_VALUE=42"};
+  so.stdout_path = tmpl;
+  auto c = Child::Spawn({"/bin/sh", "-c", "echo $PARITY_TEST_VALUE"}, so);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->Wait(std::chrono::seconds(10)).exited);
+  FILE* f = std::fopen(tmpl, "r");
+  char buf[16] = {};
+  ASSERT_TRUE(std::fgets(buf, sizeof buf, f));
+  std::fclose(f);
+  std::remove(tmpl);
+  EXPECT_STREQ(buf, "42\n");
+}
+
+}  // namespace
+}  // namespace parity
