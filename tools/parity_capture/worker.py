@@ -342,12 +342,27 @@ def serve(sock_path: str) -> None:
                 f.flush()
 
 
+def deterministic_setup() -> None:
+    """What PyTorch's benchmark runner sets for accuracy checks, and what parity's C++ eager
+    reference sets (verifier/experiment.cpp): both sides must compute under the same rules (TF32
+    left on for cuDNN would make compiled convolutions differ from the reference)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    import torch._inductor.config as cfg
+    cfg.fallback_random = True
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
+    deterministic_setup()
     serve(a.socket)
     return 0
 
