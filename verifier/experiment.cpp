@@ -42,7 +42,7 @@ void DeterministicSetup() {
 nlohmann::json ExperimentResult::ToJson() const {
   return {{"verification_code", ToString(code)}, {"error", error}, {"phase", phase}, {"tol", tol}, {"cosine", cosine},
           {"compile_time_s", compile_time_s}, {"total_time", total_time}, {"per_iter_time", per_iter_time},
-          {"outputs", outputs}};
+          {"outputs", outputs}, {"exception_type", exception_type}, {"signal", signal}, {"timed_out", timed_out}};
 }
 
 ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
@@ -56,6 +56,9 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.total_time = j.value("total_time", std::vector<double>{});
   r.per_iter_time = j.value("per_iter_time", std::vector<double>{});
   r.outputs = j.value("outputs", nlohmann::json::array());
+  r.exception_type = j.value("exception_type", std::string());
+  r.signal = j.value("signal", 0);
+  r.timed_out = j.value("timed_out", false);
   return r;
 }
 
@@ -129,7 +132,11 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   auto run = (*backend)->Run(ctx);
   if (!run.ok()) {
     if (run.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, run.error().message);
-    return Finish(r, Code::kExceptionRaised, run.error().message);
+    // "Type: message" from the worker, or a C++ runtime error.
+    const std::string& m = run.error().message;
+    const auto colon = m.find(": ");
+    r.exception_type = colon != std::string::npos && m.find(' ') >= colon ? m.substr(0, colon) : "RuntimeError";
+    return Finish(r, Code::kExceptionRaised, m);
   }
   r.compile_time_s = run->compile_time_s;
   const int iters = std::max(1, spec.iterations_per_run);

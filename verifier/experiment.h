@@ -21,6 +21,9 @@ struct ExperimentResult {
   double compile_time_s = 0.0;
   std::vector<double> total_time, per_iter_time;
   nlohmann::json outputs = nlohmann::json::array();  // per-output verdicts and stats
+  std::string exception_type;  // EXCEPTION_RAISED: the exception's type, when known
+  int signal = 0;              // VERIFIER_DIDNT_RUN: the signal that ended the process
+  bool timed_out = false;      // VERIFIER_DIDNT_RUN: killed at the deadline
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

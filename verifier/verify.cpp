@@ -18,6 +18,7 @@
 #include "util/subprocess.h"
 #include "verifier/backend.h"
 #include "verifier/experiment.h"
+#include "verifier/isolation.h"
 #include "verifier/worker.h"
 
 namespace parity::verifier {
@@ -52,13 +53,6 @@ std::string CpuModel() {
   return "cpu";
 }
 
-std::string Tail(const fs::path& file, size_t max_chars) {
-  auto t = ReadFile(file);
-  if (!t.ok()) return "";
-  std::string s = *t;
-  return s.size() > max_chars ? s.substr(s.size() - max_chars) : s;
-}
-
 std::string Slug(const std::string& s) {
   std::string out;
   for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
@@ -68,39 +62,10 @@ std::string Slug(const std::string& s) {
 struct Driver {
   const VerifyOptions& o;
   std::ostream& out;
-  fs::path run_dir;                       // scratch for this verify run
-  std::unique_ptr<WorkerProcess> worker;
-  std::optional<WorkerClient> client;
+  IsolatedRunner& runner;
   std::map<std::string, std::string> device_names;
 
-  Expected<WorkerClient*> Worker() {
-    if (!worker) worker = std::make_unique<WorkerProcess>((run_dir / "worker.sock").string(), (run_dir / "worker.log").string());
-    if (worker->Check() || !client) {
-      client.reset();
-      PARITY_RETURN_IF_ERROR(worker->Ensure());
-      PARITY_ASSIGN_OR_RETURN(auto c, WorkerClient::Connect(worker->socket_path()));
-      client.emplace(std::move(c));
-    }
-    return &*client;
-  }
-  // The worker serves one connection at a time: the driver lets go while a child uses it.
-  void ReleaseWorker() { client.reset(); }
-  void RestartWorker() {
-    client.reset();
-    if (worker) worker->Stop();
-  }
-
-  Expected<json> Ask(const json& req) {
-    PARITY_ASSIGN_OR_RETURN(WorkerClient * w, Worker());
-    auto resp = w->Request(req);
-    if (!resp.ok()) {
-      RestartWorker();
-      return resp.error();
-    }
-    if (!resp->value("ok", false))
-      return Error::Runtime(resp->value("error_type", std::string("Error")) + ": " + resp->value("error", std::string()));
-    return *resp;
-  }
+  Expected<json> Ask(const json& req) { return runner.Ask(req); }
 
   // A capture per (model, test, dtype, device, batch size, torch version), cached on disk.
   Expected<std::string> Capture(const std::string& model, const std::string& test, const std::string& dtype) {
@@ -129,64 +94,6 @@ struct Driver {
     auto resp = Ask({{"cmd", "ping"}});
     std::string name = resp.ok() ? resp->value("device_name", std::string("cuda")) : std::string("cuda");
     return device_names[o.device] = name;
-  }
-
-  ExperimentResult RunIsolated(ExperimentSpec spec, const fs::path& exp_dir) {
-    std::error_code ec;
-    fs::create_directories(exp_dir, ec);
-    spec.work_dir = fs::absolute(exp_dir).string();
-    const fs::path spec_file = exp_dir / "spec.json", result_file = exp_dir / "result.json",
-                   status_file = exp_dir / "status.txt", log_file = exp_dir / "log.txt";
-    fs::remove(result_file, ec);
-    ExperimentResult r;
-    if (auto st = WriteFileAtomic(spec_file, spec.ToJson().dump(2)); !st.ok()) {
-      r.error = st.error().message;
-      return r;
-    }
-    // The child reaches the persistent worker through its socket (started now if needed).
-    const bool python_backend = spec.backend != "eager" && spec.backend != "fault";
-    SpawnOptions so;
-    so.stdout_path = log_file.string();
-    so.stderr_path = log_file.string();
-    if (python_backend) {
-      auto w = Worker();
-      if (!w.ok()) {
-        r.code = Code::kVerifierDidntRun;
-        r.error = w.error().message;
-        return r;
-      }
-      ReleaseWorker();
-      so.env.push_back("PARITY_WORKER_SOCKET=" + worker->socket_path());
-    }
-    auto child = Child::Spawn({SelfExe(), "_experiment", "--spec", spec_file.string(), "--result", result_file.string(),
-                               "--status", status_file.string()},
-                              so);
-    if (!child.ok()) {
-      r.error = child.error().message;
-      return r;
-    }
-    ExitInfo info = child->Wait(std::chrono::seconds(o.timeout_s));
-    if (info.exited && info.code == 0 && fs::exists(result_file)) {
-      auto text = ReadFile(result_file);
-      auto j = text.ok() ? json::parse(*text, nullptr, false) : json();
-      if (j.is_object()) return ExperimentResult::FromJson(j);
-    }
-    // The child crashed, hung or was killed: say how, and where it was.
-    std::string phase = Tail(status_file, 200);
-    while (!phase.empty() && (phase.back() == '\n' || phase.back() == ' ')) phase.pop_back();
-    r.code = Code::kVerifierDidntRun;
-    r.phase = phase;
-    r.error = "experiment process " + (info.timed_out ? "timed out after " + std::to_string(o.timeout_s) + " s" : info.Describe()) +
-              (phase.empty() ? "" : " during " + phase);
-    const std::string log = Tail(log_file, 600);
-    if (!log.empty()) r.error += "; log tail: " + log;
-    // A hang or crash inside a Python backend leaves the worker busy or dead: start afresh.
-    if (python_backend) {
-      auto ended = worker ? worker->Check() : std::nullopt;
-      if (ended) r.error += "; python worker " + ended->Describe();
-      RestartWorker();
-    }
-    return r;
   }
 
   // A repro dir for a failure: the capture plus backend, options and failure signature.
@@ -256,9 +163,9 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
   std::error_code ec;
   fs::create_directories(o.output_dir, ec);
   if (ec) return Error::BadInput("--output-dir " + o.output_dir.string() + ": " + ec.message());
-  Driver d{o, out, {}, nullptr, std::nullopt, {}};
-  d.run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
-  fs::create_directories(d.run_dir, ec);
+  const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
+  IsolatedRunner runner(run_dir, o.timeout_s);
+  Driver d{o, out, runner, {}};
 
   // The suite, from the worker (it owns the model code).
   struct Item { std::string model, suite, repro, test, dtype; };
@@ -355,7 +262,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
         r.phase = "capture";
         r.error = "capture failed: " + captured->error().message;
       } else {
-        r = d.RunIsolated(spec, d.run_dir / ("exp" + std::to_string(index)));
+        r = runner.Run(spec, run_dir / ("exp" + std::to_string(index)));
       }
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       json line = {{"model", {{"suite_name", item.suite}, {"model_name", item.model}}},
@@ -402,8 +309,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
                        r.outputs.empty() ? "-" : (std::ostringstream() << std::setprecision(3) << max_abs).str()});
     }
   }
-  if (d.worker) d.worker->Stop();
-  fs::remove_all(d.run_dir, ec);
+  fs::remove_all(run_dir, ec);
 
   out << "\n";
   char line[512];
