@@ -4,7 +4,14 @@
 #include "cli/commands.h"
 #include "repro/graph_json.h"
 #include "repro/repro_dir.h"
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "verifier/backend.h"
+#include "verifier/experiment.h"
 #include "verifier/run_repro.h"
+#include "verifier/verify.h"
 
 namespace parity::cli {
 
@@ -12,27 +19,67 @@ namespace {
 
 struct ReproRunArgs {
   std::string dir;
-  std::string backend = "eager";
+  std::string backend;  // empty: eager against the stored outputs
+  std::vector<std::string> backend_options;
   std::string dtype;
-  std::string device = "cpu";
-  double tol = 1e-4;
+  std::string device;
+  double tol = -1;
   bool equal_nan = false;
   bool cosine = false;
   bool no_fp64 = false;
   bool json = false;
 };
 
+// With a backend other than eager: the verification flow on this repro dir, in this process
+// (eager twice, fp64 reference, the backend, same()), e.g. to replay a minified failure.
+int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
+  const Manifest& m = repro.manifest();
+  verifier::ExperimentSpec spec;
+  spec.model = m.model;
+  spec.suite = m.extra.value("suite", std::string("repro"));
+  spec.repro = a.dir;
+  spec.backend = a.backend;
+  spec.backend_options = a.backend_options.empty() && m.backend == a.backend ? m.backend_options
+                                                                             : Unwrap(verifier::ParseBackendOptions(a.backend_options));
+  spec.test = m.mode;
+  spec.dtype = m.dtype;
+  spec.device = a.device.empty() ? m.device : a.device;
+  if (a.tol >= 0) spec.tol = a.tol;
+  else if (m.failure.is_object() && m.failure.contains("tol") && m.failure["tol"].is_number()) spec.tol = m.failure["tol"].get<double>();
+  spec.cosine = a.cosine;
+  Unwrap(verifier::MakeBackend(spec.backend));
+  const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(scratch);
+  spec.work_dir = scratch.string();
+  spec.cache_dir = verifier::DefaultCacheDir().string();
+  verifier::ExperimentResult r = verifier::RunExperiment(spec, scratch / "status.txt");
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  if (a.json) {
+    std::cout << r.ToJson().dump(2) << "\n";
+  } else {
+    for (const auto& o : r.outputs) {
+      const auto& st = o.value("stats", nlohmann::json::object());
+      std::cout << (o.value("pass", false) ? "PASS " : "FAIL ") << o.value("path", std::string()) << "  max_abs_err "
+                << st.value("max_abs_err", nlohmann::json()).dump() << "  " << o.value("message", std::string()) << "\n";
+    }
+    std::cout << verifier::ToString(r.code) << (r.error.empty() ? "" : ": " + r.error) << "\n";
+  }
+  return r.code == verifier::Code::kPass ? 0 : 1;
+}
+
 int RunReproRun(const ReproRunArgs& a) {
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
+  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro);
   verifier::RunReproOptions o;
-  o.backend = a.backend;
+  o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
   try {
-    o.device = c10::Device(a.device);
+    o.device = c10::Device(a.device.empty() ? "cpu" : a.device);
   } catch (const std::exception&) {
     throw Failure{Error::BadInput("--device \"" + a.device + "\" is not a device")};
   }
-  o.same.tol = a.tol;
+  o.same.tol = a.tol >= 0 ? a.tol : 1e-4;
   o.same.equal_nan = a.equal_nan;
   o.same.cos_similarity = a.cosine;
   o.fp64_reference = !a.no_fp64;
@@ -66,7 +113,9 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   auto run_args = std::make_shared<ReproRunArgs>();
   CLI::App* run = repro->add_subcommand("run", "Run a repro dir and compare with the outputs stored at capture");
   run->add_option("dir", run_args->dir, "repro dir")->required();
-  run->add_option("--backend", run_args->backend, "backend to run (eager)");
+  run->add_option("--backend", run_args->backend,
+                  "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
+  run->add_option("--backend-option", run_args->backend_options, "KEY=VALUE (default: the manifest's, for its backend)");
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
   run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ...");
   run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)");

@@ -156,6 +156,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   so.tol = r.tol;
   so.cos_similarity = r.cosine;
   so.equal_nan = true;
+  so.ignore_non_fp = spec.ignore_non_fp;
   bool all = true;
   std::string first_failure;
   for (size_t k = 0; k < ref->size(); ++k) {

@@ -41,7 +41,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
                       {"backend", backend},     {"backend_options", backend_options},
                       {"test", test},           {"dtype", dtype},   {"device", device},
                       {"batch_size", batch_size}, {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
-                      {"cosine", cosine},       {"cache_dir", cache_dir}, {"work_dir", work_dir}};
+                      {"cosine", cosine},       {"ignore_non_fp", ignore_non_fp},
+                      {"cache_dir", cache_dir}, {"work_dir", work_dir}};
   j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
   return j;
 }
@@ -61,6 +62,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.repeat = j.at("repeat");
     s.iterations_per_run = j.at("iterations_per_run");
     s.cosine = j.at("cosine");
+    s.ignore_non_fp = j.value("ignore_non_fp", false);
     s.cache_dir = j.at("cache_dir");
     s.work_dir = j.at("work_dir");
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();

@@ -32,6 +32,7 @@ struct ExperimentSpec {
   int iterations_per_run = 1;
   std::optional<double> tol;    // --tol; else the suite default
   bool cosine = false;
+  bool ignore_non_fp = false;   // integer/bool outputs that differ do not fail (minify's default)
   std::string cache_dir;
   std::string work_dir;
 

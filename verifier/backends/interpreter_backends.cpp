@@ -49,19 +49,25 @@ class EagerBackend final : public Backend {
 //   occurrence=N          only the N-th node (graph order, 1-based) calling the op; default all
 //   in=backend|eager      where to inject: the backend under test (default) or the verifier's
 //                         own eager reference runs (EAGER_FAILED, NONDETERMINISTIC_EAGER_RUN)
+//   op2, kind2, delta2, occurrence2   a second, independent fault (two bugs in one graph)
 class FaultBackend final : public Backend {
  public:
   Status Supports(const ExperimentContext& ctx) const override {
     if (!ctx.options.contains("op")) return Error::BadInput("backend fault needs --backend-option op=<aten op>");
     static const std::set<std::string> kinds = {"perturb", "nan", "noise", "raise", "segfault", "abort", "hang", "oom"};
-    const std::string kind = ctx.options.value("kind", "perturb");
-    if (!kinds.count(kind))
-      return Error::BadInput("backend fault: kind \"" + kind + "\" is not one of perturb, nan, noise, raise, segfault, abort, hang, oom");
+    for (const char* k : {"kind", "kind2"}) {
+      const std::string kind = ctx.options.value(k, "perturb");
+      if (!kinds.count(kind))
+        return Error::BadInput("backend fault: " + std::string(k) + " \"" + kind +
+                               "\" is not one of perturb, nan, noise, raise, segfault, abort, hang, oom");
+    }
     const std::string in = ctx.options.value("in", "backend");
     if (in != "backend" && in != "eager") return Error::BadInput("backend fault: in=\"" + in + "\", expected backend or eager");
     try {
-      if (ctx.options.contains("delta")) (void)std::stod(ctx.options["delta"].get<std::string>());
-      if (ctx.options.contains("occurrence")) (void)std::stoi(ctx.options["occurrence"].get<std::string>());
+      for (const char* k : {"delta", "delta2"})
+        if (ctx.options.contains(k)) (void)std::stod(ctx.options[k].get<std::string>());
+      for (const char* k : {"occurrence", "occurrence2"})
+        if (ctx.options.contains(k)) (void)std::stoi(ctx.options[k].get<std::string>());
     } catch (const std::exception&) {
       return Error::BadInput("backend fault: delta and occurrence must be numbers");
     }
@@ -77,11 +83,14 @@ class FaultBackend final : public Backend {
   }
 
  private:
-  static interp::NodeHook MakeHook(const ExperimentContext& ctx) {
-    const std::string op = ctx.options.value("op", "");
-    const std::string kind = ctx.options.value("kind", "perturb");
-    const double delta = ctx.options.contains("delta") ? std::stod(ctx.options["delta"].get<std::string>()) : 0.01;
-    const int occurrence = ctx.options.contains("occurrence") ? std::stoi(ctx.options["occurrence"].get<std::string>()) : 0;
+  // One fault rule from the options with `suffix` ("" or "2"); none when op<suffix> is absent.
+  static interp::NodeHook RuleHook(const ExperimentContext& ctx, const std::string& suffix) {
+    if (!ctx.options.contains("op" + suffix)) return nullptr;
+    auto opt = [&](const std::string& k, const std::string& d) { return ctx.options.value(k + suffix, d); };
+    const std::string op = opt("op", "");
+    const std::string kind = opt("kind", "perturb");
+    const double delta = std::stod(opt("delta", "0.01"));
+    const int occurrence = std::stoi(opt("occurrence", "0"));
     std::string only;  // with occurrence=N: the name of the N-th matching node
     int seen = 0;
     for (const ir::Node* n : ctx.graph->graph.ops())
@@ -100,6 +109,15 @@ class FaultBackend final : public Backend {
       else if (kind == "hang") while (true) std::this_thread::sleep_for(std::chrono::hours(1));
       else if (kind == "oom") v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
       return Status::Ok();
+    };
+  }
+
+  static interp::NodeHook MakeHook(const ExperimentContext& ctx) {
+    interp::NodeHook first = RuleHook(ctx, ""), second = RuleHook(ctx, "2");
+    if (!second) return first;
+    return [first, second](const ir::Node& n, c10::IValue& v) -> Status {
+      PARITY_RETURN_IF_ERROR(first(n, v));
+      return second(n, v);
     };
   }
 };

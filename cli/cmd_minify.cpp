@@ -1,0 +1,68 @@
+// parity minify DIR [--backend B] [--backend-option K=V] [--jobs N] [--check CMD] ...
+#include <iostream>
+
+#include "cli/commands.h"
+#include "minifier/delta.h"
+#include "minifier/minify.h"
+#include "verifier/backend.h"
+
+namespace parity::cli {
+
+namespace {
+
+struct MinifyArgs {
+  std::string dir, out, backend, device, check;
+  std::vector<std::string> backend_options;
+  double tol = -1;
+  int jobs = 1, timeout = 600, confirm = 3;
+  bool strict = false, majority = false, no_stage_bisect = false, print_passes = false;
+};
+
+int RunMinify(const MinifyArgs& a) {
+  if (a.print_passes) {
+    for (const auto& p : minifier::DeltaPasses()) std::cout << p.name << ": " << p.description << "\n";
+    return 0;
+  }
+  if (a.dir.empty()) throw Failure{Error::BadInput("minify: a repro dir is required")};
+  minifier::MinifyOptions o;
+  o.repro_dir = a.dir;
+  o.out_dir = a.out;
+  if (!a.backend.empty()) o.backend = a.backend;
+  if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
+  o.device = a.device;
+  if (a.tol >= 0) o.tol = a.tol;
+  o.strict = a.strict;
+  if (a.jobs < 1) throw Failure{Error::BadInput("--jobs must be at least 1")};
+  o.jobs = a.jobs;
+  o.timeout_s = a.timeout;
+  o.confirm_runs = a.confirm;
+  o.majority = a.majority;
+  o.stage_bisect = !a.no_stage_bisect;
+  o.check_command = a.check;
+  auto r = Unwrap(minifier::Minify(o, std::cout));
+  return r.reproduced ? 0 : 1;
+}
+
+}  // namespace
+
+void set_minify_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<MinifyArgs>();
+  CLI::App* cmd = app.add_subcommand("minify", "Shrink a failing repro dir to the smallest graph that fails the same way");
+  cmd->add_option("dir", a->dir, "the failing repro dir (e.g. parity-results/repros/...)");
+  cmd->add_option("--out", a->out, "output dir (default DIR-minify): minified/, repro.py, summary.json");
+  cmd->add_option("--backend", a->backend, "backend (default: the manifest's)");
+  cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE (default: the manifest's)");
+  cmd->add_option("--device", a->device, "device (default: the manifest's)");
+  cmd->add_option("--tol", a->tol, "tolerance (default: the manifest's failure tol, else the suite's)");
+  cmd->add_flag("--strict", a->strict, "accuracy: integer/bool outputs that differ count too");
+  cmd->add_option("--jobs,-j", a->jobs, "candidates tested at once (isolated processes, one worker each)");
+  cmd->add_option("--timeout", a->timeout, "seconds per backend run (default 600)");
+  cmd->add_option("--confirm", a->confirm, "runs of the original before reducing (default 3)");
+  cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");
+  cmd->add_flag("--no-stage-bisect", a->no_stage_bisect, "skip eager -> aot_eager -> decompositions -> backend bisection");
+  cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");
+  cmd->add_flag("--print-passes", a->print_passes, "list the delta passes and exit");
+  cmd->callback([a, &exit_code] { exit_code = RunMinify(*a); });
+}
+
+}  // namespace parity::cli

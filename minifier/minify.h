@@ -1,0 +1,47 @@
+// `parity minify`: shrinks a failing repro dir to the smallest graph that still fails the same
+// way. Pipeline: confirm the original fails (N runs; flaky ones stop unless --majority), stage
+// bisection (eager -> aot_eager -> aot_eager_decomp_partition -> the backend), graph bisection
+// (first failing graph, on its real inputs), node bisection (the shortest failing prefix, in
+// O(log n) backend runs: its last node is the culprit), then delta passes to a fixed point.
+// Progress is checkpointed after every accepted step; an interrupted run resumes.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace parity::minifier {
+
+struct MinifyOptions {
+  std::filesystem::path repro_dir;
+  std::filesystem::path out_dir;            // default <repro_dir>-minify
+  std::optional<std::string> backend;       // default: the manifest's
+  std::optional<nlohmann::json> backend_options;
+  std::string device;                       // default: the manifest's
+  std::optional<double> tol;                // default: the manifest's failure tol, else the suite's
+  bool strict = false;                      // accuracy: count bool/int divergence too
+  int jobs = 1;
+  int timeout_s = 600;
+  int confirm_runs = 3;                     // runs of the original before reducing
+  bool majority = false;                    // accept a flaky original that fails in most runs
+  bool stage_bisect = true;
+  std::string check_command;                // --check
+  std::filesystem::path cache_dir;
+};
+
+struct MinifyResult {
+  bool reproduced = false;
+  nlohmann::json summary;                   // also written to OUT/summary.json
+};
+
+[[nodiscard]] Expected<MinifyResult> Minify(const MinifyOptions& options, std::ostream& log);
+
+// The standalone repro.py for a repro dir (needs only torch and safetensors).
+std::string ReproScript(const std::string& graph_json_path_rel, const nlohmann::json& manifest_json,
+                        const nlohmann::json& graph_json);
+
+}  // namespace parity::minifier

@@ -1,0 +1,89 @@
+#include "minifier/signature.h"
+
+#include <regex>
+
+namespace parity::minifier {
+
+const char* ToString(FailureKind k) {
+  switch (k) {
+    case FailureKind::kNone: return "none";
+    case FailureKind::kAccuracy: return "accuracy";
+    case FailureKind::kException: return "exception";
+    case FailureKind::kCrash: return "crash";
+    case FailureKind::kTimeout: return "timeout";
+  }
+  return "?";
+}
+
+std::string NormalizeMessage(const std::string& message) {
+  std::string s = message.substr(0, message.find('\n'));
+  static const std::regex path(R"((/[\w.\-]+)+)");
+  static const std::regex hex("0x[0-9a-fA-F]+");
+  static const std::regex num("[0-9]+");
+  s = std::regex_replace(s, path, "<path>");
+  s = std::regex_replace(s, hex, "<addr>");
+  s = std::regex_replace(s, num, "#");
+  if (s.size() > 240) s.resize(240);
+  return s;
+}
+
+Signature Signature::FromResult(const verifier::ExperimentResult& r) {
+  using verifier::Code;
+  Signature s;
+  switch (r.code) {
+    case Code::kFail: s.kind = FailureKind::kAccuracy; break;
+    case Code::kExceptionRaised:
+      s.kind = FailureKind::kException;
+      s.exception_type = r.exception_type;
+      s.message = NormalizeMessage(r.error);
+      break;
+    case Code::kVerifierDidntRun:
+      if (r.timed_out) s.kind = FailureKind::kTimeout;
+      else if (r.signal != 0) {
+        s.kind = FailureKind::kCrash;
+        s.signal = r.signal;
+      }
+      break;
+    default: break;
+  }
+  return s;
+}
+
+bool Signature::Matches(const Signature& o) const {
+  if (kind != o.kind || kind == FailureKind::kNone) return false;
+  switch (kind) {
+    case FailureKind::kException: return exception_type == o.exception_type && message == o.message;
+    case FailureKind::kCrash: return signal == o.signal;
+    default: return true;
+  }
+}
+
+std::string Signature::Describe() const {
+  switch (kind) {
+    case FailureKind::kException: return "exception " + exception_type + " (" + message + ")";
+    case FailureKind::kCrash: return "crash (signal " + std::to_string(signal) + ")";
+    default: return ToString(kind);
+  }
+}
+
+nlohmann::json Signature::ToJson() const {
+  return {{"kind", ToString(kind)}, {"exception_type", exception_type}, {"message", message}, {"signal", signal}};
+}
+
+Expected<Signature> Signature::FromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
+    return Error::BadInput("failure signature: field \"kind\" is missing or not a string");
+  Signature s;
+  const std::string k = j["kind"];
+  if (k == "accuracy") s.kind = FailureKind::kAccuracy;
+  else if (k == "exception") s.kind = FailureKind::kException;
+  else if (k == "crash") s.kind = FailureKind::kCrash;
+  else if (k == "timeout") s.kind = FailureKind::kTimeout;
+  else return Error::BadInput("failure signature: field \"kind\" is \"" + k + "\", expected accuracy, exception, crash or timeout");
+  s.exception_type = j.value("exception_type", std::string());
+  s.message = j.value("message", std::string());
+  s.signal = j.value("signal", 0);
+  return s;
+}
+
+}  // namespace parity::minifier

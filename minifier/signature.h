@@ -1,0 +1,37 @@
+// A failure signature: what kind of failure a repro shows. A reduction candidate counts only
+// when it fails the same way as the original (never on "any failure": a minifier that accepts
+// any failure drifts from an accuracy bug to a crash it introduced itself).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "util/status.h"
+#include "verifier/experiment.h"
+
+namespace parity::minifier {
+
+enum class FailureKind { kNone, kAccuracy, kException, kCrash, kTimeout };
+const char* ToString(FailureKind k);
+
+struct Signature {
+  FailureKind kind = FailureKind::kNone;
+  std::string exception_type;  // kException
+  std::string message;         // kException: normalized first line
+  int signal = 0;              // kCrash
+
+  // PASS and SKIPPED are no failure; so are EAGER_FAILED and NONDETERMINISTIC_EAGER_RUN (the
+  // candidate itself is broken, not the backend).
+  static Signature FromResult(const verifier::ExperimentResult& r);
+  [[nodiscard]] static Expected<Signature> FromJson(const nlohmann::json& j);
+  nlohmann::json ToJson() const;
+  bool Matches(const Signature& original) const;
+  std::string Describe() const;
+};
+
+// Drops what varies between runs of the same failure: numbers, hex addresses, paths, and
+// everything after the first line.
+std::string NormalizeMessage(const std::string& message);
+
+}  // namespace parity::minifier
