@@ -10,6 +10,7 @@
 #include "minifier/oracle.h"
 #include "repro/graph_json.h"
 #include "util/files.h"
+#include "util/subprocess.h"
 #include "verifier/backend.h"
 #include "verifier/isolation.h"
 #include "verifier/verify.h"
@@ -88,7 +89,20 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
                         fs::exists(out / "checkpoint" / "manifest.json");
   Signature original;
   int backend_runs = 0;
-  if (resuming) {
+  if (!resuming && !opts.check_command.empty()) {
+    // --check decides what is interesting, the original included.
+    SpawnOptions so;
+    so.env.push_back("PARITY_CANDIDATE=" + fs::absolute(opts.repro_dir).string());
+    PARITY_ASSIGN_OR_RETURN(auto child, Child::Spawn({"/bin/sh", "-c", opts.check_command + " \"$PARITY_CANDIDATE\""}, so));
+    ExitInfo e = child.Wait(std::chrono::seconds(opts.timeout_s));
+    ++backend_runs;
+    if (!(e.exited && e.code == 0))
+      return Error::Runtime("the --check command does not find the original interesting (" + e.Describe() + "); nothing to minify");
+    original.kind = FailureKind::kAccuracy;  // placeholder: the check command is the oracle
+    original.message = "--check " + opts.check_command;
+    summary["confirm"] = {{"runs", 1}, {"failing", 1}};
+    log << "original is interesting to --check\n";
+  } else if (resuming) {
     PARITY_ASSIGN_OR_RETURN(original, Signature::FromJson(state["signature"]));
     summary["confirm"] = state["confirm"];
     log << "resuming from " << (out / "checkpoint").string() << " (signature: " << original.Describe() << ")\n";

@@ -163,19 +163,23 @@ Arg RemapArg(const Arg& a, const std::unordered_map<const Node*, Node*>& map) {
   });
   return out;
 }
+// Appends a copy of `n` to `g`, its references mapped through `map`.
+Node* CopyNode(Graph& g, const Node& n, const std::unordered_map<const Node*, Node*>& map) {
+  Node* c = g.Append(n.kind(), n.name(), n.target());
+  for (const auto& a : n.args) c->args.push_back(RemapArg(a, map));
+  for (const auto& [k, a] : n.kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
+  c->meta = n.meta;
+  c->stack_trace = n.stack_trace;
+  c->module_path = n.module_path;
+  return c;
+}
 }  // namespace
 
 Graph Graph::Clone() const {
   Graph g(name_);
   std::unordered_map<const Node*, Node*> map;
   for (const auto& n : nodes_) {
-    Node* c = g.Append(n->kind(), n->name(), n->target());
-    for (const auto& a : n->args) c->args.push_back(RemapArg(a, map));
-    for (const auto& [k, a] : n->kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
-    c->meta = n->meta;
-    c->stack_trace = n->stack_trace;
-    c->module_path = n->module_path;
-    map[n.get()] = c;
+    map[n.get()] = CopyNode(g, *n, map);
   }
   return g;
 }
@@ -287,13 +291,7 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
   }
   for (const auto& n : nodes_) {
     if (!kept(n.get()) || n->kind() == NodeKind::kPlaceholder || n->kind() == NodeKind::kOutput) continue;
-    Node* c = g.Append(n->kind(), n->name(), n->target());
-    for (const auto& a : n->args) c->args.push_back(RemapArg(a, map));
-    for (const auto& [k, a] : n->kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
-    c->meta = n->meta;
-    c->stack_trace = n->stack_trace;
-    c->module_path = n->module_path;
-    map[n.get()] = c;
+    map[n.get()] = CopyNode(g, *n, map);
   }
   PARITY_RETURN_IF_ERROR(g.SetOutputs(outputs));
   PARITY_RETURN_IF_ERROR(g.Lint());

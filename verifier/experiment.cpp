@@ -71,7 +71,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   SetPhase(status_file, r, "load");
   auto repro = ReproDir::Load(spec.repro);
   if (!repro.ok()) return Finish(r, Code::kEagerFailed, repro.error().message);
-  const GraphEntry& g = repro->graphs().at(0);
+  const GraphEntry& g = repro->graphs().at(0);  // capability is asked of the first graph
   c10::Device device(c10::kCPU);
   try {
     device = c10::Device(spec.device);
@@ -99,59 +99,80 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
     return Finish(r, Code::kExceptionRaised, st.error().message);
   }
 
-  // Eager, twice, seeded.
-  SetPhase(status_file, r, "eager");
-  auto program = interp::Program::Compile(g.graph, (repro->root() / g.file).string());
-  if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
-  ReferenceOptions ro;
-  ro.device = device;
-  ro.hook = (*backend)->EagerHook(ctx);
-  auto ref = RunReference(*program, *repro, g, spec.test, ro);
-  if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
-  SetPhase(status_file, r, "eager_2nd_run");
-  auto ref2 = RunReference(*program, *repro, g, spec.test, ro);
-  if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
-  compare::SameOptions exact;
-  exact.tol = 0.0;
-  exact.equal_nan = true;
-  exact.compute_stats = false;
-  for (size_t k = 0; k < ref->size(); ++k) {
-    auto v = compare::SameTensor((*ref)[k].second, (*ref2)[k].second, std::nullopt, exact);
-    if (!v.pass) return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + (*ref)[k].first + ": " + v.message);
+  // Every graph of the repro dir on its own captured inputs; with several graphs the results
+  // are named "<graph>/<result>".
+  const bool multi = repro->graphs().size() > 1;
+  NamedTensors ref_all, fp64_all, got_all;
+  std::vector<std::string> shown_all;
+  bool fp64_ok = true;
+  std::vector<double> run_times;
+  for (const GraphEntry& graph : repro->graphs()) {
+    const std::string prefix = multi ? graph.name + "/" : "";
+    ctx.graph = &graph;
+    SetPhase(status_file, r, "eager");
+    auto program = interp::Program::Compile(graph.graph, (repro->root() / graph.file).string());
+    if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
+    ReferenceOptions ro;
+    ro.device = device;
+    ro.hook = (*backend)->EagerHook(ctx);
+    auto ref = RunReference(*program, *repro, graph, spec.test, ro);
+    if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
+    SetPhase(status_file, r, "eager_2nd_run");
+    auto ref2 = RunReference(*program, *repro, graph, spec.test, ro);
+    if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
+    compare::SameOptions exact;
+    exact.tol = 0.0;
+    exact.equal_nan = true;
+    exact.compute_stats = false;
+    for (size_t k = 0; k < ref->size(); ++k) {
+      auto v = compare::SameTensor((*ref)[k].second, (*ref2)[k].second, std::nullopt, exact);
+      if (!v.pass)
+        return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + (*ref)[k].first + ": " + v.message);
+    }
+    // The fp64 reference; without it, compare by cosine similarity.
+    SetPhase(status_file, r, "fp64_reference");
+    ReferenceOptions r64 = ro;
+    r64.float_dtype = c10::kDouble;
+    r64.hook = nullptr;
+    auto fp64 = RunReference(*program, *repro, graph, spec.test, r64);
+    if (!fp64.ok()) {
+      fp64_ok = false;
+      r.cosine = true;
+    }
+    SetPhase(status_file, r, "backend");
+    auto run = (*backend)->Run(ctx);
+    if (!run.ok()) {
+      if (run.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, run.error().message);
+      // "Type: message" from the worker, or a C++ runtime error.
+      const std::string& m = run.error().message;
+      const auto colon = m.find(": ");
+      r.exception_type = colon != std::string::npos && m.find(' ') >= colon ? m.substr(0, colon) : "RuntimeError";
+      return Finish(r, Code::kExceptionRaised, (multi ? graph.name + ": " : "") + m);
+    }
+    r.compile_time_s += run->compile_time_s;
+    if (run_times.size() < run->run_times_s.size()) run_times.resize(run->run_times_s.size(), 0.0);
+    for (size_t i = 0; i < run->run_times_s.size(); ++i) run_times[i] += run->run_times_s[i];
+    for (size_t k = 0; k < ref->size(); ++k) {
+      const std::string& name = (*ref)[k].first;
+      shown_all.push_back(prefix + (name.rfind("output/", 0) == 0 && k < graph.output_names.size() ? graph.output_names[k] : name));
+      ref_all.emplace_back(prefix + name, (*ref)[k].second);
+      if (fp64.ok()) fp64_all.emplace_back(prefix + name, (*fp64)[k].second);
+    }
+    for (auto& [name, t] : run->outputs) got_all.emplace_back(prefix + name, t);
   }
-
-  // The fp64 reference; without it, compare by cosine similarity.
-  SetPhase(status_file, r, "fp64_reference");
-  ReferenceOptions r64 = ro;
-  r64.float_dtype = c10::kDouble;
-  r64.hook = nullptr;
-  auto fp64 = RunReference(*program, *repro, g, spec.test, r64);
-  if (!fp64.ok()) r.cosine = true;
-
-  SetPhase(status_file, r, "backend");
-  auto run = (*backend)->Run(ctx);
-  if (!run.ok()) {
-    if (run.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, run.error().message);
-    // "Type: message" from the worker, or a C++ runtime error.
-    const std::string& m = run.error().message;
-    const auto colon = m.find(": ");
-    r.exception_type = colon != std::string::npos && m.find(' ') >= colon ? m.substr(0, colon) : "RuntimeError";
-    return Finish(r, Code::kExceptionRaised, m);
-  }
-  r.compile_time_s = run->compile_time_s;
   const int iters = std::max(1, spec.iterations_per_run);
   for (int rep = 0; rep < spec.repeat; ++rep) {
     double total = 0;
     for (int i = 0; i < iters; ++i) {
       size_t idx = static_cast<size_t>(rep * iters + i);
-      if (idx < run->run_times_s.size()) total += run->run_times_s[idx];
+      if (idx < run_times.size()) total += run_times[idx];
     }
     r.total_time.push_back(total);
     r.per_iter_time.push_back(total / iters);
   }
 
   SetPhase(status_file, r, "compare");
-  std::map<std::string, at::Tensor> got(run->outputs.begin(), run->outputs.end());
+  std::map<std::string, at::Tensor> got(got_all.begin(), got_all.end());
   compare::SameOptions so;
   so.tol = r.tol;
   so.cos_similarity = r.cosine;
@@ -159,10 +180,8 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   so.ignore_non_fp = spec.ignore_non_fp;
   bool all = true;
   std::string first_failure;
-  for (size_t k = 0; k < ref->size(); ++k) {
-    const auto& [name, want] = (*ref)[k];
-    std::string shown = name;
-    if (name.rfind("output/", 0) == 0 && k < g.output_names.size()) shown = g.output_names[k];
+  for (size_t k = 0; k < ref_all.size(); ++k) {
+    const auto& [name, want] = ref_all[k];
     compare::Verdict v;
     auto it = got.find(name);
     if (it == got.end()) {
@@ -171,16 +190,17 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
       v.message = "the backend did not return " + name;
     } else {
       std::optional<at::Tensor> f;
-      if (fp64.ok()) f = (*fp64)[k].second.to(at::kCPU);
+      if (fp64_ok) f = fp64_all[k].second.to(at::kCPU);
       v = compare::SameTensor(want.to(at::kCPU), it->second.to(at::kCPU), f, so);
     }
-    v.path = shown;
-    if (!v.pass && first_failure.empty()) first_failure = shown + ": " + v.message;
+    v.path = shown_all[k];
+    if (!v.pass && first_failure.empty()) first_failure = shown_all[k] + ": " + v.message;
     all = all && v.pass;
     r.outputs.push_back(v.ToJson());
   }
-  if (got.size() > ref->size() && all)
-    return Finish(r, Code::kFail, "the backend returned " + std::to_string(got.size()) + " results, expected " + std::to_string(ref->size()));
+  if (got.size() > ref_all.size() && all)
+    return Finish(r, Code::kFail, "the backend returned " + std::to_string(got.size()) + " results, expected " +
+                                      std::to_string(ref_all.size()));
   return all ? Finish(r, Code::kPass) : Finish(r, Code::kFail, first_failure);
 }
 

@@ -1,0 +1,140 @@
+"""parity minify end to end: injected wrong values, exceptions and crashes in one op of a 305-op
+graph reduce to that op with the original signature; two bugs reduce to the one that matches;
+PyTorch's inductor minifier-testing knob reduces to the relu; outputs, --check, resume, graph
+bisection and a repro that does not fail."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import run_parity
+
+sys.path.insert(0, os.path.dirname(__file__))
+from deep_model import capture_deep  # noqa: E402
+from relu_model import capture_relu  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory):
+    return capture_deep(str(tmp_path_factory.mktemp("deep") / "deep"))
+
+
+@pytest.fixture(scope="module")
+def relunet(tmp_path_factory):
+    return capture_relu(str(tmp_path_factory.mktemp("relu") / "relunet"))
+
+
+def minify(parity_bin, src, out, *args):
+    r = run_parity(parity_bin, "minify", src, "--out", str(out), *args)
+    summary = json.load(open(os.path.join(str(out), "summary.json"))) if os.path.exists(os.path.join(str(out), "summary.json")) else None
+    return r, summary
+
+
+def call_functions(summary):
+    return [c["target"] for c in summary["culprit_ops"]]
+
+
+def test_deep_graph_has_300_nodes(deep):
+    g = json.load(open(os.path.join(deep, "graphs", "graph_0.json")))
+    assert sum(n["op"] == "call_function" for n in g["nodes"]) >= 300
+
+
+@pytest.mark.parametrize("kind,signature", [("perturb", "accuracy"), ("raise", "exception"), ("segfault", "crash")])
+def test_one_faulty_op_reduces_to_that_op(parity_bin, deep, tmp_path, kind, signature):
+    r, s = minify(parity_bin, deep, tmp_path, "--backend", "fault", "--backend-option", "op=aten::tanh",
+                  "--backend-option", f"kind={kind}", "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["signature"]["kind"] == signature
+    ops = call_functions(s)
+    assert len(ops) <= 3 and "aten::tanh" in ops, s["graph_text"]
+    assert s["culprit"]["target"] == "aten::tanh" and "deep_model.py" in s["culprit"]["stack_trace"]
+    assert s["first_failing_stage"] == "fault"
+    # The minified dir reproduces the same failure with the backend.
+    again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "fault")
+    expected = {"accuracy": "FAIL", "exception": "EXCEPTION_RAISED"}.get(signature)
+    if expected:
+        assert again.returncode == 1 and expected in again.stdout, again.stdout + again.stderr
+
+
+def test_two_bugs_reduce_to_the_one_matching_the_signature(parity_bin, deep, tmp_path):
+    # tanh gives a wrong value; sigmoid (later) raises. The original fails by the exception, so
+    # candidates that keep only the tanh bug (an accuracy failure) must be rejected.
+    r, s = minify(parity_bin, deep, tmp_path, "--backend", "fault", "--backend-option", "op=aten::tanh",
+                  "--backend-option", "op2=aten::sigmoid", "--backend-option", "kind2=raise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["signature"]["kind"] == "exception" and "sigmoid" in s["signature"]["message"]
+    ops = call_functions(s)
+    assert "aten::sigmoid" in ops and "aten::tanh" not in ops and len(ops) <= 3
+
+
+@pytest.mark.parametrize("mode,signature", [("accuracy", "accuracy"), ("compile_error", "exception"),
+                                            ("runtime_error", "exception")])
+def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_path, mode, signature):
+    r, s = minify(parity_bin, relunet, tmp_path, "--backend", "inductor", "--backend-option",
+                  f"cpp.inject_relu_bug_TESTING_ONLY={mode}", "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["signature"]["kind"] == signature
+    assert call_functions(s) == ["aten::relu"], s["graph_text"]
+    if mode == "accuracy":
+        # The standalone script needs only torch and safetensors, and shows the failure.
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
+        assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+
+
+def test_user_check_command(parity_bin, deep, tmp_path):
+    # llvm-reduce's --test: exit 0 = still interesting. Here: "the graph still calls tanh".
+    check = tmp_path / "check.sh"
+    check.write_text("#!/bin/sh\ngrep -q '\"aten::tanh\"' \"$1\"/graphs/*.json\n")
+    check.chmod(0o755)
+    r, s = minify(parity_bin, deep, tmp_path / "out", "--backend", "eager", "--check", str(check), "--confirm", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert call_functions(s) == ["aten::tanh"]
+
+
+def test_resume_from_checkpoint(parity_bin, deep, tmp_path):
+    args = ["--backend", "fault", "--backend-option", "op=aten::tanh"]
+    r1, s1 = minify(parity_bin, deep, tmp_path, *args)
+    assert r1.returncode == 0 and os.path.exists(tmp_path / "state.json")
+    r2, s2 = minify(parity_bin, deep, tmp_path, *args)
+    assert r2.returncode == 0 and "resuming from" in r2.stdout
+    assert call_functions(s2) == call_functions(s1)
+    assert s2["backend_runs"] < s1["backend_runs"]
+
+
+def test_repro_that_does_not_fail_is_reported(parity_bin, deep, tmp_path):
+    r, s = minify(parity_bin, deep, tmp_path, "--backend", "eager")
+    assert r.returncode == 1 and "does not fail" in r.stderr and s is None
+
+
+def test_graph_bisection_finds_the_failing_graph(parity_bin, tmp_path):
+    from parity_capture import dump_backend
+
+    class TwoGraphs(torch.nn.Module):
+        def forward(self, x):
+            y = torch.sin(x) + 1
+            torch._dynamo.graph_break()
+            return torch.tanh(y) * 2
+
+    out = str(tmp_path / "prog")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(TwoGraphs(), backend=dump_backend(out, "two_graphs"))(torch.randn(4, 8))
+    torch._dynamo.reset()
+    r, s = minify(parity_bin, out, tmp_path / "min", "--backend", "fault", "--backend-option", "op=aten::tanh",
+                  "--no-stage-bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["graph"] == "graph_1" and "first failing graph: graph_1" in r.stdout
+    assert call_functions(s) == ["aten::tanh"]
+
+
+def test_bad_input(parity_bin, deep, tmp_path):
+    r = run_parity(parity_bin, "minify", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "nope" in r.stderr
+    r = run_parity(parity_bin, "minify", deep)  # the capture names no backend
+    assert r.returncode == 2 and "names no backend" in r.stderr
+    r = run_parity(parity_bin, "minify", "--print-passes")
+    assert r.returncode == 0 and "replace-with-placeholders" in r.stdout
