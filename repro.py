@@ -1,7 +1,7 @@
 
 import os
-os.environ['TORCHINDUCTOR_CACHE_DIR'] = '/tmp/pm12/inductor-cache'
-os.environ['_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR'] = '140609330007072'
+os.environ['TORCHINDUCTOR_CACHE_DIR'] = '/tmp/tmpvzag5xee/pytorch-minifier/inductor-cache'
+os.environ['_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR'] = '140538200902688'
 os.environ.pop('TORCHDYNAMO_REPRO_AFTER', None)
 os.environ.pop('TORCHDYNAMO_REPRO_LEVEL', None)
 
@@ -18,12 +18,12 @@ import torch._dynamo.config
 import torch._inductor.config
 import torch._functorch.config
 import torch.fx.experimental._config
-torch._dynamo.config.debug_dir_root = '/tmp/pm12'
+torch._dynamo.config.debug_dir_root = '/tmp/tmpvzag5xee/pytorch-minifier'
 torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'accuracy'
-torch._inductor.config.comprehensive_padding = True
-torch._inductor.config.triton.store_cubin = False
 torch._inductor.config.deterministic = False
 torch._inductor.config.inplace_buffers = True
+torch._inductor.config.comprehensive_padding = True
+torch._inductor.config.triton.store_cubin = False
 torch._functorch.config.functionalize_rng_ops = False
 torch._functorch.config.fake_tensor_allow_unsafe_data_ptr_access = True
 torch._functorch.config.unlift_effect_tokens = False
@@ -259,7 +259,7 @@ mod = Repro()
 if __name__ == '__main__':
     from torch._dynamo.repro.after_aot import run_repro
     with torch.no_grad():
-        run_repro(mod, load_args, accuracy=True, command='run', save_dir='/tmp/pm12/run_2026_11_22_12_11_37_599787-pid_13336/minifier/checkpoints', tracing_mode='real', check_str=None)
+        run_repro(mod, load_args, accuracy=True, command='run', save_dir='/tmp/tmpvzag5xee/pytorch-minifier/run_2026_11_22_12_17_01_328712-pid_15633/minifier/checkpoints', tracing_mode='real', check_str=None)
         # To run it separately, do 
-        # mod, args = run_repro(mod, load_args, accuracy=True, command='get_args', save_dir='/tmp/pm12/run_2026_11_22_12_11_37_599787-pid_13336/minifier/checkpoints', tracing_mode='real', check_str=None)
+        # mod, args = run_repro(mod, load_args, accuracy=True, command='get_args', save_dir='/tmp/tmpvzag5xee/pytorch-minifier/run_2026_11_22_12_17_01_328712-pid_15633/minifier/checkpoints', tracing_mode='real', check_str=None)
         # mod(*args)

@@ -142,8 +142,8 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
   for (const auto& t : o.tests)
     if (t != "eval" && t != "train") return Error::BadInput("--test \"" + t + "\": expected eval or train");
   for (const auto& d : o.dtypes)
-    if (d != "float32" && d != "float16" && d != "bfloat16")
-      return Error::BadInput("--dtype \"" + d + "\": expected float32, float16 or bfloat16");
+    if (d != "float32" && d != "float16" && d != "bfloat16" && d != "amp")
+      return Error::BadInput("--dtype \"" + d + "\": expected float32, float16, bfloat16 or amp");
   for (const auto& b : o.backends) {
     auto made = MakeBackend(b);
     if (!made.ok()) return made.error();

@@ -8,5 +8,10 @@ namespace parity::minifier {
 DeltaPass ReplaceWithPlaceholdersPass();
 DeltaPass RemoveOutputsPass();
 DeltaPass EliminateDeadCodePass();
+DeltaPass ConsolidateInputsPass();
+
+// The graph with the op nodes in `cut` removed: values of theirs that remaining nodes (or the
+// outputs) read become placeholders of the same name; what only they read dies.
+std::optional<ir::Graph> CutNodes(const ir::Graph& g, const std::set<const ir::Node*>& cut);
 
 }  // namespace parity::minifier

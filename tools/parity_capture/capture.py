@@ -115,13 +115,23 @@ def _run_eager(model, args, kwargs, mode: str):
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str, *, mode: str = "eval",
             name: Optional[str] = None, example_kwargs: Optional[Dict[str, Any]] = None,
             method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None,
-            loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> str:
+            loss_fn: Optional[Callable[[Any], torch.Tensor]] = None,
+            autocast: Optional[torch.dtype] = None) -> str:
     """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
 
     method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
     mode "train" needs `loss_fn(outputs) -> scalar`: the captured graph returns (loss, *outputs)
     so a backend's loss, gradients and optimizer step can be checked.
+    autocast: capture under torch.autocast with this dtype (AMP); the graph then holds the
+    casts explicitly, so every backend and parity's interpreter run the same mixed precision.
     """
+    if autocast is not None:
+        device_type = next((x.device.type for x in pytree.tree_leaves((example_inputs, example_kwargs))
+                            if isinstance(x, torch.Tensor)), "cpu")
+        with torch.autocast(device_type=device_type, dtype=autocast):
+            return capture(model, example_inputs, out_dir, mode=mode, name=name, example_kwargs=example_kwargs,
+                           method=method, extra_manifest=dict(extra_manifest or {}, amp=str(autocast).removeprefix("torch.")),
+                           loss_fn=loss_fn)
     if mode not in ("eval", "train"):
         raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
     if mode == "train":

@@ -279,8 +279,12 @@ def cmd_capture(req) -> Dict[str, Any]:
         return x.to(device, dtype) if dtype and x.is_floating_point() else x.to(device)
     args = tuple(torch.utils._pytree.tree_map(move, list(args)))
     kwargs = torch.utils._pytree.tree_map(move, kwargs)
+    # AMP as PyTorch's benchmarks run it: float16 autocast on CUDA, bfloat16 on the CPU.
+    amp = None
+    if req.get("dtype") == "amp":
+        amp = torch.float16 if str(device).startswith("cuda") else torch.bfloat16
     capture(model, args, req["out"], mode=req.get("mode", "eval"), name=spec.name, example_kwargs=kwargs,
-            loss_fn=spec.loss if req.get("mode") == "train" else None,
+            loss_fn=spec.loss if req.get("mode") == "train" else None, autocast=amp,
             extra_manifest={"suite": spec.suite, "batch_size": req.get("batch_size") or spec.batch_size})
     return {"out": req["out"]}
 
