@@ -137,3 +137,13 @@ def test_models_and_backends_listings(parity_bin):
     assert {"eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "aot_inductor", "nativert", "torchscript",
             "torch_compile:<name>", "fault"} <= set(by)
     assert by["eager"]["available"]
+
+
+def test_amp_captures_autocast_into_the_graph(parity_bin, cache_dir, tmp_path):
+    r, lines = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend", "eager", "--dtype", "amp")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines[0]["experiment"]["dtype"] == "amp" and lines[0]["verification_code"] == "PASS"
+    assert lines[0]["tolerance"] == 1e-3  # torchbench-style suites: reduced precision widens the tolerance
+    captures = [d for d in os.listdir(os.path.join(cache_dir, "captures")) if d.startswith("mlp-eval-amp")]
+    graph = open(os.path.join(cache_dir, "captures", captures[0], "graphs", "graph_0.json")).read()
+    assert '"bfloat16"' in graph  # the casts autocast inserted are explicit ops of the graph

@@ -138,7 +138,7 @@ def cmd_run(req) -> Dict[str, Any]:
             times = []
             for _ in range(iters - 1 if iters > 1 else 0):
                 t0 = time.perf_counter()
-                out2 = compiled(*inputs)
+                compiled(*inputs)
                 sync()
                 times.append(time.perf_counter() - t0)
         if train:
