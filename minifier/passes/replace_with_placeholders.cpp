@@ -11,7 +11,8 @@ std::optional<ir::Graph> CutNodes(const ir::Graph& g, const std::set<const ir::N
     if (!cut.count(n) && n->kind() != ir::NodeKind::kOutput) keep.insert(n->name());
   // getitem nodes of a cut tuple-valued op would read a tuple: cut them too.
   for (const ir::Node* n : g.nodes())
-    if (n->target() == ir::kGetItem && cut.count(n->args[0].node)) keep.erase(n->name());
+    if (n->kind() == ir::NodeKind::kCallFunction && n->target() == ir::kGetItem && cut.count(n->args[0].node))
+      keep.erase(n->name());
   std::vector<std::string> outputs;
   for (const ir::Node* o : g.OutputValues()) outputs.push_back(o->name());
   auto sub = g.Extract(keep, outputs);

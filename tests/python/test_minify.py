@@ -138,3 +138,16 @@ def test_bad_input(parity_bin, deep, tmp_path):
     assert r.returncode == 2 and "names no backend" in r.stderr
     r = run_parity(parity_bin, "minify", "--print-passes")
     assert r.returncode == 0 and "replace-with-placeholders" in r.stdout
+
+
+def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
+    # The README workflow on a real suite model (BatchNorm: tuple ops and getitem nodes).
+    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+    v = run_parity(parity_bin, "verify", "--model", "resnet", *knob, "--output-dir", str(tmp_path / "v"),
+                   "--cache-dir", str(tmp_path / "cache"))
+    assert v.returncode == 1 and "FAIL" in v.stdout, v.stdout + v.stderr
+    repro = tmp_path / "v" / "repros" / "resnet-inductor-eval-float32-cpu"
+    r, s = minify(parity_bin, str(repro), tmp_path / "m", "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["ops_before"] > 60 and call_functions(s) == ["aten::relu"]
+    assert s["culprit"]["module_path"].startswith("stem")
