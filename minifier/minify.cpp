@@ -31,7 +31,8 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index) {
   std::vector<std::string> outs;
   for (const ir::Node* n : g.nodes()) {
     if (n->index() > node_index || n->kind() != ir::NodeKind::kCallFunction || read.count(n)) continue;
-    if (n->meta.size() > 1) continue;  // a tuple: its getitem nodes come later
+    // Only single tensor values: a tuple's getitem nodes come later; an effect-only op has none.
+    if (n->meta.size() != 1 || !n->meta[0] || n->HasSideEffects()) continue;
     outs.push_back(n->name());
   }
   if (outs.empty()) return std::nullopt;

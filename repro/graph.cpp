@@ -39,6 +39,12 @@ std::pair<std::string, std::string> Node::OperatorName() const {
   return {t.substr(0, dot), overload};
 }
 
+bool Node::HasSideEffects() const {
+  if (!IsOp()) return false;
+  // aten::_assert_async, _assert_scalar, _assert_tensor_metadata, ... (FX's impure ops).
+  return target_.find("::_assert") != std::string::npos;
+}
+
 Node* Graph::Append(NodeKind kind, std::string name, std::string target) {
   nodes_.push_back(std::unique_ptr<Node>(new Node(kind, std::move(name), std::move(target))));
   Node* n = nodes_.back().get();
@@ -197,7 +203,8 @@ void Graph::EliminateDeadCode() {
   std::unordered_set<const Node*> live;
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     const Node* n = it->get();
-    bool keep = n->kind() == NodeKind::kOutput || n->kind() == NodeKind::kPlaceholder || live.count(n);
+    bool keep = n->kind() == NodeKind::kOutput || n->kind() == NodeKind::kPlaceholder || n->HasSideEffects() ||
+                live.count(n);
     if (!keep) continue;
     live.insert(n);
     for (const Node* in : n->Inputs()) live.insert(in);

@@ -101,6 +101,9 @@ class Node {
   // {"aten::relu", ""} (the dispatcher spells the Python overload "default" as "").
   std::pair<std::string, std::string> OperatorName() const;
   bool IsOp() const { return kind_ == NodeKind::kCallFunction && target_ != kGetItem; }
+  // An op run for its effect, not a value (e.g. aten::_assert_tensor_metadata, which returns
+  // nothing): dead-code elimination keeps it, as FX keeps impure nodes.
+  bool HasSideEffects() const;
 
  private:
   friend class Graph;
@@ -148,8 +151,8 @@ class Graph {
 
   [[nodiscard]] Graph Clone() const;
 
-  // Removes call_function/get_attr nodes no output depends on. Placeholders stay (their
-  // removal changes the signature: a separate, explicit step).
+  // Removes call_function/get_attr nodes no output or side-effecting op depends on.
+  // Placeholders stay (their removal changes the signature: a separate, explicit step).
   void EliminateDeadCode();
   // Removes placeholders no node reads; returns their names.
   std::vector<std::string> RemoveUnusedPlaceholders();
