@@ -85,7 +85,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   const fs::path state_file = out / "state.json";
   json state = json::object();
   if (auto st = ReadFile(state_file); st.ok()) state = json::parse(*st, nullptr, false);
-  const bool resuming = state.is_object() && state.value("source", std::string()) == summary["source"] &&
+  const bool resuming = state.is_object() && state.value("source", std::string()) == summary["source"].get<std::string>() &&
                         state.value("backend", std::string()) == backend && state.contains("signature") &&
                         fs::exists(out / "checkpoint" / "manifest.json");
   Signature original;

@@ -1,6 +1,7 @@
 #include "minifier/signature.h"
 
-#include <regex>
+#include <algorithm>
+#include <cctype>
 
 namespace parity::minifier {
 
@@ -16,15 +17,29 @@ const char* ToString(FailureKind k) {
 }
 
 std::string NormalizeMessage(const std::string& message) {
-  std::string s = message.substr(0, message.find('\n'));
-  static const std::regex path(R"((/[\w.\-]+)+)");
-  static const std::regex hex("0x[0-9a-fA-F]+");
-  static const std::regex num("[0-9]+");
-  s = std::regex_replace(s, path, "<path>");
-  s = std::regex_replace(s, hex, "<addr>");
-  s = std::regex_replace(s, num, "#");
-  if (s.size() > 240) s.resize(240);
-  return s;
+  // One linear pass over at most the first 240 characters of the first line (std::regex
+  // recurses per character and overflows the stack on the long lines compilers print).
+  const std::string line = message.substr(0, std::min(message.find('\n'), size_t{240}));
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; };
+  std::string out;
+  for (size_t i = 0; i < line.size();) {
+    const char c = line[i];
+    if (c == '/' && i + 1 < line.size() && word(line[i + 1])) {  // a path
+      while (i < line.size() && (word(line[i]) || line[i] == '/')) ++i;
+      out += "<path>";
+    } else if (c == '0' && i + 2 < line.size() && line[i + 1] == 'x' && std::isxdigit(static_cast<unsigned char>(line[i + 2]))) {
+      i += 2;
+      while (i < line.size() && std::isxdigit(static_cast<unsigned char>(line[i]))) ++i;
+      out += "<addr>";
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      while (i < line.size() && std::isdigit(static_cast<unsigned char>(line[i]))) ++i;
+      out += '#';
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
 }
 
 Signature Signature::FromResult(const verifier::ExperimentResult& r) {

@@ -168,7 +168,9 @@ def cmd_aot_graphs(req) -> Dict[str, Any]:
     if req["backend"] == "aot_eager_decomp_partition":
         from torch._inductor.decomposition import select_decomp_table
         kwargs = {"decompositions": select_decomp_table(), "partition_fn": min_cut_rematerialization_partition}
-    inputs = g.inputs()
+    device = req.get("device", "cpu")
+    g.module = g.module.to(device)
+    inputs = [x.to(device) for x in g.inputs()]
     # AOTAutograd sees parameters and buffers as inputs, as under torch.compile.
     params = [getattr(g.module, n.target) for n in g.module.graph.nodes if n.op == "get_attr"]
     flat_mod = _lift_attrs(g.module)

@@ -73,7 +73,7 @@ class AotAutogradBackend final : public Backend {
     const fs::path dir = ctx.work_dir / ("aot_" + name_);
     auto t0 = std::chrono::steady_clock::now();
     PARITY_ASSIGN_OR_RETURN(auto resp, Ask({{"cmd", "aot_graphs"}, {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
-                                            {"backend", name_}, {"out", Abs(dir)}}));
+                                            {"backend", name_}, {"device", ctx.device.str()}, {"out", Abs(dir)}}));
     (void)resp;
     PARITY_ASSIGN_OR_RETURN(ReproDir aot, ReproDir::Load(dir));
     const GraphEntry& g = aot.graphs().at(0);
