@@ -11,6 +11,7 @@
 #include "verifier/backend.h"
 #include "verifier/experiment.h"
 #include "verifier/run_repro.h"
+#include "util/files.h"
 #include "verifier/verify.h"
 
 namespace parity::cli {
@@ -54,7 +55,7 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
   spec.cache_dir = verifier::DefaultCacheDir().string();
   verifier::ExperimentResult r = verifier::RunExperiment(spec, scratch / "status.txt");
   std::error_code ec;
-  std::filesystem::remove_all(scratch, ec);
+  RemoveAll(scratch);
   if (a.json) {
     std::cout << r.ToJson().dump(2) << "\n";
   } else {

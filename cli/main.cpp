@@ -1,6 +1,8 @@
 // The parity binary: wires the subcommands and owns the one place that maps errors to exit
 // codes: 0 all checks passed, 1 a check failed, 2 bad usage or bad input, 3 internal error.
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -11,11 +13,34 @@
 #include "util/status.h"
 
 namespace {
-// A crash of parity itself (not of a backend, which runs in a child) prints a backtrace for the
-// bug report, then dies of the same signal.
-void OnFatalSignal(int sig) {
-  const char msg[] = "parity: fatal signal; backtrace:\n";
+// A crash of parity itself (not of a backend, which runs in a child) prints where it happened
+// for the bug report (faulting address, instruction, the return address on the stack, a
+// backtrace), then dies of the same signal.
+void Where(const char* what, void* p) {
+  Dl_info info{};
+  char buf[512];
+  int n;
+  if (p && ::dladdr(p, &info) && info.dli_fname)
+    n = std::snprintf(buf, sizeof buf, "  %s %p = %s(%s+0x%lx) [%s+0x%lx]\n", what, p, info.dli_fname,
+                      info.dli_sname ? info.dli_sname : "?",
+                      static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_saddr ? info.dli_saddr : info.dli_fbase)),
+                      info.dli_fname, static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_fbase)));
+  else
+    n = std::snprintf(buf, sizeof buf, "  %s %p\n", what, p);
+  (void)!::write(2, buf, static_cast<size_t>(n));
+}
+
+void OnFatalSignal(int sig, siginfo_t* si, void* ctx) {
+  const char msg[] = "parity: fatal signal; where:\n";
   (void)!::write(2, msg, sizeof msg - 1);
+  Where("fault address", si->si_addr);
+#if defined(__x86_64__)
+  auto* uc = static_cast<ucontext_t*>(ctx);
+  void* rip = reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
+  void** rsp = reinterpret_cast<void**>(uc->uc_mcontext.gregs[REG_RSP]);
+  Where("instruction", rip);
+  for (int i = 0; i < 4; ++i) Where("stack word", rsp[i]);
+#endif
   void* frames[64];
   int n = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, n, 2);
@@ -25,7 +50,10 @@ void OnFatalSignal(int sig) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, OnFatalSignal);
+  struct sigaction sa {};
+  sa.sa_sigaction = OnFatalSignal;
+  sa.sa_flags = SA_SIGINFO;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
   CLI::App app{"parity: is the compiled model still computing the right numbers?"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("parity 0.1.0 (built against torch ") + PARITY_TORCH_VERSION_BUILT + ")");

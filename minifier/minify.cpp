@@ -329,7 +329,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   summary["minified_dir"] = fs::absolute(minified).string();
   summary["graph_text"] = ir::GraphToText(current);
   (void)WriteFileAtomic(out / "summary.json", summary.dump(2) + "\n");
-  fs::remove_all(out / "work", ec);
+  RemoveAll(out / "work");
 
   log << "\nminified " << summary["graph"].get<std::string>() << ": " << summary["ops_before"] << " ops -> " << summary["ops_after"]
       << " ops, " << backend_runs << " backend runs, " << static_cast<int>(summary["wall_time_s"].get<double>()) << " s\n"

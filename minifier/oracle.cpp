@@ -48,7 +48,7 @@ Status Oracle::Write(const ir::Graph& g, const fs::path& dir, const nlohmann::js
   m.failure = failure;
   m.producer = "parity minify";
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  RemoveAll(dir);
   return WriteReproDir(dir, m, {&e}, tensors);
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "repro/graph_json.h"
+#include "util/files.h"
 
 namespace parity::testing {
 namespace fs = std::filesystem;
@@ -20,8 +21,7 @@ TempDir::TempDir() {
   fs::create_directories(path_);
 }
 TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
+  RemoveAll(path_);
 }
 
 fs::path TestData() {

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace parity {
@@ -33,6 +35,20 @@ Status WriteFileAtomic(const fs::path& path, const std::string& data) {
   fs::rename(tmp, path, ec);
   if (ec) return Error::Runtime(path.string() + ": rename failed: " + ec.message());
   return Status::Ok();
+}
+
+namespace {
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+}  // namespace
+
+void RemoveAll(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    ::unlink(path.c_str());
+    return;
+  }
+  ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 bool IsInside(const fs::path& root, const fs::path& child) {

@@ -14,6 +14,11 @@ namespace parity {
 // partial file.
 [[nodiscard]] Status WriteFileAtomic(const std::filesystem::path& path, const std::string& data);
 
+// Removes a file or a directory tree (like rm -rf); missing is fine. Implemented with POSIX
+// calls: some libtorch builds export their own std::filesystem::remove_all, which the dynamic
+// linker may bind parity's calls to, and torch 2.11's CUDA wheel's copy jumps to null.
+void RemoveAll(const std::filesystem::path& path);
+
 // True when `child`, after resolving "..", symlinks and the like, lies inside `root`.
 bool IsInside(const std::filesystem::path& root, const std::filesystem::path& child);
 

@@ -77,7 +77,7 @@ struct Driver {
     std::error_code ec;
     fs::create_directories(dir.parent_path(), ec);
     const fs::path tmp = dir.string() + ".tmp" + std::to_string(::getpid());
-    fs::remove_all(tmp, ec);
+    RemoveAll(tmp);
     json req = {{"cmd", "capture"}, {"model", model}, {"out", fs::absolute(tmp).string()}, {"mode", test},
                 {"dtype", dtype}, {"device", o.device}};
     if (o.batch_size > 0) req["batch_size"] = o.batch_size;
@@ -100,7 +100,7 @@ struct Driver {
   std::string WriteFailureRepro(const ExperimentSpec& spec, const ExperimentResult& r) {
     fs::path dst = o.output_dir / "repros" / Slug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
     std::error_code ec;
-    fs::remove_all(dst, ec);
+    RemoveAll(dst);
     fs::create_directories(dst.parent_path(), ec);
     fs::copy(spec.repro, dst, fs::copy_options::recursive, ec);
     if (ec) return "";
@@ -309,7 +309,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
                        r.outputs.empty() ? "-" : (std::ostringstream() << std::setprecision(3) << max_abs).str()});
     }
   }
-  fs::remove_all(run_dir, ec);
+  RemoveAll(run_dir);
 
   out << "\n";
   char line[512];
