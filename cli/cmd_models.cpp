@@ -9,8 +9,7 @@ namespace parity::cli {
 namespace {
 int RunModels(bool as_json) {
   verifier::WorkerClient* w = Unwrap(verifier::SharedWorker());
-  auto resp = Unwrap(w->Request({{"cmd", "list_models"}}));
-  if (!resp.value("ok", false)) throw Failure{Error::Runtime("python worker: " + resp.value("error", std::string()))};
+  auto resp = Unwrap(w->Call({{"cmd", "list_models"}}));
   if (as_json) {
     std::cout << resp["models"].dump(2) << "\n";
     return 0;

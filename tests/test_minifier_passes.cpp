@@ -47,7 +47,9 @@ TEST(MinifierPasses, EveryPassKeepsGraphsValid) {
     const int n = pass.count(g);
     for (int i = 0; i < n; ++i) {
       auto c = pass.remove(g, i, i + 1);
-      if (c) EXPECT_TRUE(c->Lint().ok()) << pass.name << " target " << i;
+      if (c) {
+        EXPECT_TRUE(c->Lint().ok()) << pass.name << " target " << i;
+      }
     }
   }
   EXPECT_EQ(ReplaceWithPlaceholdersPass().count(g), 3);  // max, add, relu (getitem is not an op)

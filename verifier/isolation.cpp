@@ -50,14 +50,10 @@ Expected<WorkerClient*> IsolatedRunner::Worker() {
 
 Expected<json> IsolatedRunner::Ask(const json& req) {
   PARITY_ASSIGN_OR_RETURN(WorkerClient * w, Worker());
-  auto resp = w->Request(req);
-  if (!resp.ok()) {
-    RestartWorker(0);
-    return resp.error();
-  }
-  if (!resp->value("ok", false))
-    return Error::Runtime(resp->value("error_type", std::string("Error")) + ": " + resp->value("error", std::string()));
-  return *resp;
+  auto resp = w->Call(req);
+  // A lost connection means the worker died: start a fresh one next time.
+  if (!resp.ok() && resp.error().message.rfind("python worker:", 0) == 0) RestartWorker(0);
+  return resp;
 }
 
 ExperimentResult IsolatedRunner::Run(ExperimentSpec spec, const fs::path& dir) { return RunMany({{std::move(spec), dir}})[0]; }

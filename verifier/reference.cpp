@@ -5,6 +5,8 @@
 #include <ATen/ops/zeros_like.h>
 #include <ATen/Context.h>
 
+#include <chrono>
+
 namespace parity::verifier {
 
 Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
@@ -68,6 +70,23 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   at::NoGradGuard no_grad;
   for (auto& [key, p] : ordered) out.emplace_back("sgd/" + key, (p.detach() - kSgdLr * grad(p)));
   return out;
+}
+
+Expected<BackendRun> TimedReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
+                                    const std::string& mode, const ReferenceOptions& options, int iterations,
+                                    double prepare_s) {
+  using Clock = std::chrono::steady_clock;
+  BackendRun run;
+  auto t0 = Clock::now();
+  PARITY_ASSIGN_OR_RETURN(run.outputs, RunReference(program, repro, g, mode, options));
+  run.compile_time_s = prepare_s + std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int i = 0; i < iterations; ++i) {
+    t0 = Clock::now();
+    auto again = RunReference(program, repro, g, mode, options);
+    if (!again.ok()) return again.error();
+    run.run_times_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return run;
 }
 
 }  // namespace parity::verifier

@@ -23,4 +23,10 @@ struct ReferenceOptions {
                                                   const GraphEntry& g, const std::string& mode,
                                                   const ReferenceOptions& options);
 
+// RunReference once (its time added to `prepare_s` as the compile time), then `iterations`
+// timed runs: how interpreter-executed backends report their timings.
+[[nodiscard]] Expected<BackendRun> TimedReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
+                                                  const std::string& mode, const ReferenceOptions& options, int iterations,
+                                                  double prepare_s = 0.0);
+
 }  // namespace parity::verifier

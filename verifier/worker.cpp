@@ -116,6 +116,13 @@ Expected<nlohmann::json> WorkerClient::Request(nlohmann::json request) {
   }
 }
 
+Expected<nlohmann::json> WorkerClient::Call(nlohmann::json request) {
+  PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, Request(std::move(request)));
+  if (!resp.value("ok", false))
+    return Error::Runtime(resp.value("error_type", std::string("Error")) + ": " + resp.value("error", std::string()));
+  return resp;
+}
+
 Expected<WorkerClient*> SharedWorker() {
   static std::unique_ptr<WorkerProcess> own;
   static std::optional<WorkerClient> client;

@@ -43,6 +43,8 @@ class WorkerClient {
   // Sends one request, waits for its answer. A transport failure (the worker died) is a Runtime
   // error starting "python worker"; {"ok": false} answers are returned as they are.
   [[nodiscard]] Expected<nlohmann::json> Request(nlohmann::json request);
+  // Request, with an {"ok": false} answer turned into a Runtime error "ErrorType: message".
+  [[nodiscard]] Expected<nlohmann::json> Call(nlohmann::json request);
 
  private:
   explicit WorkerClient(int fd) : fd_(fd) {}

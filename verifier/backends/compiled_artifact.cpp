@@ -20,11 +20,10 @@ Expected<fs::path> CompiledArtifact(const ExperimentContext& ctx, const std::str
   fs::create_directories(path.parent_path(), ec);
   PARITY_ASSIGN_OR_RETURN(WorkerClient * w, SharedWorker());
   const fs::path tmp = path.string() + ".tmp" + extension;
-  PARITY_ASSIGN_OR_RETURN(auto resp, w->Request({{"cmd", cmd}, {"repro", fs::absolute(ctx.repro->root()).string()},
-                                                  {"graph", ctx.graph->name}, {"device", ctx.device.str()},
-                                                  {"options", ctx.options}, {"out", tmp.string()}}));
-  if (!resp.value("ok", false))
-    return Error::Runtime(resp.value("error_type", std::string("Error")) + ": " + resp.value("error", std::string()));
+  PARITY_ASSIGN_OR_RETURN(auto resp, w->Call({{"cmd", cmd}, {"repro", fs::absolute(ctx.repro->root()).string()},
+                                               {"graph", ctx.graph->name}, {"device", ctx.device.str()},
+                                               {"options", ctx.options}, {"out", tmp.string()}}));
+  (void)resp;
   fs::rename(tmp, path, ec);
   if (ec) return Error::Runtime("cannot store " + path.string() + ": " + ec.message());
   return path;

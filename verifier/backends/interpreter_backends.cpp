@@ -24,17 +24,7 @@ Expected<BackendRun> RunInterpreter(const ExperimentContext& ctx, const interp::
   ReferenceOptions ro;
   ro.device = ctx.device;
   ro.hook = hook;
-  BackendRun run;
-  auto t0 = std::chrono::steady_clock::now();
-  PARITY_ASSIGN_OR_RETURN(run.outputs, RunReference(program, *ctx.repro, *ctx.graph, ctx.mode, ro));
-  run.compile_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int i = 0; i < ctx.iterations; ++i) {
-    t0 = std::chrono::steady_clock::now();
-    auto again = RunReference(program, *ctx.repro, *ctx.graph, ctx.mode, ro);
-    if (!again.ok()) return again.error();
-    run.run_times_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return run;
+  return TimedReference(program, *ctx.repro, *ctx.graph, ctx.mode, ro, ctx.iterations);
 }
 
 class EagerBackend final : public Backend {

@@ -22,10 +22,7 @@ std::string Abs(const fs::path& p) { return fs::absolute(p).string(); }
 // One request to the worker; an {"ok": false} answer becomes a Runtime error "Type: message".
 Expected<nlohmann::json> Ask(nlohmann::json request) {
   PARITY_ASSIGN_OR_RETURN(WorkerClient * w, SharedWorker());
-  PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, w->Request(std::move(request)));
-  if (!resp.value("ok", false))
-    return Error::Runtime(resp.value("error_type", std::string("Error")) + ": " + resp.value("error", std::string()));
-  return resp;
+  return w->Call(std::move(request));
 }
 
 Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string& dynamo_backend) {
@@ -80,16 +77,8 @@ class AotAutogradBackend final : public Backend {
     PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(g.graph, (dir / g.file).string()));
     ReferenceOptions ro;
     ro.device = ctx.device;
-    BackendRun run;
-    PARITY_ASSIGN_OR_RETURN(run.outputs, RunReference(program, aot, g, ctx.mode, ro));
-    run.compile_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (int i = 0; i < ctx.iterations; ++i) {
-      auto t1 = std::chrono::steady_clock::now();
-      auto r = RunReference(program, aot, g, ctx.mode, ro);
-      if (!r.ok()) return r.error();
-      run.run_times_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
-    }
-    return run;
+    const double prepare = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return TimedReference(program, aot, g, ctx.mode, ro, ctx.iterations, prepare);
   }
 
  private:
