@@ -63,6 +63,12 @@ Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
   PARITY_ASSIGN_OR_RETURN(m.torch_version, GetString(j, "torch_version", mw, false));
   PARITY_ASSIGN_OR_RETURN(m.producer, GetString(j, "producer", mw, false));
   PARITY_ASSIGN_OR_RETURN(m.model, GetString(j, "model", mw, false));
+  PARITY_ASSIGN_OR_RETURN(m.suite, GetString(j, "suite", mw, false, "repro"));
+  if (j.contains("batch_size")) {
+    if (!j["batch_size"].is_number_integer() || j["batch_size"].get<int64_t>() < 0)
+      return Error::BadInput(mw + ": field \"batch_size\" is not a non-negative integer");
+    m.batch_size = j["batch_size"].get<int>();
+  }
   PARITY_ASSIGN_OR_RETURN(m.mode, GetString(j, "mode", mw, false, "eval"));
   if (m.mode != "eval" && m.mode != "train")
     return Error::BadInput(mw + ": field \"mode\" is \"" + m.mode + "\", expected \"eval\" or \"train\"");
@@ -80,8 +86,8 @@ Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
     }
   }
   if (j.contains("failure")) m.failure = j["failure"];
-  static const std::set<std::string> known = {"format", "version", "torch_version", "producer", "model", "mode", "dtype",
-                                              "device", "tensors", "backend", "failure", "graphs"};
+  static const std::set<std::string> known = {"format", "version", "torch_version", "producer", "model", "suite", "batch_size",
+                                              "mode", "dtype", "device", "tensors", "backend", "failure", "graphs"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) m.extra[it.key()] = it.value();
 
@@ -196,6 +202,8 @@ json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& gra
   j["torch_version"] = m.torch_version;
   j["producer"] = m.producer;
   j["model"] = m.model;
+  j["suite"] = m.suite;
+  if (m.batch_size > 0) j["batch_size"] = m.batch_size;
   j["mode"] = m.mode;
   j["dtype"] = m.dtype;
   j["device"] = m.device;

@@ -34,6 +34,8 @@ struct Manifest {
   std::string torch_version;
   std::string producer;
   std::string model;
+  std::string suite = "repro";  // the benchmark suite whose tolerances apply (huggingface, timm, ...)
+  int batch_size = 0;           // the batch size the capture used; 0 = not recorded
   std::string mode = "eval";    // eval | train
   std::string dtype = "float32";
   std::string device = "cpu";

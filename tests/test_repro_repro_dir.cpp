@@ -36,11 +36,25 @@ TEST(ReproDir, RewriteKeepsUnknownManifestFields) {
   TempDir dir;
   testing::WriteSmallRepro(dir.path());
   json m = json::parse(Slurp(dir / "manifest.json"));
-  m["suite"] = "toy";
+  m["notes"] = "toy";  // a field parity does not interpret ("suite" is a manifest field now)
+  m["suite"] = "timm";
+  m["batch_size"] = 8;
   Spit(dir / "manifest.json", m.dump());
   auto r = ReproDir::Load(dir.path());
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->manifest().extra["suite"], "toy");
+  EXPECT_EQ(r->manifest().extra["notes"], "toy");
+  EXPECT_EQ(r->manifest().suite, "timm");
+  EXPECT_EQ(r->manifest().batch_size, 8);
+  EXPECT_FALSE(r->manifest().extra.contains("suite"));
+}
+
+TEST(ReproDir, BatchSizeMustBeANonNegativeInteger) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  json m = json::parse(Slurp(dir / "manifest.json"));
+  m["batch_size"] = "eight";
+  Spit(dir / "manifest.json", m.dump());
+  EXPECT_TRUE(testing::FailsWith(ReproDir::Load(dir.path()), {"manifest.json", "batch_size"}));
 }
 
 // Each case corrupts one thing of a valid dir and names what the error must say.

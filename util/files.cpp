@@ -1,5 +1,6 @@
 #include "util/files.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -64,6 +65,12 @@ bool IsInside(const fs::path& root, const fs::path& child) {
     if (cit == c.end() || *rit != *cit) return false;
   }
   return true;
+}
+
+std::string FileNameSlug(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return out;
 }
 
 }  // namespace parity

@@ -19,6 +19,10 @@ namespace parity {
 // linker may bind parity's calls to, and torch 2.11's CUDA wheel's copy jumps to null.
 void RemoveAll(const std::filesystem::path& path);
 
+// `s` with every character other than letters, digits, '-', '_' and '.' replaced by '_': safe
+// as one file name component.
+std::string FileNameSlug(const std::string& s);
+
 // True when `child`, after resolving "..", symlinks and the like, lies inside `root`.
 bool IsInside(const std::filesystem::path& root, const std::filesystem::path& child);
 

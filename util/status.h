@@ -20,15 +20,27 @@ enum class ErrorKind {
 struct Error {
   ErrorKind kind = ErrorKind::kInternal;
   std::string message;
+  // An exception raised by foreign code (the Python worker): its type and traceback, kept
+  // apart from the message so nobody parses them back out of it. Empty otherwise.
+  std::string exception_type;
+  std::string traceback;
 
-  static Error BadInput(std::string m) { return {ErrorKind::kBadInput, std::move(m)}; }
-  static Error Unsupported(std::string m) { return {ErrorKind::kUnsupported, std::move(m)}; }
-  static Error Runtime(std::string m) { return {ErrorKind::kRuntime, std::move(m)}; }
-  static Error Internal(std::string m) { return {ErrorKind::kInternal, std::move(m)}; }
+  static Error Of(ErrorKind k, std::string m) {
+    Error e;
+    e.kind = k;
+    e.message = std::move(m);
+    return e;
+  }
+  static Error BadInput(std::string m) { return Of(ErrorKind::kBadInput, std::move(m)); }
+  static Error Unsupported(std::string m) { return Of(ErrorKind::kUnsupported, std::move(m)); }
+  static Error Runtime(std::string m) { return Of(ErrorKind::kRuntime, std::move(m)); }
+  static Error Internal(std::string m) { return Of(ErrorKind::kInternal, std::move(m)); }
 
   // Returns a copy with `context: ` prepended (e.g. the file being read).
   [[nodiscard]] Error With(const std::string& context) const {
-    return {kind, context + ": " + message};
+    Error e = *this;
+    e.message = context + ": " + message;
+    return e;
   }
 };
 
