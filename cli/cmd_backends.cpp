@@ -8,6 +8,20 @@
 namespace parity::cli {
 
 namespace {
+// The dynamo backends registered in the worker's torch (out-of-tree ones too, through the
+// torch_dynamo_backends entry point), each runnable as torch_compile:<name>.
+void AddDynamoBackends(nlohmann::json& list) {
+  auto resp = verifier::AskWorker({{"cmd", "list_backends"}});
+  if (!resp.ok()) {
+    list.push_back({{"name", "torch_compile:<name>"}, {"kind", "python worker"}, {"available", false},
+                    {"why", "cannot list the worker's dynamo backends: " + resp.error().message}, {"description", ""}});
+    return;
+  }
+  for (const auto& b : (*resp)["backends"])
+    list.push_back({{"name", "torch_compile:" + b.get<std::string>()}, {"kind", "python worker"}, {"available", true},
+                    {"why", ""}, {"description", "dynamo backend \"" + b.get<std::string>() + "\" registered in the worker's torch"}});
+}
+
 int RunBackends(bool as_json) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& info : verifier::Backends()) {
@@ -18,6 +32,7 @@ int RunBackends(bool as_json) {
     list.push_back({{"name", info.name}, {"kind", info.kind}, {"available", a.available}, {"why", a.why},
                     {"description", info.description}});
   }
+  AddDynamoBackends(list);
   if (as_json) {
     std::cout << list.dump(2) << "\n";
     return 0;

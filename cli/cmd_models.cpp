@@ -8,8 +8,7 @@ namespace parity::cli {
 
 namespace {
 int RunModels(bool as_json) {
-  verifier::WorkerClient* w = Unwrap(verifier::SharedWorker());
-  auto resp = Unwrap(w->Call({{"cmd", "list_models"}}));
+  auto resp = Unwrap(verifier::AskWorker({{"cmd", "list_models"}}));
   if (as_json) {
     std::cout << resp["models"].dump(2) << "\n";
     return 0;

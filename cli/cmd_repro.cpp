@@ -1,18 +1,17 @@
 // parity repro run DIR | parity repro show DIR
+#include <unistd.h>
+
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "repro/graph_json.h"
 #include "repro/repro_dir.h"
-#include <unistd.h>
-
-#include <filesystem>
-
+#include "util/files.h"
 #include "verifier/backend.h"
+#include "verifier/case.h"
 #include "verifier/experiment.h"
 #include "verifier/run_repro.h"
-#include "util/files.h"
-#include "verifier/verify.h"
 
 namespace parity::cli {
 
@@ -34,27 +33,18 @@ struct ReproRunArgs {
 // With a backend other than eager: the verification flow on this repro dir, in this process
 // (eager twice, fp64 reference, the backend, same()), e.g. to replay a minified failure.
 int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
-  const Manifest& m = repro.manifest();
-  verifier::ExperimentSpec spec;
-  spec.model = m.model;
-  spec.suite = m.extra.value("suite", std::string("repro"));
-  spec.repro = a.dir;
-  spec.backend = a.backend;
-  spec.backend_options = a.backend_options.empty() && m.backend == a.backend ? m.backend_options
-                                                                             : Unwrap(verifier::ParseBackendOptions(a.backend_options));
-  spec.test = m.mode;
-  spec.dtype = m.dtype;
-  spec.device = a.device.empty() ? m.device : a.device;
-  if (a.tol >= 0) spec.tol = a.tol;
-  else if (m.failure.is_object() && m.failure.contains("tol") && m.failure["tol"].is_number()) spec.tol = m.failure["tol"].get<double>();
-  spec.cosine = a.cosine;
+  verifier::CaseOptions co;
+  co.backend = a.backend;
+  if (!a.backend_options.empty()) co.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
+  if (!a.device.empty()) co.device = a.device;
+  if (a.tol >= 0) co.tol = a.tol;
+  co.cosine = a.cosine;
+  verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, co));
   Unwrap(verifier::MakeBackend(spec.backend));
   const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch);
   spec.work_dir = scratch.string();
-  spec.cache_dir = verifier::DefaultCacheDir().string();
-  verifier::ExperimentResult r = verifier::RunExperiment(spec, scratch / "status.txt");
-  std::error_code ec;
+  verifier::ExperimentResult r = verifier::RunExperiment(spec, nullptr);
   RemoveAll(scratch);
   if (a.json) {
     std::cout << r.ToJson().dump(2) << "\n";

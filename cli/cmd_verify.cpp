@@ -43,9 +43,6 @@ int RunVerify(const VerifyArgs& a) {
   return summary.failed > 0 ? 1 : 0;
 }
 
-struct ExperimentArgs {
-  std::string spec, result, status;
-};
 
 }  // namespace
 
@@ -57,7 +54,7 @@ void set_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", a->backends, "backend(s) (parity backends); default inductor");
   cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE passed to the backend (inductor: config keys)");
   cmd->add_option("--test", a->tests, "eval and/or train (default eval)");
-  cmd->add_option("--dtype", a->dtypes, "float32, float16, bfloat16 (default float32)");
+  cmd->add_option("--dtype", a->dtypes, "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32)");
   cmd->add_option("--device", a->device, "cpu or cuda (default cpu)");
   cmd->add_option("--batch-size", a->batch_size, "batch size (default: the model's)");
   cmd->add_option("--repeat", a->repeat, "timed repetitions (default 1)");
@@ -70,14 +67,6 @@ void set_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--output-dir", a->output_dir, "where results.jsonl and repros/ go (default parity-results)");
   cmd->add_option("--cache-dir", a->cache_dir, "captures and compiled artifacts (default ~/.cache/parity)");
   cmd->callback([a, &exit_code] { exit_code = RunVerify(*a); });
-
-  auto e = std::make_shared<ExperimentArgs>();
-  CLI::App* exp = app.add_subcommand("_experiment", "(internal) run one experiment in this process");
-  exp->group("");  // hidden from --help
-  exp->add_option("--spec", e->spec)->required();
-  exp->add_option("--result", e->result)->required();
-  exp->add_option("--status", e->status)->required();
-  exp->callback([e, &exit_code] { exit_code = verifier::RunExperimentChild(e->spec, e->result, e->status); });
 }
 
 }  // namespace parity::cli

@@ -15,6 +15,7 @@ void set_verify_command(CLI::App& app, int& exit_code);
 void set_backends_command(CLI::App& app, int& exit_code);
 void set_models_command(CLI::App& app, int& exit_code);
 void set_minify_command(CLI::App& app, int& exit_code);
+void set_experiment_command(CLI::App& app, int& exit_code);
 
 // Throws Failure when `e` holds an error, else returns the value.
 template <typename T>

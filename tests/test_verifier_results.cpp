@@ -1,5 +1,7 @@
 #include "verifier/results.h"
 
+#include "verifier/experiment.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -19,21 +21,6 @@ TEST(Results, CodesRoundTrip) {
   EXPECT_TRUE(IsFailure(Code::kVerifierDidntRun));
 }
 
-TEST(Results, FingerprintIgnoresScratchPaths) {
-  ExperimentSpec a;
-  a.model = "llama";
-  a.backend = "inductor";
-  ExperimentSpec b = a;
-  b.work_dir = "/elsewhere";
-  b.repro = "/other/capture";
-  EXPECT_EQ(a.Fingerprint(), b.Fingerprint());
-  b.backend_options["max_autotune"] = "True";
-  EXPECT_NE(a.Fingerprint(), b.Fingerprint());
-  auto back = ExperimentSpec::FromJson(a.ToJson());
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->Fingerprint(), a.Fingerprint());
-}
-
 TEST(Results, AppendAndResumeIgnoreTornLines) {
   testing::TempDir dir;
   auto file = dir / "results.jsonl";
@@ -44,13 +31,29 @@ TEST(Results, AppendAndResumeIgnoreTornLines) {
   EXPECT_EQ(done, (std::set<std::string>{"a", "b"}));
 }
 
-TEST(Results, DefaultTolerancesFollowPyTorchSuites) {
-  EXPECT_DOUBLE_EQ(DefaultTolerance("huggingface", "eval", "float32"), 1e-3);
-  EXPECT_DOUBLE_EQ(DefaultTolerance("huggingface", "train", "float32"), 1e-2);
-  EXPECT_DOUBLE_EQ(DefaultTolerance("torchvision-style", "eval", "float32"), 1e-3);
-  EXPECT_DOUBLE_EQ(DefaultTolerance("toy", "eval", "float32"), 1e-4);
-  EXPECT_DOUBLE_EQ(DefaultTolerance("toy", "train", "float32"), 1e-3);
-  EXPECT_DOUBLE_EQ(DefaultTolerance("toy", "eval", "bfloat16"), 1e-3);
+TEST(Results, RecordCarriesSpecResultAndContext) {
+  ExperimentSpec spec;
+  spec.model = "llama";
+  spec.suite = "huggingface";
+  spec.backend = "inductor";
+  ExperimentResult r;
+  r.code = Code::kExceptionRaised;
+  r.error = "boom";
+  r.exception_type = "ValueError";
+  r.phase = "backend";
+  RecordContext ctx;
+  ctx.accelerator_model = "cpu";
+  ctx.batch_size = 2;
+  ctx.repro_dir = "/r";
+  auto line = ResultRecord(spec, r, ctx);
+  EXPECT_EQ(line["model"]["suite_name"], "huggingface");
+  EXPECT_EQ(line["experiment"]["batch_size"], 2);
+  EXPECT_EQ(line["verification_code"], "EXCEPTION_RAISED");
+  EXPECT_EQ(line["exception_type"], "ValueError");
+  EXPECT_EQ(line["phase"], "backend");
+  EXPECT_EQ(line["repro_dir"], "/r");
+  EXPECT_EQ(line["fingerprint"], spec.Fingerprint());
+  EXPECT_FALSE(line.contains("repro_input"));
 }
 
 }  // namespace

@@ -59,14 +59,24 @@ class Backend {
   [[nodiscard]] virtual Expected<BackendRun> Run(const ExperimentContext& ctx) = 0;
 };
 
+// What the drivers need to know of a backend without making one. The table is the only place
+// that says it; every other file asks (FindBackend).
 struct BackendInfo {
   std::string name;         // as on the command line; "torch_compile:<name>" matches a prefix
   std::string description;
   std::string kind;         // "c++" | "python worker" | "python worker + c++"
+  bool needs_worker = true; // its experiments talk to the persistent Python worker
+  bool train = true;        // runs --test train (else VERIFIER_SKIPPED)
+  // The torch.compile backend that runs the same thing from plain Python (the standalone
+  // repro.py); "<name>" stands for the part after the prefix; empty: none (C++ runtimes).
+  std::string dynamo;
 };
 
 // The table, in listing order.
 const std::vector<BackendInfo>& Backends();
+// The table's entry for a command-line name (a prefix entry answers for all its names, with
+// `dynamo` resolved); BadInput naming the known ones if unknown.
+[[nodiscard]] Expected<BackendInfo> FindBackend(const std::string& name);
 // Makes the backend for a command-line name; BadInput naming the known ones if unknown.
 [[nodiscard]] Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& name);
 

@@ -15,27 +15,48 @@ struct Entry {
 };
 
 const std::vector<Entry>& Table() {
+  // name, description, kind, needs_worker, train, dynamo
   static const std::vector<Entry> table = {
-      {{"eager", "parity's C++ interpreter over ATen (the reference itself)", "c++"},
+      {{"eager", "parity's C++ interpreter over ATen (the reference itself)", "c++", false, true, "eager"},
        [](const std::string&) { return MakeEagerBackend(); }},
-      {{"aot_eager", "AOTAutograd's graph (functionalized), made in the worker, run by the interpreter", "python worker + c++"},
+      {{"aot_eager", "AOTAutograd's graph (functionalized), made in the worker, run by the interpreter", "python worker + c++",
+        true, true, "aot_eager"},
        [](const std::string& n) { return MakeAotAutogradBackend(n); }},
-      {{"aot_eager_decomp_partition", "as aot_eager, with Inductor's decompositions and the min-cut partitioner", "python worker + c++"},
+      {{"aot_eager_decomp_partition", "as aot_eager, with Inductor's decompositions and the min-cut partitioner",
+        "python worker + c++", true, true, "aot_eager_decomp_partition"},
        [](const std::string& n) { return MakeAotAutogradBackend(n); }},
-      {{"inductor", "torch.compile with TorchInductor, in the persistent Python worker", "python worker"},
+      {{"inductor", "torch.compile with TorchInductor, in the persistent Python worker", "python worker", true, true, "inductor"},
        [](const std::string&) { return MakeWorkerBackend("inductor"); }},
-      {{"aot_inductor", "AOTInductor package compiled once (cached), loaded and run in C++", "python worker + c++"},
+      {{"aot_inductor", "AOTInductor package compiled once (cached), loaded and run in C++", "python worker + c++", true, false, ""},
        [](const std::string&) { return MakeAotInductorBackend(); }},
-      {{"nativert", "torch.export package run by libtorch's NativeRT", "python worker + c++"},
+      {{"nativert", "torch.export package run by libtorch's NativeRT", "python worker + c++", true, false, ""},
        [](const std::string&) { return MakeNativeRTBackend(); }},
-      {{"torchscript", "TorchScript trace run by libtorch's JIT (legacy path)", "python worker + c++"},
+      {{"torchscript", "TorchScript trace run by libtorch's JIT (legacy path)", "python worker + c++", true, false, ""},
        [](const std::string&) { return MakeTorchScriptBackend(); }},
-      {{"torch_compile:<name>", "any dynamo backend registered in the worker's torch (vendor backends)", "python worker"},
+      {{"torch_compile:<name>", "any dynamo backend registered in the worker's torch (vendor backends)", "python worker", true,
+        true, "<name>"},
        [](const std::string& n) { return MakeWorkerBackend(n.substr(std::string("torch_compile:").size())); }},
-      {{"fault", "fault injection: op=<aten op> kind=perturb|nan|raise|segfault|abort|hang|oom", "c++"},
+      {{"fault", "fault injection: op=<aten op> kind=perturb|nan|raise|segfault|abort|hang|oom", "c++", false, true, ""},
        [](const std::string&) { return MakeFaultBackend(); }},
   };
   return table;
+}
+
+// The entry answering for `name`, or null.
+const Entry* Lookup(const std::string& name) {
+  for (const auto& e : Table()) {
+    const std::string& n = e.info.name;
+    const auto lt = n.find('<');
+    const bool prefix = lt != std::string::npos;
+    if ((!prefix && n == name) || (prefix && name.size() > lt && name.compare(0, lt, n, 0, lt) == 0)) return &e;
+  }
+  return nullptr;
+}
+
+Error Unknown(const std::string& name) {
+  std::string known;
+  for (const auto& e : Table()) known += (known.empty() ? "" : ", ") + e.info.name;
+  return Error::BadInput("unknown backend \"" + name + "\"; known: " + known);
 }
 
 }  // namespace
@@ -50,15 +71,17 @@ const std::vector<BackendInfo>& Backends() {
 }
 
 Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& name) {
-  for (const auto& e : Table()) {
-    const std::string& n = e.info.name;
-    const auto lt = n.find('<');
-    const bool prefix = lt != std::string::npos;
-    if ((!prefix && n == name) || (prefix && name.size() > lt && name.compare(0, lt, n, 0, lt) == 0)) return e.make(name);
-  }
-  std::string known;
-  for (const auto& e : Table()) known += (known.empty() ? "" : ", ") + e.info.name;
-  return Error::BadInput("unknown backend \"" + name + "\"; known: " + known);
+  const Entry* e = Lookup(name);
+  if (!e) return Unknown(name);
+  return e->make(name);
+}
+
+Expected<BackendInfo> FindBackend(const std::string& name) {
+  const Entry* e = Lookup(name);
+  if (!e) return Unknown(name);
+  BackendInfo info = e->info;
+  if (info.dynamo == "<name>") info.dynamo = name.substr(info.name.find('<'));
+  return info;
 }
 
 std::string OutputName(size_t k) { return "output/" + std::to_string(k); }

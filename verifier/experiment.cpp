@@ -3,21 +3,22 @@
 #include <ATen/Context.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
 #include "compare/same.h"
 #include "interpreter/interpreter.h"
+#include "util/digest.h"
 #include "verifier/backend.h"
+#include "verifier/case.h"
 #include "verifier/reference.h"
 
 namespace parity::verifier {
 
 namespace {
 
-void SetPhase(const std::filesystem::path& status_file, ExperimentResult& r, const std::string& phase) {
+void SetPhase(const PhaseFn& on_phase, ExperimentResult& r, const std::string& phase) {
   r.phase = phase;
-  std::ofstream(status_file, std::ios::trunc) << phase << "\n";
+  if (on_phase) on_phase(phase);
 }
 
 ExperimentResult Finish(ExperimentResult r, Code code, std::string error = "") {
@@ -39,10 +40,55 @@ void DeterministicSetup() {
 
 }  // namespace
 
+nlohmann::json ExperimentSpec::ToJson() const {
+  nlohmann::json j = {{"model", model},         {"suite", suite},   {"repro", repro},
+                      {"backend", backend},     {"backend_options", backend_options},
+                      {"test", test},           {"dtype", dtype},   {"device", device},
+                      {"batch_size", batch_size}, {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
+                      {"cosine", cosine},       {"ignore_non_fp", ignore_non_fp},
+                      {"cache_dir", cache_dir}, {"work_dir", work_dir}};
+  j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
+  return j;
+}
+
+Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
+  try {
+    ExperimentSpec s;
+    s.model = j.at("model");
+    s.suite = j.at("suite");
+    s.repro = j.at("repro");
+    s.backend = j.at("backend");
+    s.backend_options = j.at("backend_options");
+    s.test = j.at("test");
+    s.dtype = j.at("dtype");
+    s.device = j.at("device");
+    s.batch_size = j.at("batch_size");
+    s.repeat = j.at("repeat");
+    s.iterations_per_run = j.at("iterations_per_run");
+    s.cosine = j.at("cosine");
+    s.ignore_non_fp = j.value("ignore_non_fp", false);
+    s.cache_dir = j.at("cache_dir");
+    s.work_dir = j.at("work_dir");
+    if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
+    return s;
+  } catch (const std::exception& e) {
+    return Error::BadInput(std::string("experiment spec: ") + e.what());
+  }
+}
+
+std::string ExperimentSpec::Fingerprint() const {
+  nlohmann::json j = {{"model", model}, {"suite", suite}, {"backend", backend}, {"backend_options", backend_options},
+                      {"test", test},   {"dtype", dtype}, {"device", device},   {"batch_size", batch_size},
+                      {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
+                      {"tol", tol ? nlohmann::json(*tol) : nlohmann::json(nullptr)}, {"cosine", cosine}};
+  return Sha256Hex(j.dump()).substr(0, 32);
+}
+
 nlohmann::json ExperimentResult::ToJson() const {
   return {{"verification_code", ToString(code)}, {"error", error}, {"phase", phase}, {"tol", tol}, {"cosine", cosine},
           {"compile_time_s", compile_time_s}, {"total_time", total_time}, {"per_iter_time", per_iter_time},
-          {"outputs", outputs}, {"exception_type", exception_type}, {"signal", signal}, {"timed_out", timed_out}};
+          {"outputs", outputs}, {"exception_type", exception_type}, {"traceback", traceback}, {"signal", signal},
+          {"timed_out", timed_out}};
 }
 
 ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
@@ -57,111 +103,107 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.per_iter_time = j.value("per_iter_time", std::vector<double>{});
   r.outputs = j.value("outputs", nlohmann::json::array());
   r.exception_type = j.value("exception_type", std::string());
+  r.traceback = j.value("traceback", std::string());
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
   return r;
 }
 
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem::path& status_file) {
-  ExperimentResult r;
-  r.tol = spec.tol.value_or(DefaultTolerance(spec.suite, spec.test, spec.dtype));
-  r.cosine = spec.cosine;
-  DeterministicSetup();
+namespace {
 
-  SetPhase(status_file, r, "load");
-  auto repro = ReproDir::Load(spec.repro);
-  if (!repro.ok()) return Finish(r, Code::kEagerFailed, repro.error().message);
-  const GraphEntry& g = repro->graphs().at(0);  // capability is asked of the first graph
-  c10::Device device(c10::kCPU);
-  try {
-    device = c10::Device(spec.device);
-  } catch (const std::exception&) {
-    return Finish(r, Code::kVerifierSkipped, "invalid device \"" + spec.device + "\"");
-  }
-  if (device.is_cuda() && !at::hasCUDA()) return Finish(r, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
+// What the per-graph runs collect for the final comparison; with several graphs the results are
+// named "<graph>/<result>".
+struct Collected {
+  NamedTensors ref, fp64, got;
+  std::vector<std::string> shown;  // readable names, as reported
+  bool fp64_ok = true;
+  std::vector<double> run_times;
+};
 
-  auto backend = MakeBackend(spec.backend);
-  if (!backend.ok()) return Finish(r, Code::kVerifierSkipped, backend.error().message);
-  Availability avail = (*backend)->Available();
+using Stop = std::optional<ExperimentResult>;  // set when the experiment ends early
+
+// Device, backend availability, the table's traits and the backend's own capability check.
+Stop CheckCapability(const ExperimentSpec& spec, ExperimentResult& r, Backend& backend, ExperimentContext& ctx) {
+  Availability avail = backend.Available();
   if (!avail.available) return Finish(r, Code::kVerifierSkipped, "backend " + spec.backend + " unavailable: " + avail.why);
-  ExperimentContext ctx;
-  ctx.repro = &*repro;
-  ctx.graph = &g;
-  ctx.mode = spec.test;
-  ctx.device = device;
-  ctx.options = spec.backend_options;
-  ctx.work_dir = spec.work_dir;
-  ctx.cache_dir = spec.cache_dir;
-  ctx.iterations = std::max(1, spec.repeat * spec.iterations_per_run);
-  SetPhase(status_file, r, "capability");
-  if (Status st = (*backend)->Supports(ctx); !st.ok()) {
+  auto info = FindBackend(spec.backend);
+  if (info.ok() && spec.test == "train" && !info->train)
+    return Finish(r, Code::kVerifierSkipped, spec.backend + " runs inference only");
+  if (Status st = backend.Supports(ctx); !st.ok()) {
     if (st.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, st.error().message);
     return Finish(r, Code::kExceptionRaised, st.error().message);
   }
+  return std::nullopt;
+}
 
-  // Every graph of the repro dir on its own captured inputs; with several graphs the results
-  // are named "<graph>/<result>".
-  const bool multi = repro->graphs().size() > 1;
-  NamedTensors ref_all, fp64_all, got_all;
-  std::vector<std::string> shown_all;
-  bool fp64_ok = true;
-  std::vector<double> run_times;
-  for (const GraphEntry& graph : repro->graphs()) {
-    const std::string prefix = multi ? graph.name + "/" : "";
-    ctx.graph = &graph;
-    SetPhase(status_file, r, "eager");
-    auto program = interp::Program::Compile(graph.graph, (repro->root() / graph.file).string());
-    if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
-    ReferenceOptions ro;
-    ro.device = device;
-    ro.hook = (*backend)->EagerHook(ctx);
-    auto ref = RunReference(*program, *repro, graph, spec.test, ro);
-    if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
-    SetPhase(status_file, r, "eager_2nd_run");
-    auto ref2 = RunReference(*program, *repro, graph, spec.test, ro);
-    if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
-    // As PyTorch's benchmark runner: bitwise on CUDA; on the CPU, same()'s default tolerance
-    // (threaded CPU BLAS may reorder reductions between two runs of the same process).
-    compare::SameOptions exact;
-    exact.tol = device.is_cuda() ? 0.0 : 1e-4;
-    exact.equal_nan = true;
-    exact.compute_stats = false;
-    for (size_t k = 0; k < ref->size(); ++k) {
-      auto v = compare::SameTensor((*ref)[k].second, (*ref2)[k].second, std::nullopt, exact);
-      if (!v.pass)
-        return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + (*ref)[k].first + ": " + v.message);
-    }
-    // The fp64 reference; without it, compare by cosine similarity.
-    SetPhase(status_file, r, "fp64_reference");
-    ReferenceOptions r64 = ro;
-    r64.float_dtype = c10::kDouble;
-    r64.hook = nullptr;
-    auto fp64 = RunReference(*program, *repro, graph, spec.test, r64);
-    if (!fp64.ok()) {
-      fp64_ok = false;
-      r.cosine = true;
-    }
-    SetPhase(status_file, r, "backend");
-    auto run = (*backend)->Run(ctx);
-    if (!run.ok()) {
-      if (run.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, run.error().message);
-      // "Type: message" from the worker, or a C++ runtime error.
-      const std::string& m = run.error().message;
-      const auto colon = m.find(": ");
-      r.exception_type = colon != std::string::npos && m.find(' ') >= colon ? m.substr(0, colon) : "RuntimeError";
-      return Finish(r, Code::kExceptionRaised, (multi ? graph.name + ": " : "") + m);
-    }
-    r.compile_time_s += run->compile_time_s;
-    if (run_times.size() < run->run_times_s.size()) run_times.resize(run->run_times_s.size(), 0.0);
-    for (size_t i = 0; i < run->run_times_s.size(); ++i) run_times[i] += run->run_times_s[i];
-    for (size_t k = 0; k < ref->size(); ++k) {
-      const std::string& name = (*ref)[k].first;
-      shown_all.push_back(prefix + (name.rfind("output/", 0) == 0 && k < graph.output_names.size() ? graph.output_names[k] : name));
-      ref_all.emplace_back(prefix + name, (*ref)[k].second);
-      if (fp64.ok()) fp64_all.emplace_back(prefix + name, (*fp64)[k].second);
-    }
-    for (auto& [name, t] : run->outputs) got_all.emplace_back(prefix + name, t);
+// Eager twice: as PyTorch's benchmark runner, bitwise on CUDA; on the CPU, same()'s default
+// tolerance (threaded CPU BLAS may reorder reductions between two runs of the same process).
+Stop CheckDeterministic(ExperimentResult& r, const NamedTensors& a, const NamedTensors& b, bool cuda, const std::string& prefix) {
+  compare::SameOptions exact;
+  exact.tol = cuda ? 0.0 : 1e-4;
+  exact.equal_nan = true;
+  exact.compute_stats = false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    auto v = compare::SameTensor(a[k].second, b[k].second, std::nullopt, exact);
+    if (!v.pass) return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
   }
+  return std::nullopt;
+}
+
+Stop BackendFailed(ExperimentResult& r, const Error& e, const std::string& where) {
+  if (e.kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, e.message);
+  // The worker's Python exception keeps its type and traceback; a C++ failure is a RuntimeError.
+  r.exception_type = e.exception_type.empty() ? "RuntimeError" : e.exception_type;
+  r.traceback = e.traceback;
+  const std::string shown = e.exception_type.empty() ? e.message : e.exception_type + ": " + e.message;
+  return Finish(r, Code::kExceptionRaised, where + shown);
+}
+
+// One graph: eager twice, the fp64 reference (without it, cosine), the backend.
+Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on_phase, Backend& backend,
+              ExperimentContext& ctx, const GraphEntry& graph, bool multi, Collected& c) {
+  const ReproDir& repro = *ctx.repro;
+  const std::string prefix = multi ? graph.name + "/" : "";
+  ctx.graph = &graph;
+  SetPhase(on_phase, r, "eager");
+  auto program = interp::Program::Compile(graph.graph, (repro.root() / graph.file).string());
+  if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
+  ReferenceOptions ro;
+  ro.device = ctx.device;
+  ro.hook = backend.EagerHook(ctx);
+  auto ref = RunReference(*program, repro, graph, spec.test, ro);
+  if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
+  SetPhase(on_phase, r, "eager_2nd_run");
+  auto ref2 = RunReference(*program, repro, graph, spec.test, ro);
+  if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
+  if (Stop s = CheckDeterministic(r, *ref, *ref2, ctx.device.is_cuda(), prefix)) return s;
+  SetPhase(on_phase, r, "fp64_reference");
+  ReferenceOptions r64 = ro;
+  r64.float_dtype = c10::kDouble;
+  r64.hook = nullptr;
+  auto fp64 = RunReference(*program, repro, graph, spec.test, r64);
+  if (!fp64.ok()) {
+    c.fp64_ok = false;
+    r.cosine = true;
+  }
+  SetPhase(on_phase, r, "backend");
+  auto run = backend.Run(ctx);
+  if (!run.ok()) return BackendFailed(r, run.error(), multi ? graph.name + ": " : "");
+  r.compile_time_s += run->compile_time_s;
+  if (c.run_times.size() < run->run_times_s.size()) c.run_times.resize(run->run_times_s.size(), 0.0);
+  for (size_t i = 0; i < run->run_times_s.size(); ++i) c.run_times[i] += run->run_times_s[i];
+  for (size_t k = 0; k < ref->size(); ++k) {
+    const std::string& name = (*ref)[k].first;
+    c.shown.push_back(prefix + (name.rfind("output/", 0) == 0 && k < graph.output_names.size() ? graph.output_names[k] : name));
+    c.ref.emplace_back(prefix + name, (*ref)[k].second);
+    if (fp64.ok()) c.fp64.emplace_back(prefix + name, (*fp64)[k].second);
+  }
+  for (auto& [name, t] : run->outputs) c.got.emplace_back(prefix + name, t);
+  return std::nullopt;
+}
+
+// Per-repetition totals of the timed runs.
+void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times, ExperimentResult& r) {
   const int iters = std::max(1, spec.iterations_per_run);
   for (int rep = 0; rep < spec.repeat; ++rep) {
     double total = 0;
@@ -172,9 +214,11 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
     r.total_time.push_back(total);
     r.per_iter_time.push_back(total / iters);
   }
+}
 
-  SetPhase(status_file, r, "compare");
-  std::map<std::string, at::Tensor> got(got_all.begin(), got_all.end());
+// same() on every reference result against the backend's.
+ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const Collected& c) {
+  std::map<std::string, at::Tensor> got(c.got.begin(), c.got.end());
   compare::SameOptions so;
   so.tol = r.tol;
   so.cos_similarity = r.cosine;
@@ -182,8 +226,8 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
   so.ignore_non_fp = spec.ignore_non_fp;
   bool all = true;
   std::string first_failure;
-  for (size_t k = 0; k < ref_all.size(); ++k) {
-    const auto& [name, want] = ref_all[k];
+  for (size_t k = 0; k < c.ref.size(); ++k) {
+    const auto& [name, want] = c.ref[k];
     compare::Verdict v;
     auto it = got.find(name);
     if (it == got.end()) {
@@ -192,18 +236,57 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem
       v.message = "the backend did not return " + name;
     } else {
       std::optional<at::Tensor> f;
-      if (fp64_ok) f = fp64_all[k].second.to(at::kCPU);
+      if (c.fp64_ok) f = c.fp64[k].second.to(at::kCPU);
       v = compare::SameTensor(want.to(at::kCPU), it->second.to(at::kCPU), f, so);
     }
-    v.path = shown_all[k];
-    if (!v.pass && first_failure.empty()) first_failure = shown_all[k] + ": " + v.message;
+    v.path = c.shown[k];
+    if (!v.pass && first_failure.empty()) first_failure = c.shown[k] + ": " + v.message;
     all = all && v.pass;
     r.outputs.push_back(v.ToJson());
   }
-  if (got.size() > ref_all.size() && all)
+  if (got.size() > c.ref.size() && all)
     return Finish(r, Code::kFail, "the backend returned " + std::to_string(got.size()) + " results, expected " +
-                                      std::to_string(ref_all.size()));
+                                      std::to_string(c.ref.size()));
   return all ? Finish(r, Code::kPass) : Finish(r, Code::kFail, first_failure);
+}
+
+}  // namespace
+
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase) {
+  ExperimentResult r;
+  r.tol = EffectiveTolerance(spec);
+  r.cosine = spec.cosine;
+  DeterministicSetup();
+  SetPhase(on_phase, r, "load");
+  auto repro = ReproDir::Load(spec.repro);
+  if (!repro.ok()) return Finish(r, Code::kEagerFailed, repro.error().message);
+  c10::Device device(c10::kCPU);
+  try {
+    device = c10::Device(spec.device);
+  } catch (const std::exception&) {
+    return Finish(r, Code::kVerifierSkipped, "invalid device \"" + spec.device + "\"");
+  }
+  if (device.is_cuda() && !at::hasCUDA()) return Finish(r, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
+  auto backend = MakeBackend(spec.backend);
+  if (!backend.ok()) return Finish(r, Code::kVerifierSkipped, backend.error().message);
+  ExperimentContext ctx;
+  ctx.repro = &*repro;
+  ctx.graph = &repro->graphs().at(0);  // capability is asked of the first graph
+  ctx.mode = spec.test;
+  ctx.device = device;
+  ctx.options = spec.backend_options;
+  ctx.work_dir = spec.work_dir;
+  ctx.cache_dir = spec.cache_dir;
+  ctx.iterations = std::max(1, spec.repeat * spec.iterations_per_run);
+  SetPhase(on_phase, r, "capability");
+  if (Stop s = CheckCapability(spec, r, **backend, ctx)) return *s;
+  Collected c;
+  const bool multi = repro->graphs().size() > 1;
+  for (const GraphEntry& graph : repro->graphs())
+    if (Stop s = RunGraph(spec, r, on_phase, **backend, ctx, graph, multi, c)) return *s;
+  FillTimes(spec, c.run_times, r);
+  SetPhase(on_phase, r, "compare");
+  return Compare(spec, std::move(r), c);
 }
 
 }  // namespace parity::verifier

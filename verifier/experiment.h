@@ -1,16 +1,45 @@
 // One verification experiment, as PyTorch's accuracy checks run it: eager twice with a fixed
 // seed (a mismatch is NONDETERMINISTIC_EAGER_RUN), an fp64 reference (cosine when it cannot
-// run), the backend, then same() with the suite's tolerance. Runs in an isolated child process
-// (`parity _experiment`) that the verify driver watches.
+// run), the backend, then same() with the suite's tolerance. ExperimentSpec says what to run
+// (made by verifier/case.h from a suite model or a repro dir), ExperimentResult what came of it.
+// verifier/child.h runs it in an isolated child process.
 #pragma once
 
-#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "verifier/results.h"
 
 namespace parity::verifier {
+
+struct ExperimentSpec {
+  std::string model;            // suite name or repro dir's model
+  std::string suite;
+  std::string repro;            // the captured repro dir
+  std::string backend;
+  nlohmann::json backend_options = nlohmann::json::object();
+  std::string test = "eval";    // eval | train
+  std::string dtype = "float32";
+  std::string device = "cpu";
+  int batch_size = 0;
+  int repeat = 1;
+  int iterations_per_run = 1;
+  std::optional<double> tol;    // --tol; else the suite default
+  bool cosine = false;
+  bool ignore_non_fp = false;   // integer/bool outputs that differ do not fail (minify's default)
+  std::string cache_dir;
+  std::string work_dir;
+
+  nlohmann::json ToJson() const;
+  [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
+  // Stable identity for resume (a SHA-256 of everything that defines the experiment, nothing
+  // that varies: scratch paths, where the capture lives).
+  std::string Fingerprint() const;
+};
 
 struct ExperimentResult {
   Code code = Code::kVerifierDidntRun;
@@ -22,13 +51,18 @@ struct ExperimentResult {
   std::vector<double> total_time, per_iter_time;
   nlohmann::json outputs = nlohmann::json::array();  // per-output verdicts and stats
   std::string exception_type;  // EXCEPTION_RAISED: the exception's type, when known
+  std::string traceback;       // EXCEPTION_RAISED in the Python worker: its traceback
   int signal = 0;              // VERIFIER_DIDNT_RUN: the signal that ended the process
   bool timed_out = false;      // VERIFIER_DIDNT_RUN: killed at the deadline
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };
 
-// Runs the flow in this process; writes each phase's name to `status_file` as it starts.
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const std::filesystem::path& status_file);
+// Called with each phase's name as it starts (load, capability, eager, eager_2nd_run,
+// fp64_reference, backend, compare).
+using PhaseFn = std::function<void(const std::string& phase)>;
+
+// Runs the flow in this process.
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase);
 
 }  // namespace parity::verifier

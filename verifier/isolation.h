@@ -1,4 +1,4 @@
-// Runs experiments in isolated child processes (`parity _experiment`), each in its own process
+// Runs experiments in isolated child processes (verifier/child.h), each in its own process
 // group with a timeout, and owns the persistent Python workers they use: one per job slot, so
 // `jobs` experiments can run at once. Shared by `parity verify` and `parity minify`.
 #pragma once
@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "verifier/experiment.h"
@@ -13,38 +14,45 @@
 
 namespace parity::verifier {
 
-class IsolatedRunner {
+using ExperimentBatch = std::vector<std::pair<ExperimentSpec, std::filesystem::path>>;
+
+// What the drivers need of a runner (the minifier's steps take this, so tests can fake it).
+class ExperimentRunner {
+ public:
+  virtual ~ExperimentRunner() = default;
+  // Runs up to jobs() experiments at once; results in the order given. A crash, hang or kill is
+  // VERIFIER_DIDNT_RUN with the way it ended.
+  virtual std::vector<ExperimentResult> RunMany(ExperimentBatch batch) = 0;
+  virtual int jobs() const = 0;
+};
+
+class IsolatedRunner final : public ExperimentRunner {
  public:
   IsolatedRunner(std::filesystem::path scratch, int timeout_s, int jobs = 1);
-  ~IsolatedRunner();
+  ~IsolatedRunner() override;
 
-  // The worker of slot 0, connected, for driver requests (capture, listings).
-  [[nodiscard]] Expected<WorkerClient*> Worker();
-  // One request to slot 0's worker; {"ok": false} answers become Runtime errors.
+  // One request to slot 0's worker (capture, listings, repro scripts); a worker that died is
+  // restarted on the next request.
   [[nodiscard]] Expected<nlohmann::json> Ask(const nlohmann::json& request);
 
-  // Runs one experiment (blocking). A crash, hang or kill is VERIFIER_DIDNT_RUN with the way it
-  // ended, the phase it was in and the tail of its log.
-  ExperimentResult Run(ExperimentSpec spec, const std::filesystem::path& dir);
-  // Runs up to `jobs` experiments at once; results in the order given.
-  std::vector<ExperimentResult> RunMany(std::vector<std::pair<ExperimentSpec, std::filesystem::path>> batch);
-
-  int jobs() const { return static_cast<int>(slots_.size()); }
-  int experiments_run() const { return experiments_run_; }
+  ExperimentResult Run(ExperimentSpec spec, const std::filesystem::path& dir) { return RunMany({{std::move(spec), dir}})[0]; }
+  std::vector<ExperimentResult> RunMany(ExperimentBatch batch) override;
+  int jobs() const override { return static_cast<int>(slots_.size()); }
 
  private:
   struct Slot {
     std::unique_ptr<WorkerProcess> worker;
     std::optional<WorkerClient> client;
   };
+  struct Running;
   [[nodiscard]] Status EnsureWorker(size_t slot);
   void RestartWorker(size_t slot);
+  // Starts batch[index] in `slot`; a failure to start is written into `result`.
+  std::optional<Running> Start(ExperimentBatch& batch, size_t index, size_t slot, ExperimentResult& result);
+  void WaitAll(std::vector<Running>& running);
   std::filesystem::path scratch_;
   int timeout_s_;
   std::vector<Slot> slots_;
-  int experiments_run_ = 0;
 };
-
-bool UsesPythonWorker(const std::string& backend);
 
 }  // namespace parity::verifier

@@ -5,8 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
-#include <sstream>
+
+#include "verifier/experiment.h"
 
 namespace parity::verifier {
 
@@ -36,50 +38,32 @@ Expected<Code> ParseCode(const std::string& s) {
 
 bool IsFailure(Code c) { return c != Code::kPass && c != Code::kVerifierSkipped; }
 
-nlohmann::json ExperimentSpec::ToJson() const {
-  nlohmann::json j = {{"model", model},         {"suite", suite},   {"repro", repro},
-                      {"backend", backend},     {"backend_options", backend_options},
-                      {"test", test},           {"dtype", dtype},   {"device", device},
-                      {"batch_size", batch_size}, {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
-                      {"cosine", cosine},       {"ignore_non_fp", ignore_non_fp},
-                      {"cache_dir", cache_dir}, {"work_dir", work_dir}};
-  j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
-  return j;
-}
-
-Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
-  try {
-    ExperimentSpec s;
-    s.model = j.at("model");
-    s.suite = j.at("suite");
-    s.repro = j.at("repro");
-    s.backend = j.at("backend");
-    s.backend_options = j.at("backend_options");
-    s.test = j.at("test");
-    s.dtype = j.at("dtype");
-    s.device = j.at("device");
-    s.batch_size = j.at("batch_size");
-    s.repeat = j.at("repeat");
-    s.iterations_per_run = j.at("iterations_per_run");
-    s.cosine = j.at("cosine");
-    s.ignore_non_fp = j.value("ignore_non_fp", false);
-    s.cache_dir = j.at("cache_dir");
-    s.work_dir = j.at("work_dir");
-    if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
-    return s;
-  } catch (const std::exception& e) {
-    return Error::BadInput(std::string("experiment spec: ") + e.what());
-  }
-}
-
-std::string ExperimentSpec::Fingerprint() const {
-  nlohmann::json j = {{"model", model}, {"suite", suite}, {"backend", backend}, {"backend_options", backend_options},
-                      {"test", test},   {"dtype", dtype}, {"device", device},   {"batch_size", batch_size},
-                      {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
-                      {"tol", tol ? nlohmann::json(*tol) : nlohmann::json(nullptr)}, {"cosine", cosine}};
-  std::ostringstream os;
-  os << std::hex << std::hash<std::string>{}(j.dump());
-  return os.str();
+nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& r, const RecordContext& c) {
+  nlohmann::json line = {
+      {"model", {{"suite_name", spec.suite}, {"model_name", spec.model}}},
+      {"experiment", {{"accelerator", spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
+                      {"accelerator_model", c.accelerator_model},
+                      {"backend", spec.backend},
+                      {"backend_options", spec.backend_options},
+                      {"test", spec.test},
+                      {"batch_size", c.batch_size},
+                      {"dtype", spec.dtype}}},
+      {"repeat", spec.repeat},
+      {"iterations_per_run", spec.iterations_per_run},
+      {"metrics", {{"total_time", r.total_time}, {"per_iter_time", r.per_iter_time}, {"compile_time_s", r.compile_time_s},
+                   {"wall_time_s", c.wall_time_s}}},
+      {"timestamp", static_cast<double>(std::time(nullptr))},
+      {"verification_code", ToString(r.code)},
+      {"tolerance", r.tol},
+      {"cosine", r.cosine},
+      {"outputs", r.outputs},
+      {"fingerprint", spec.Fingerprint()}};
+  if (!r.error.empty()) line["error"] = r.error;
+  if (!r.exception_type.empty()) line["exception_type"] = r.exception_type;
+  if (!r.phase.empty() && r.code != Code::kPass) line["phase"] = r.phase;
+  if (!c.repro_input.empty()) line["repro_input"] = c.repro_input;
+  if (!c.repro_dir.empty()) line["repro_dir"] = c.repro_dir;
+  return line;
 }
 
 Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line) {
@@ -103,16 +87,6 @@ std::set<std::string> DoneFingerprints(const std::filesystem::path& file) {
     if (j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string()) done.insert(j["fingerprint"]);
   }
   return done;
-}
-
-double DefaultTolerance(const std::string& suite, const std::string& test, const std::string& dtype) {
-  const bool train = test == "train";
-  const bool reduced = dtype == "float16" || dtype == "bfloat16" || dtype == "amp";
-  if (suite == "huggingface") return train ? 1e-2 : 1e-3;
-  if (suite == "timm" || suite == "torchvision-style") return train ? 1e-2 : 1e-3;
-  // torchbench and everything else
-  if (reduced) return train ? 1e-2 : 1e-3;
-  return train ? 1e-3 : 1e-4;
 }
 
 }  // namespace parity::verifier

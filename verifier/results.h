@@ -1,4 +1,5 @@
-// Verification codes (PyTorch/XLA's experiment_runner) and results.jsonl records.
+// Verification codes (PyTorch/XLA's experiment_runner) and results.jsonl: the record of one
+// experiment, appended atomically, and the fingerprints a resumed run skips.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,38 +18,25 @@ const char* ToString(Code c);
 // FAIL, EAGER_FAILED, EXCEPTION_RAISED, NONDETERMINISTIC_EAGER_RUN, VERIFIER_DIDNT_RUN fail a run.
 bool IsFailure(Code c);
 
-// One experiment of a verify matrix.
-struct ExperimentSpec {
-  std::string model;            // suite name or repro dir's model
-  std::string suite;
-  std::string repro;            // the captured repro dir
-  std::string backend;
-  nlohmann::json backend_options = nlohmann::json::object();
-  std::string test = "eval";    // eval | train
-  std::string dtype = "float32";
-  std::string device = "cpu";
-  int batch_size = 0;
-  int repeat = 1;
-  int iterations_per_run = 1;
-  std::optional<double> tol;    // --tol; else the suite default
-  bool cosine = false;
-  bool ignore_non_fp = false;   // integer/bool outputs that differ do not fail (minify's default)
-  std::string cache_dir;
-  std::string work_dir;
+struct ExperimentSpec;
+struct ExperimentResult;
 
-  nlohmann::json ToJson() const;
-  static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
-  // Stable identity for resume: everything that defines the experiment, nothing that varies.
-  std::string Fingerprint() const;
+// What the record says beyond the spec and the result.
+struct RecordContext {
+  std::string accelerator_model;  // CPU model name or CUDA device name
+  int batch_size = 0;             // the batch size the capture used
+  double wall_time_s = 0.0;
+  std::string repro_input;        // the repro dir verified, when the case came from one
+  std::string repro_dir;          // the failure's repro dir, when one was written
 };
+
+// The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape.
+nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& result, const RecordContext& context);
 
 // Appends one JSON line with a single write(2) to an O_APPEND file, then fsync: a killed run
 // leaves whole lines only.
 [[nodiscard]] Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line);
 // Fingerprints of the lines already in a results file (torn trailing lines are ignored).
 std::set<std::string> DoneFingerprints(const std::filesystem::path& file);
-
-// Default tolerance as PyTorch's benchmark suites set it (docs/verify.md).
-double DefaultTolerance(const std::string& suite, const std::string& test, const std::string& dtype);
 
 }  // namespace parity::verifier

@@ -4,14 +4,15 @@
 // EXCEPTION_RAISED.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
-#include "verifier/results.h"
+#include "util/status.h"
 
 namespace parity::verifier {
 
@@ -31,7 +32,7 @@ struct VerifyOptions {
   bool cosine = false;
   int timeout_s = 1800;
   std::filesystem::path output_dir = "parity-results";
-  std::filesystem::path cache_dir;       // default $PARITY_CACHE_DIR or ~/.cache/parity
+  std::filesystem::path cache_dir;       // default DefaultCacheDir()
   bool progress = false;                 // live status line (a TTY)
 };
 
@@ -42,11 +43,5 @@ struct VerifySummary {
 };
 
 [[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, std::ostream& out);
-
-// The child process entry (`parity _experiment`): reads the spec, runs, writes the result.
-int RunExperimentChild(const std::filesystem::path& spec_file, const std::filesystem::path& result_file,
-                       const std::filesystem::path& status_file);
-
-std::filesystem::path DefaultCacheDir();
 
 }  // namespace parity::verifier

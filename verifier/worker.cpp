@@ -87,7 +87,15 @@ WorkerClient::~WorkerClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Expected<nlohmann::json> WorkerClient::Request(nlohmann::json request) {
+namespace {
+Error Lost(std::string what) {
+  Error e = Error::Runtime("python worker: " + std::move(what));
+  e.exception_type = kWorkerLost;
+  return e;
+}
+}  // namespace
+
+Expected<nlohmann::json> WorkerClient::Exchange(nlohmann::json request) {
   request["id"] = next_id_++;
   std::string line = request.dump() + "\n";
   size_t off = 0;
@@ -95,7 +103,7 @@ Expected<nlohmann::json> WorkerClient::Request(nlohmann::json request) {
     ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      return Error::Runtime("python worker: connection lost while sending");
+      return Lost("connection lost while sending");
     }
     off += static_cast<size_t>(n);
   }
@@ -105,25 +113,29 @@ Expected<nlohmann::json> WorkerClient::Request(nlohmann::json request) {
       std::string resp = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
       auto j = nlohmann::json::parse(resp, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) return Error::Runtime("python worker: malformed answer: " + resp.substr(0, 200));
+      if (j.is_discarded() || !j.is_object()) return Lost("malformed answer: " + resp.substr(0, 200));
       return j;
     }
     char buf[65536];
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Error::Runtime("python worker: connection lost (the worker died)");
+    if (n <= 0) return Lost("connection lost (the worker died)");
     buffer_.append(buf, static_cast<size_t>(n));
   }
 }
 
 Expected<nlohmann::json> WorkerClient::Call(nlohmann::json request) {
-  PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, Request(std::move(request)));
-  if (!resp.value("ok", false))
-    return Error::Runtime(resp.value("error_type", std::string("Error")) + ": " + resp.value("error", std::string()));
-  return resp;
+  PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, Exchange(std::move(request)));
+  if (resp.value("ok", false)) return resp;
+  auto field = [&](const char* key) { return resp.contains(key) && resp[key].is_string() ? resp[key].get<std::string>() : ""; };
+  Error e = Error::Runtime(field("error"));
+  e.exception_type = field("error_type").empty() ? "Error" : field("error_type");
+  e.traceback = field("traceback");
+  return e;
 }
 
-Expected<WorkerClient*> SharedWorker() {
+namespace {
+Expected<WorkerClient*> ProcessWorker() {
   static std::unique_ptr<WorkerProcess> own;
   static std::optional<WorkerClient> client;
   if (client) return &*client;
@@ -139,6 +151,12 @@ Expected<WorkerClient*> SharedWorker() {
   if (!c.ok()) return c.error();
   client.emplace(std::move(*c));
   return &*client;
+}
+}  // namespace
+
+Expected<nlohmann::json> AskWorker(nlohmann::json request) {
+  PARITY_ASSIGN_OR_RETURN(WorkerClient * w, ProcessWorker());
+  return w->Call(std::move(request));
 }
 
 }  // namespace parity::verifier

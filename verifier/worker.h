@@ -35,26 +35,32 @@ class WorkerProcess {
   int restarts_ = -1;
 };
 
+// The exception_type of a transport failure: the worker died or the connection broke (the
+// worker is restarted; the request was not answered).
+inline constexpr const char* kWorkerLost = "parity.WorkerLost";
+inline bool IsWorkerLost(const Error& e) { return e.exception_type == kWorkerLost; }
+
+// The one client of the worker protocol.
 class WorkerClient {
  public:
   [[nodiscard]] static Expected<WorkerClient> Connect(const std::string& socket_path);
   WorkerClient(WorkerClient&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), next_id_(o.next_id_) { o.fd_ = -1; }
   ~WorkerClient();
-  // Sends one request, waits for its answer. A transport failure (the worker died) is a Runtime
-  // error starting "python worker"; {"ok": false} answers are returned as they are.
-  [[nodiscard]] Expected<nlohmann::json> Request(nlohmann::json request);
-  // Request, with an {"ok": false} answer turned into a Runtime error "ErrorType: message".
+  // Sends one request and waits for its answer. An {"ok": false} answer is a Runtime error
+  // carrying the Python exception's type, message and traceback as they are; a transport
+  // failure is a Runtime error whose exception_type is kWorkerLost.
   [[nodiscard]] Expected<nlohmann::json> Call(nlohmann::json request);
 
  private:
+  [[nodiscard]] Expected<nlohmann::json> Exchange(nlohmann::json request);
   explicit WorkerClient(int fd) : fd_(fd) {}
   int fd_ = -1;
   std::string buffer_;
   int next_id_ = 1;
 };
 
-// The worker for this process: connects to $PARITY_WORKER_SOCKET, or starts a private worker
-// (kept for the life of the process) when none is given.
-[[nodiscard]] Expected<WorkerClient*> SharedWorker();
+// One request to this process's worker: the one at $PARITY_WORKER_SOCKET (an experiment child),
+// or a private worker started on first use and kept for the life of the process.
+[[nodiscard]] Expected<nlohmann::json> AskWorker(nlohmann::json request);
 
 }  // namespace parity::verifier

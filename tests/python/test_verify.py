@@ -147,3 +147,19 @@ def test_amp_captures_autocast_into_the_graph(parity_bin, cache_dir, tmp_path):
     captures = [d for d in os.listdir(os.path.join(cache_dir, "captures")) if d.startswith("mlp-eval-amp")]
     graph = open(os.path.join(cache_dir, "captures", captures[0], "graphs", "graph_0.json")).read()
     assert '"bfloat16"' in graph  # the casts autocast inserted are explicit ops of the graph
+
+
+def test_backends_lists_entry_point_dynamo_backends(parity_bin, tmp_path):
+    # A vendor backend registered the way out-of-tree ones are: a torch_dynamo_backends entry point.
+    site = tmp_path / "site"
+    (site / "vendor_be-0.1.dist-info").mkdir(parents=True)
+    (site / "vendor_be-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vendor-be\nVersion: 0.1\n")
+    (site / "vendor_be-0.1.dist-info" / "entry_points.txt").write_text(
+        "[torch_dynamo_backends]\nvendor_be = vendor_be_mod:compile_fn\n")
+    (site / "vendor_be_mod.py").write_text("def compile_fn(gm, example_inputs):\n    return gm.forward\n")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    r = subprocess.run([parity_bin, "backends", "--json"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    by = {b["name"]: b for b in json.loads(r.stdout)}
+    assert by["torch_compile:vendor_be"]["available"]
+    assert "torch_compile:inductor" in by

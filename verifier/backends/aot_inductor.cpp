@@ -10,7 +10,6 @@ namespace {
 
 class AotInductorBackend final : public Backend {
  public:
-  Status Supports(const ExperimentContext& ctx) const override { return InferenceOnly(ctx, "aot_inductor"); }
   Expected<BackendRun> Run(const ExperimentContext& ctx) override {
     auto t0 = std::chrono::steady_clock::now();
     PARITY_ASSIGN_OR_RETURN(auto package, CompiledArtifact(ctx, "aot_inductor", ".pt2"));

@@ -1,9 +1,7 @@
 #include "verifier/backends/compiled_artifact.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "repro/graph_json.h"
+#include "util/digest.h"
 #include "verifier/worker.h"
 
 namespace parity::verifier {
@@ -12,15 +10,12 @@ namespace fs = std::filesystem;
 Expected<fs::path> CompiledArtifact(const ExperimentContext& ctx, const std::string& cmd, const std::string& extension) {
   const std::string key_text = ir::GraphToJson(ctx.graph->graph).dump() + ctx.options.dump() + ctx.device.str() + cmd +
                                PARITY_TORCH_VERSION_BUILT;
-  std::ostringstream key;
-  key << std::hex << std::hash<std::string>{}(key_text);
-  const fs::path path = fs::absolute(ctx.cache_dir / cmd / (key.str() + extension));
+  const fs::path path = fs::absolute(ctx.cache_dir / cmd / (Sha256Hex(key_text) + extension));
   if (fs::exists(path)) return path;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  PARITY_ASSIGN_OR_RETURN(WorkerClient * w, SharedWorker());
   const fs::path tmp = path.string() + ".tmp" + extension;
-  PARITY_ASSIGN_OR_RETURN(auto resp, w->Call({{"cmd", cmd}, {"repro", fs::absolute(ctx.repro->root()).string()},
+  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", cmd}, {"repro", fs::absolute(ctx.repro->root()).string()},
                                                {"graph", ctx.graph->name}, {"device", ctx.device.str()},
                                                {"options", ctx.options}, {"out", tmp.string()}}));
   (void)resp;
@@ -50,11 +45,6 @@ Expected<BackendRun> TimeRuns(const ExperimentContext& ctx, double prepare_s,
     r.run_times_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return r;
-}
-
-Status InferenceOnly(const ExperimentContext& ctx, const std::string& backend) {
-  if (ctx.mode == "train") return Error::Unsupported(backend + " runs inference only");
-  return Status::Ok();
 }
 
 }  // namespace parity::verifier

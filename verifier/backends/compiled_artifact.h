@@ -23,6 +23,4 @@ namespace parity::verifier {
 [[nodiscard]] Expected<BackendRun> TimeRuns(const ExperimentContext& ctx, double prepare_s,
                                             const std::function<Expected<std::vector<at::Tensor>>()>& run);
 
-Status InferenceOnly(const ExperimentContext& ctx, const std::string& backend);
-
 }  // namespace parity::verifier

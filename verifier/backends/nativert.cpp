@@ -21,7 +21,6 @@ class NativeRTBackend final : public Backend {
       return {false, "this torch's libraries do not export NativeRT's ModelRunnerHandle (torch " PARITY_TORCH_VERSION_BUILT ")"};
     return {};
   }
-  Status Supports(const ExperimentContext& ctx) const override { return InferenceOnly(ctx, "nativert"); }
   Expected<BackendRun> Run(const ExperimentContext& ctx) override {
 #if PARITY_HAS_NATIVERT
     auto t0 = std::chrono::steady_clock::now();

@@ -19,18 +19,12 @@ Availability PythonAvailable() {
 
 std::string Abs(const fs::path& p) { return fs::absolute(p).string(); }
 
-// One request to the worker; an {"ok": false} answer becomes a Runtime error "Type: message".
-Expected<nlohmann::json> Ask(nlohmann::json request) {
-  PARITY_ASSIGN_OR_RETURN(WorkerClient * w, SharedWorker());
-  return w->Call(std::move(request));
-}
-
 Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string& dynamo_backend) {
   const fs::path out = ctx.work_dir / "backend_outputs.safetensors";
   nlohmann::json req = {{"cmd", "run"},           {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
                         {"backend", dynamo_backend}, {"options", ctx.options},       {"mode", ctx.mode},
                         {"device", ctx.device.str()}, {"iterations", ctx.iterations + 1}, {"out", Abs(out)}};
-  PARITY_ASSIGN_OR_RETURN(auto resp, Ask(req));
+  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker(req));
   BackendRun run;
   PARITY_ASSIGN_OR_RETURN(run.outputs, LoadNamed(out));
   run.compile_time_s = resp.value("compile_time_s", 0.0);
@@ -45,7 +39,7 @@ class WorkerBackend final : public Backend {
   Status Supports(const ExperimentContext& ctx) const override {
     if (backend_ == "inductor") return Status::Ok();
     // torch_compile:<name>: the name must be registered with dynamo in the worker's torch.
-    auto resp = Ask({{"cmd", "list_backends"}});
+    auto resp = AskWorker({{"cmd", "list_backends"}});
     if (!resp.ok()) return resp.error();
     for (const auto& b : (*resp)["backends"])
       if (b == backend_) return Status::Ok();
@@ -69,7 +63,7 @@ class AotAutogradBackend final : public Backend {
     if (ctx.mode == "train") return RunInWorker(ctx, name_);
     const fs::path dir = ctx.work_dir / ("aot_" + name_);
     auto t0 = std::chrono::steady_clock::now();
-    PARITY_ASSIGN_OR_RETURN(auto resp, Ask({{"cmd", "aot_graphs"}, {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
+    PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", "aot_graphs"}, {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
                                             {"backend", name_}, {"device", ctx.device.str()}, {"out", Abs(dir)}}));
     (void)resp;
     PARITY_ASSIGN_OR_RETURN(ReproDir aot, ReproDir::Load(dir));

@@ -11,7 +11,6 @@ namespace {
 
 class TorchScriptBackend final : public Backend {
  public:
-  Status Supports(const ExperimentContext& ctx) const override { return InferenceOnly(ctx, "torchscript"); }
   Expected<BackendRun> Run(const ExperimentContext& ctx) override {
     auto t0 = std::chrono::steady_clock::now();
     PARITY_ASSIGN_OR_RETURN(auto path, CompiledArtifact(ctx, "torchscript", ".pt"));

@@ -1,0 +1,77 @@
+#include "verifier/case.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace parity::verifier {
+
+namespace {
+
+void ApplyCommon(ExperimentSpec& s, const CaseOptions& o) {
+  s.repeat = o.repeat;
+  s.iterations_per_run = o.iterations_per_run;
+  s.cosine = o.cosine;
+  s.ignore_non_fp = o.ignore_non_fp;
+  s.cache_dir = o.cache_dir.empty() ? DefaultCacheDir().string() : o.cache_dir;
+  s.tol = o.tol;
+}
+
+}  // namespace
+
+ExperimentSpec Case::FromSuite(const std::string& model, const std::string& suite, const std::string& test,
+                               const std::string& dtype, const CaseOptions& o) {
+  ExperimentSpec s;
+  s.model = model;
+  s.suite = suite;
+  s.backend = o.backend.value_or("inductor");
+  s.backend_options = o.backend_options.value_or(nlohmann::json::object());
+  s.test = test;
+  s.dtype = dtype;
+  s.device = o.device.value_or("cpu");
+  s.batch_size = o.batch_size;
+  ApplyCommon(s, o);
+  return s;
+}
+
+Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const CaseOptions& o) {
+  const Manifest& m = repro.manifest();
+  ExperimentSpec s;
+  s.model = m.model;
+  s.suite = m.suite;
+  s.repro = std::filesystem::absolute(repro.root()).string();
+  s.backend = o.backend.value_or(m.backend.value_or(""));
+  if (s.backend.empty())
+    return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
+  if (o.backend_options) s.backend_options = *o.backend_options;
+  else if (m.backend == s.backend) s.backend_options = m.backend_options;
+  s.test = m.mode;
+  s.dtype = m.dtype;
+  s.device = o.device.value_or(m.device);
+  ApplyCommon(s, o);
+  if (!s.tol && m.failure.is_object() && m.failure.contains("tol") && m.failure["tol"].is_number())
+    s.tol = m.failure["tol"].get<double>();
+  return s;
+}
+
+std::filesystem::path DefaultCacheDir() {
+  if (const char* c = std::getenv("PARITY_CACHE_DIR"); c && *c) return c;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "parity";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "parity";
+  return std::filesystem::temp_directory_path() / "parity-cache";
+}
+
+double DefaultTolerance(const std::string& suite, const std::string& test, const std::string& dtype) {
+  const bool train = test == "train";
+  const bool reduced = dtype == "float16" || dtype == "bfloat16" || dtype == "amp";
+  if (suite == "huggingface") return train ? 1e-2 : 1e-3;
+  if (suite == "timm" || suite == "torchvision-style") return train ? 1e-2 : 1e-3;
+  // torchbench and everything else
+  if (reduced) return train ? 1e-2 : 1e-3;
+  return train ? 1e-3 : 1e-4;
+}
+
+double EffectiveTolerance(const ExperimentSpec& spec) {
+  return spec.tol.value_or(DefaultTolerance(spec.suite, spec.test, spec.dtype));
+}
+
+}  // namespace parity::verifier

@@ -1,0 +1,113 @@
+#include "verifier/matrix.h"
+
+#include <map>
+#include <regex>
+
+#include "repro/repro_dir.h"
+#include "verifier/backend.h"
+#include "verifier/case.h"
+
+namespace parity::verifier {
+
+namespace {
+
+struct NameFilter {
+  std::optional<std::regex> keep, drop;
+  bool operator()(const std::string& name) const {
+    return (!keep || std::regex_search(name, *keep)) && !(drop && std::regex_search(name, *drop));
+  }
+};
+
+Expected<NameFilter> MakeFilter(const VerifyOptions& o) {
+  NameFilter f;
+  try {
+    if (!o.filter.empty()) f.keep.emplace(o.filter);
+    if (!o.exclude.empty()) f.drop.emplace(o.exclude);
+  } catch (const std::regex_error& e) {
+    return Error::BadInput(std::string("--filter/--exclude: invalid regex: ") + e.what());
+  }
+  return f;
+}
+
+CaseOptions CaseOptionsOf(const VerifyOptions& o) {
+  CaseOptions c;
+  c.backend_options = o.backend_options;  // verify always passes its own (default none)
+  c.device = o.device;
+  c.tol = o.tol;
+  c.cosine = o.cosine;
+  c.batch_size = o.batch_size;
+  c.repeat = o.repeat;
+  c.iterations_per_run = o.iterations_per_run;
+  c.cache_dir = o.cache_dir.string();
+  return c;
+}
+
+// Suite model names in the suite's order ("all" expands), each with its suite.
+Expected<std::vector<std::pair<std::string, std::string>>> SuiteModels(const VerifyOptions& o, const nlohmann::json& listing) {
+  std::map<std::string, std::string> suite_of;
+  std::vector<std::string> order;
+  for (const auto& m : listing["models"]) {
+    suite_of[m["name"]] = m["suite"];
+    order.push_back(m["name"]);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& m : o.models) {
+    if (m == "all") {
+      for (const auto& n : order) out.emplace_back(n, suite_of[n]);
+    } else if (!suite_of.count(m)) {
+      std::string known;
+      for (const auto& n : order) known += (known.empty() ? "" : ", ") + n;
+      return Error::BadInput("--model \"" + m + "\": not in the suite (" + known + ")");
+    } else {
+      out.emplace_back(m, suite_of[m]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ValidateVerifyOptions(const VerifyOptions& o) {
+  if (o.models.empty() && o.repro_dirs.empty()) return Error::BadInput("nothing to verify: give --model NAME or a repro dir");
+  for (const auto& t : o.tests)
+    if (t != "eval" && t != "train") return Error::BadInput("--test \"" + t + "\": expected eval or train");
+  for (const auto& d : o.dtypes)
+    if (d != "float32" && d != "float16" && d != "bfloat16" && d != "amp")
+      return Error::BadInput("--dtype \"" + d + "\": expected float32, float16, bfloat16 or amp");
+  for (const auto& b : o.backends) PARITY_RETURN_IF_ERROR(FindBackend(b));
+  PARITY_RETURN_IF_ERROR(MakeFilter(o));
+  for (const auto& d : o.repro_dirs) PARITY_RETURN_IF_ERROR(ReproDir::Load(d));
+  return Status::Ok();
+}
+
+Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
+                                                   const std::function<Expected<nlohmann::json>()>& list_models) {
+  PARITY_ASSIGN_OR_RETURN(NameFilter keep, MakeFilter(o));
+  CaseOptions copts = CaseOptionsOf(o);
+  std::vector<ExperimentSpec> specs;
+  if (!o.models.empty()) {
+    PARITY_ASSIGN_OR_RETURN(auto listing, list_models());
+    PARITY_ASSIGN_OR_RETURN(auto models, SuiteModels(o, listing));
+    for (const auto& [model, suite] : models) {
+      if (!keep(model)) continue;
+      for (const auto& t : o.tests)
+        for (const auto& dt : o.dtypes)
+          for (const auto& b : o.backends) {
+            copts.backend = b;
+            specs.push_back(Case::FromSuite(model, suite, t, dt, copts));
+          }
+    }
+  }
+  for (const auto& dir : o.repro_dirs) {
+    PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
+    if (!keep(r.manifest().model)) continue;
+    for (const auto& b : o.backends) {
+      copts.backend = b;
+      PARITY_ASSIGN_OR_RETURN(ExperimentSpec s, Case::FromRepro(r, copts));
+      specs.push_back(std::move(s));
+    }
+  }
+  return specs;
+}
+
+}  // namespace parity::verifier

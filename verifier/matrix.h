@@ -1,0 +1,22 @@
+// The verify matrix: the options checked (bad input is exit 2 before anything runs) and
+// expanded into the experiments to run, in order: suite models (or repro dirs) x tests x dtypes
+// x backends, each made by the one case mapping (verifier/case.h).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "verifier/experiment.h"
+#include "verifier/verify.h"
+
+namespace parity::verifier {
+
+[[nodiscard]] Status ValidateVerifyOptions(const VerifyOptions& options);
+
+// `list_models` answers the worker's list_models request (the worker owns the model code); it
+// is asked only when suite models are requested. Suite experiments come with `repro` empty:
+// they are captured when they run.
+[[nodiscard]] Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& options,
+                                                                 const std::function<Expected<nlohmann::json>()>& list_models);
+
+}  // namespace parity::verifier
