@@ -19,7 +19,7 @@ const std::vector<DeltaPass>& DeltaPasses() {
   return passes;
 }
 
-ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Oracle& oracle, int jobs,
+ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Interestingness& test, int jobs,
                        const std::function<void(const ir::Graph&)>& on_accept, PassStats& stats) {
   stats.pass = pass.name;
   int targets = pass.count(current);
@@ -48,7 +48,7 @@ ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Oracle& oracle,
       }
       std::vector<const ir::Graph*> ptrs;
       for (auto& c : cands) ptrs.push_back(&c);
-      auto ok = oracle.Test(ptrs);
+      auto ok = test.Test(ptrs);
       int winner = -1;
       for (size_t k = 0; k < ok.size(); ++k)
         if (ok[k]) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "minifier/oracle.h"
+#include "minifier/interesting.h"
 #include "repro/graph.h"
 
 namespace parity::minifier {
@@ -29,7 +29,7 @@ struct PassStats {
 };
 
 // Runs `pass` to a fixed point. `on_accept` sees every accepted graph (to checkpoint it).
-ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Oracle& oracle, int jobs,
+ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Interestingness& test, int jobs,
                        const std::function<void(const ir::Graph&)>& on_accept, PassStats& stats);
 
 // The passes, in the order the pipeline runs them (minifier/passes/*.cpp).

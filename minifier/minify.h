@@ -1,10 +1,13 @@
 // `parity minify`: shrinks a failing repro dir to the smallest graph that still fails the same
-// way. Pipeline: confirm the original fails (N runs; flaky ones stop unless --majority), stage
-// bisection (eager -> aot_eager -> aot_eager_decomp_partition -> the backend), graph bisection
-// (first failing graph, on its real inputs), node bisection (the shortest failing prefix, in
-// O(log n) backend runs: its last node is the culprit), then delta passes to a fixed point.
-// Progress is checkpointed after every accepted step; an interrupted run resumes.
+// way. Pipeline (steps/): confirm the original fails (N runs; flaky ones stop unless
+// --majority), stage bisection (eager -> aot_eager -> aot_eager_decomp_partition -> the
+// backend), graph bisection (first failing graph, on its real inputs), node bisection (the
+// shortest failing prefix, in O(log n) backend runs: its last node is the culprit), then delta
+// passes (passes/) to a fixed point. Progress is checkpointed after every accepted step; an
+// interrupted run resumes. Outputs (outputs.h): minified/, repro.py, summary.json.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <iosfwd>
@@ -34,14 +37,9 @@ struct MinifyOptions {
 };
 
 struct MinifyResult {
-  bool reproduced = false;
   nlohmann::json summary;                   // also written to OUT/summary.json
 };
 
 [[nodiscard]] Expected<MinifyResult> Minify(const MinifyOptions& options, std::ostream& log);
-
-// The standalone repro.py for a repro dir (needs only torch and safetensors).
-std::string ReproScript(const std::string& graph_json_path_rel, const nlohmann::json& manifest_json,
-                        const nlohmann::json& graph_json);
 
 }  // namespace parity::minifier

@@ -1,6 +1,7 @@
-"""Rebuilds FX GraphModules from a repro dir (for the Python worker and standalone repro
-scripts). Reading never executes code from the repro dir: targets are resolved only among
-torch.ops and operator.getitem."""
+"""Reads repro dirs back as FX GraphModules (for the Python worker and users' scripts). The
+graph reader itself is standalone.py's, shared with the standalone repro.py. Reading never
+executes code from the repro dir: targets are resolved only among torch.ops and
+operator.getitem."""
 from __future__ import annotations
 
 import json
@@ -13,76 +14,7 @@ import torch
 import torch.fx as fx
 from safetensors.torch import load_file
 
-from .serialize import FORMAT_VERSION, GETITEM
-
-
-def resolve_target(name: str):
-    if name == GETITEM:
-        return operator.getitem
-    ns, _, rest = name.partition("::")
-    op, _, overload = rest.partition(".")
-    packet = getattr(getattr(torch.ops, ns), op)
-    return getattr(packet, overload or "default")
-
-
-def decode_arg(a: Any, env: Dict[str, fx.Node]) -> Any:
-    if isinstance(a, list):
-        return [decode_arg(x, env) for x in a]
-    if isinstance(a, dict):
-        (tag, v), = a.items()
-        if tag == "node":
-            return env[v]
-        if tag == "float":
-            return float(v)
-        if tag == "dtype":
-            return getattr(torch, v)
-        if tag == "device":
-            return torch.device(v)
-        if tag == "layout":
-            return getattr(torch, v)
-        if tag == "memory_format":
-            return getattr(torch, v)
-        raise ValueError(f"unknown tag {tag}")
-    return a
-
-
-def graph_from_json(gjson: Dict[str, Any], attrs: Dict[str, torch.Tensor], parameters: bool = False) -> fx.GraphModule:
-    """Rebuilds a GraphModule. With `parameters`, floating get_attr tensors under "param/" become
-    nn.Parameters (train mode), the rest buffers."""
-    if gjson.get("version") != FORMAT_VERSION:
-        raise ValueError(f"graph format version {gjson.get('version')} is not {FORMAT_VERSION}")
-    root = torch.nn.Module()
-    g = fx.Graph()
-    env: Dict[str, fx.Node] = {}
-    for n in gjson["nodes"]:
-        op = n["op"]
-        if op == "placeholder":
-            node = g.placeholder(n["name"])
-        elif op == "get_attr":
-            attr = "_attr_" + "".join(c if c.isalnum() else "_" for c in n["target"])
-            if not hasattr(root, attr):
-                t = attrs[n["target"]]
-                if parameters and n["target"].startswith("param/") and t.is_floating_point():
-                    root.register_parameter(attr, torch.nn.Parameter(t.detach().clone()))
-                else:
-                    root.register_buffer(attr, t)
-            node = g.get_attr(attr)
-            node.meta["parity_target"] = n["target"]
-        elif op == "call_function":
-            args = tuple(decode_arg(a, env) for a in n.get("args", []))
-            kwargs = {k: decode_arg(v, env) for k, v in n.get("kwargs", {}).items()}
-            node = g.call_function(resolve_target(n["target"]), args, kwargs)
-        elif op == "output":
-            node = g.output(tuple(decode_arg(a, env) for a in n["args"][0]))
-        else:
-            raise ValueError(f"unknown op {op}")
-        node.name = n["name"]
-        meta = n.get("meta", {})
-        if "stack_trace" in meta:
-            node.meta["stack_trace"] = meta["stack_trace"]
-        env[n["name"]] = node
-    g.lint()
-    return fx.GraphModule(root, g)
+from .standalone import FORMAT_VERSION, decode_arg, graph_from_json, resolve_target  # noqa: F401 (re-exported)
 
 
 @dataclass

@@ -12,8 +12,7 @@ import torch
 import torch.fx as fx
 from safetensors.torch import save_file
 
-FORMAT_VERSION = 1
-GETITEM = "getitem"
+from .standalone import FORMAT_VERSION, GETITEM
 
 
 class CaptureError(Exception):

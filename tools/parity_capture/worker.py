@@ -17,6 +17,7 @@ worker goes on. Tensors travel as safetensors files named in the request ("out")
   aot_inductor         repro, graph, device, options, out -> package (.pt2), compile_time_s
   torchscript          repro, graph, device, out -> path (.pt)
   export_pt2           repro, graph, device, out -> path (.pt2)
+  repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
   shutdown
 """
 from __future__ import annotations
@@ -33,29 +34,14 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
+from .standalone import parse_option
+
 SGD_LR = 0.01
-
-
-def _parse_value(v: Any) -> Any:
-    if not isinstance(v, str):
-        return v
-    if v in ("True", "true"):
-        return True
-    if v in ("False", "false"):
-        return False
-    if v in ("None", "none"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    return v
 
 
 def _inductor_config(options: Dict[str, Any]):
     import torch._inductor.config as cfg
-    patch = {k: _parse_value(v) for k, v in options.items()}
+    patch = {k: parse_option(v) for k, v in options.items()}
     patch.setdefault("fallback_random", True)
     return cfg.patch(patch)
 
@@ -124,7 +110,7 @@ def cmd_run(req) -> Dict[str, Any]:
     # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
     inductor = backend == "inductor"
     ctx = _inductor_config(options) if inductor else contextlib.nullcontext()
-    kw = {} if inductor or not options else {"options": {k: _parse_value(v) for k, v in options.items()}}
+    kw = {} if inductor or not options else {"options": {k: parse_option(v) for k, v in options.items()}}
     torch._dynamo.reset()
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     with ctx:
@@ -302,6 +288,11 @@ def cmd_list_backends(req) -> Dict[str, Any]:
     return {"backends": sorted(torch._dynamo.list_backends(exclude_tags=()))}
 
 
+def cmd_repro_script(req) -> Dict[str, Any]:
+    from .repro_script import write_script
+    return {"out": write_script(req["repro"], req.get("dynamo_backend") or None, req["out"])}
+
+
 def cmd_ping(req) -> Dict[str, Any]:
     cuda = torch.cuda.is_available()
     return {"torch_version": torch.__version__, "cuda": cuda, "pid": os.getpid(),
@@ -310,7 +301,7 @@ def cmd_ping(req) -> Dict[str, Any]:
 
 COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": cmd_list_backends,
             "capture": cmd_capture, "run": cmd_run, "aot_graphs": cmd_aot_graphs, "aot_inductor": cmd_aot_inductor,
-            "torchscript": cmd_torchscript, "export_pt2": cmd_export_pt2}
+            "torchscript": cmd_torchscript, "export_pt2": cmd_export_pt2, "repro_script": cmd_repro_script}
 
 
 def handle(req: Dict[str, Any]) -> Dict[str, Any]:

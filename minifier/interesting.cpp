@@ -1,0 +1,126 @@
+#include "minifier/interesting.h"
+
+#include <set>
+
+#include "repro/graph_json.h"
+#include "util/files.h"
+#include "util/subprocess.h"
+
+namespace parity::minifier {
+namespace fs = std::filesystem;
+
+CandidateWriter::CandidateWriter(Manifest manifest, std::string graph_name, std::map<std::string, std::string> inputs,
+                                 const std::map<std::string, at::Tensor>& tensors)
+    : manifest_(std::move(manifest)), graph_name_(std::move(graph_name)), inputs_(std::move(inputs)), tensors_(tensors) {
+  manifest_.producer = "parity minify";
+}
+
+std::string CandidateWriter::KeyFor(const std::string& placeholder) const {
+  auto it = inputs_.find(placeholder);
+  return it != inputs_.end() ? it->second : "ref/" + placeholder;
+}
+
+bool CandidateWriter::Writable(const ir::Graph& g) const {
+  for (const ir::Node* p : g.placeholders())
+    if (!tensors_.count(KeyFor(p->name()))) return false;
+  return !g.OutputValues().empty();
+}
+
+Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlohmann::json& failure) const {
+  GraphEntry e;
+  e.name = graph_name_;
+  e.file = "graphs/" + graph_name_ + ".json";
+  e.graph = g.Clone();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& key) -> Status {
+    auto it = tensors_.find(key);
+    if (it == tensors_.end()) return Error::Internal("minify: no value for tensor \"" + key + "\"");
+    if (seen.insert(key).second) tensors.emplace_back(key, it->second);
+    return Status::Ok();
+  };
+  for (const ir::Node* n : g.nodes()) {
+    if (n->kind() == ir::NodeKind::kPlaceholder) {
+      e.inputs[n->name()] = KeyFor(n->name());
+      PARITY_RETURN_IF_ERROR(add(e.inputs[n->name()]));
+    } else if (n->kind() == ir::NodeKind::kGetAttr) {
+      PARITY_RETURN_IF_ERROR(add(n->target()));
+    }
+  }
+  Manifest m = manifest_;
+  m.failure = failure;
+  RemoveAll(dir);
+  return WriteReproDir(dir, m, {&e}, tensors);
+}
+
+DirJudge BackendJudge(verifier::ExperimentRunner& runner, verifier::ExperimentSpec base, Signature original, fs::path scratch) {
+  auto serial = std::make_shared<int>(0);
+  return [&runner, base = std::move(base), original = std::move(original), scratch = std::move(scratch),
+          serial](const std::vector<fs::path>& dirs) {
+    verifier::ExperimentBatch batch;
+    for (const auto& d : dirs) {
+      verifier::ExperimentSpec spec = base;
+      spec.repro = fs::absolute(d).string();
+      batch.emplace_back(spec, scratch / ("run" + std::to_string((*serial)++)));
+    }
+    auto results = runner.RunMany(std::move(batch));
+    std::vector<bool> out;
+    for (const auto& r : results) out.push_back(Signature::FromResult(r).Matches(original));
+    return out;
+  };
+}
+
+DirJudge CheckCommandJudge(std::string command, int jobs, int timeout_s) {
+  return [command = std::move(command), jobs = std::max(1, jobs), timeout_s](const std::vector<fs::path>& dirs) {
+    std::vector<bool> out(dirs.size(), false);
+    for (size_t first = 0; first < dirs.size(); first += static_cast<size_t>(jobs)) {
+      std::vector<std::pair<size_t, Child>> running;
+      for (size_t i = first; i < std::min(dirs.size(), first + static_cast<size_t>(jobs)); ++i) {
+        SpawnOptions so;
+        so.env.push_back("PARITY_CANDIDATE=" + fs::absolute(dirs[i]).string());
+        auto child = Child::Spawn({"/bin/sh", "-c", command + " \"$PARITY_CANDIDATE\""}, so);
+        if (child.ok()) running.emplace_back(i, std::move(*child));
+      }
+      // One deadline for the wave; each child is waited for in turn against it.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+      for (auto& [i, child] : running) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        ExitInfo e = child.Wait(std::max(left, std::chrono::milliseconds(0)));
+        out[i] = e.exited && e.code == 0;
+      }
+    }
+    return out;
+  };
+}
+
+std::vector<bool> CandidateTest::Test(const std::vector<const ir::Graph*>& candidates) {
+  std::vector<bool> out(candidates.size(), false);
+  std::vector<fs::path> dirs;
+  std::vector<size_t> which;
+  std::vector<std::string> keys(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    keys[i] = ir::GraphToJson(*candidates[i]).dump();
+    if (auto it = cache_.find(keys[i]); it != cache_.end()) {
+      out[i] = it->second;
+      ++cache_hits_;
+      continue;
+    }
+    const fs::path dir = scratch_ / ("cand" + std::to_string(serial_++));
+    if (!writer_.Writable(*candidates[i]) || !writer_.Write(*candidates[i], dir, failure_).ok()) {
+      cache_[keys[i]] = false;
+      continue;
+    }
+    dirs.push_back(dir);
+    which.push_back(i);
+  }
+  if (dirs.empty()) return out;
+  const std::vector<bool> verdicts = judge_(dirs);
+  runs_ += static_cast<int>(dirs.size());
+  for (size_t b = 0; b < dirs.size(); ++b) {
+    out[which[b]] = verdicts[b];
+    cache_[keys[which[b]]] = verdicts[b];
+  }
+  return out;
+}
+
+}  // namespace parity::minifier

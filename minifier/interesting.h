@@ -1,0 +1,81 @@
+// The "interesting" test of the reduction, llvm-reduce style: is this candidate graph still
+// failing the same way? The delta driver and the pipeline steps ask only this interface, so
+// unit tests drive them with a fake.
+//
+// CandidateTest is the real one: it writes each candidate as a repro dir (real values; cut edges
+// become placeholders fed with the reference's concrete values), hands the written dirs to a
+// judge, and caches verdicts by graph text. The two judges: the backend run in isolated children
+// with the signature matched (BackendJudge), and the user's --check command (CheckCommandJudge).
+// Both judge up to `jobs` dirs at once.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "minifier/signature.h"
+#include "repro/repro_dir.h"
+#include "verifier/isolation.h"
+
+namespace parity::minifier {
+
+class Interestingness {
+ public:
+  virtual ~Interestingness() = default;
+  // True where the candidate still fails the same way, in the order given.
+  virtual std::vector<bool> Test(const std::vector<const ir::Graph*>& candidates) = 0;
+  // Candidates actually judged (not cached, not unwritable).
+  virtual int runs() const = 0;
+  virtual int cache_hits() const = 0;
+};
+
+// Writes candidate graphs of one graph of the repro being reduced as repro dirs.
+class CandidateWriter {
+ public:
+  // `tensors`: every tensor a candidate may read: the original ones by key, and the reference
+  // value of every tensor-valued node as "ref/<node>". `inputs`: the original placeholders'
+  // tensor keys. `manifest`: the original's, with backend and options set.
+  CandidateWriter(Manifest manifest, std::string graph_name, std::map<std::string, std::string> inputs,
+                  const std::map<std::string, at::Tensor>& tensors);
+  // Whether a candidate can be written at all (every placeholder has a concrete value).
+  bool Writable(const ir::Graph& g) const;
+  [[nodiscard]] Status Write(const ir::Graph& g, const std::filesystem::path& dir, const nlohmann::json& failure) const;
+  const std::string& graph_name() const { return graph_name_; }
+
+ private:
+  std::string KeyFor(const std::string& placeholder) const;
+  Manifest manifest_;
+  std::string graph_name_;
+  std::map<std::string, std::string> inputs_;
+  const std::map<std::string, at::Tensor>& tensors_;
+};
+
+// Judges written repro dirs: true = still interesting.
+using DirJudge = std::function<std::vector<bool>(const std::vector<std::filesystem::path>& dirs)>;
+
+// Runs each dir through `base`'s backend (spec.repro set per dir) and matches `original`.
+DirJudge BackendJudge(verifier::ExperimentRunner& runner, verifier::ExperimentSpec base, Signature original,
+                      std::filesystem::path scratch);
+// Runs `command "<dir>"` (also in $PARITY_CANDIDATE) through /bin/sh; exit 0 = interesting.
+DirJudge CheckCommandJudge(std::string command, int jobs, int timeout_s);
+
+class CandidateTest final : public Interestingness {
+ public:
+  CandidateTest(CandidateWriter writer, DirJudge judge, std::filesystem::path scratch, nlohmann::json failure)
+      : writer_(std::move(writer)), judge_(std::move(judge)), scratch_(std::move(scratch)), failure_(std::move(failure)) {}
+  std::vector<bool> Test(const std::vector<const ir::Graph*>& candidates) override;
+  int runs() const override { return runs_; }
+  int cache_hits() const override { return cache_hits_; }
+
+ private:
+  CandidateWriter writer_;
+  DirJudge judge_;
+  std::filesystem::path scratch_;
+  nlohmann::json failure_;
+  std::map<std::string, bool> cache_;
+  int runs_ = 0, cache_hits_ = 0, serial_ = 0;
+};
+
+}  // namespace parity::minifier

@@ -1,0 +1,73 @@
+#include "minifier/outputs.h"
+
+#include <ostream>
+
+#include "repro/graph_json.h"
+#include "util/files.h"
+#include "verifier/backend.h"
+#include "verifier/case.h"
+
+namespace parity::minifier {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
+  const GraphEntry& entry = ctx.repro.graphs()[s.graph_index];
+  const ir::Graph& g = *s.current;
+  json culprits = json::array();
+  for (const ir::Node* n : g.ops()) culprits.push_back(NodeInfo(n));
+  json j = {{"source", s.source}, {"backend", s.base.backend}, {"backend_options", s.base.backend_options},
+            {"tol", verifier::EffectiveTolerance(s.base)}, {"strict", ctx.options.strict}, {"confirm", s.confirm},
+            {"signature", s.original.ToJson()}, {"graph", entry.name}, {"nodes_before", entry.graph.size()},
+            {"ops_before", entry.graph.ops().size()}, {"nodes_after", g.size()}, {"ops_after", g.ops().size()},
+            {"culprit_ops", culprits}, {"backend_runs", s.backend_runs + ctx.test_runs}, {"cache_hits", ctx.cache_hits},
+            {"passes", s.passes}, {"minified_dir", fs::absolute(minified).string()}, {"graph_text", ir::GraphToText(g)}};
+  if (!s.stages.is_null()) {
+    j["stages"] = s.stages;
+    j["first_failing_stage"] = s.first_failing_stage;
+  }
+  if (!s.culprit.is_null()) j["culprit"] = s.culprit;
+  j["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
+  return j;
+}
+
+// repro.py from the Python package (parity_capture.standalone), which also holds the one
+// Python copy of the comparison rules.
+Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
+  PARITY_ASSIGN_OR_RETURN(verifier::BackendInfo info, verifier::FindBackend(s.base.backend));
+  PARITY_RETURN_IF_ERROR(ctx.ask({{"cmd", "repro_script"}, {"repro", fs::absolute(minified).string()},
+                                  {"dynamo_backend", info.dynamo}, {"out", fs::absolute(minified / "repro.py").string()}}));
+  return Status::Ok();
+}
+
+void Report(const json& summary, const ReductionState& s, const fs::path& minified, std::ostream& log) {
+  log << "\nminified " << summary["graph"].get<std::string>() << ": " << summary["ops_before"] << " ops -> " << summary["ops_after"]
+      << " ops, " << summary["backend_runs"] << " backend runs, " << static_cast<int>(summary["wall_time_s"].get<double>())
+      << " s\n"
+      << summary["graph_text"].get<std::string>();
+  for (const ir::Node* n : s.current->ops())
+    if (!n->stack_trace.empty()) log << "%" << n->name() << " comes from:\n" << n->stack_trace << "\n";
+  log << "repro dir: " << minified.string() << "\nstandalone script: " << (minified / "repro.py").string() << "\n";
+}
+
+}  // namespace
+
+json FailureRecord(const ReductionState& state) {
+  json f = state.original.ToJson();
+  f["tol"] = verifier::EffectiveTolerance(state.base);
+  return f;
+}
+
+Expected<json> WriteOutputs(const OutputContext& ctx, const ReductionState& s, std::ostream& log) {
+  const fs::path minified = ctx.out / "minified";
+  PARITY_RETURN_IF_ERROR(ctx.writer.Write(*s.current, minified, FailureRecord(s)));
+  PARITY_RETURN_IF_ERROR(WriteReproScript(ctx, s, minified));
+  json summary = Summary(ctx, s, minified);
+  PARITY_RETURN_IF_ERROR(WriteFileAtomic(ctx.out / "summary.json", summary.dump(2) + "\n"));
+  Report(summary, s, minified, log);
+  return summary;
+}
+
+}  // namespace parity::minifier

@@ -1,0 +1,33 @@
+#include "minifier/reduction.h"
+
+namespace parity::minifier {
+
+nlohmann::json NodeInfo(const ir::Node* n) {
+  return {{"node", n->name()}, {"target", n->target()}, {"module_path", n->module_path}, {"stack_trace", n->stack_trace}};
+}
+
+nlohmann::json ReductionState::ToJson() const {
+  return {{"source", source}, {"backend", base.backend}, {"signature", original.ToJson()}, {"confirm", confirm},
+          {"stages", stages}, {"first_failing_stage", first_failing_stage}, {"graph_index", graph_index},
+          {"culprit", culprit}, {"passes", passes}};
+}
+
+std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, const std::string& source, const std::string& backend) {
+  if (!j.is_object() || j.value("source", std::string()) != source || j.value("backend", std::string()) != backend ||
+      !j.contains("signature"))
+    return std::nullopt;
+  auto sig = Signature::FromJson(j["signature"]);
+  if (!sig.ok()) return std::nullopt;
+  ReductionState s;
+  s.source = source;
+  s.original = *sig;
+  s.confirm = j.value("confirm", nlohmann::json({{"runs", 0}, {"failing", 0}}));
+  s.stages = j.value("stages", nlohmann::json());
+  s.first_failing_stage = j.value("first_failing_stage", std::string());
+  s.graph_index = j.value("graph_index", size_t{0});
+  s.culprit = j.value("culprit", nlohmann::json());
+  s.passes = j.value("passes", nlohmann::json::array());
+  return s;
+}
+
+}  // namespace parity::minifier

@@ -1,0 +1,57 @@
+// The state the minify pipeline's steps share and the checkpoint saves: what fails (the
+// signature, confirmed), where (stage, graph, culprit), the graph as reduced so far and the
+// counts the summary reports. Steps read and update it; minify.cpp runs them in order.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "minifier/interesting.h"
+#include "minifier/minify.h"
+#include "minifier/signature.h"
+#include "repro/graph.h"
+#include "verifier/isolation.h"
+
+namespace parity::minifier {
+
+struct ReductionState {
+  std::string source;                      // the original repro dir, absolute
+  verifier::ExperimentSpec base;           // backend, options, test, device, tol, ...
+  Signature original;
+  nlohmann::json confirm = {{"runs", 0}, {"failing", 0}};
+  nlohmann::json stages;                   // stage bisection's table (null: not run)
+  std::string first_failing_stage;
+  size_t graph_index = 0;                  // the graph being reduced
+  std::optional<ir::Graph> current;        // set once the graph is chosen
+  nlohmann::json culprit;                  // node bisection's first failing node (null: none)
+  int backend_runs = 0;                    // this run's runs outside the reduction tests (not saved)
+  nlohmann::json passes = nlohmann::json::array();
+
+  // The checkpoint's state.json (the graph is saved beside it as a repro dir).
+  nlohmann::json ToJson() const;
+  // Restores a checkpoint of the same source and backend; nullopt when it is another's.
+  static std::optional<ReductionState> FromJson(const nlohmann::json& j, const std::string& source, const std::string& backend);
+};
+
+// A node as the summary names it: name, target, module path, stack trace.
+nlohmann::json NodeInfo(const ir::Node* n);
+
+// What the steps may use besides the state.
+struct StepContext {
+  const ReproDir& repro;
+  const MinifyOptions& options;
+  verifier::ExperimentRunner& runner;
+  std::ostream& log;
+  // A test of candidates of graph `graph_index` (fed from that graph's inputs).
+  std::function<std::unique_ptr<Interestingness>(size_t graph_index)> test_for_graph;
+  // --check as a judge of written dirs (unset without --check).
+  DirJudge check;
+  std::filesystem::path scratch;
+};
+
+}  // namespace parity::minifier

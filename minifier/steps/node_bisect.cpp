@@ -1,0 +1,82 @@
+#include <algorithm>
+#include <ostream>
+#include <set>
+
+#include "minifier/steps/steps.h"
+
+namespace parity::minifier {
+
+namespace {
+
+// The prefix of `g` up to node `node_index`, returning every single tensor value nothing inside
+// the prefix reads (so no node of the prefix is dead).
+std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index) {
+  std::set<const ir::Node*> read;
+  for (const ir::Node* n : g.nodes())
+    if (n->index() <= node_index)
+      for (const ir::Node* in : n->Inputs()) read.insert(in);
+  std::vector<std::string> outs;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->index() > node_index || n->kind() != ir::NodeKind::kCallFunction || read.count(n)) continue;
+    // Only single tensor values: a tuple's getitem nodes come later; an effect-only op has none.
+    if (n->meta.size() != 1 || !n->meta[0] || n->HasSideEffects()) continue;
+    outs.push_back(n->name());
+  }
+  if (outs.empty()) return std::nullopt;
+  auto p = g.Prefix(node_index, outs);
+  if (!p.ok()) return std::nullopt;
+  return std::move(*p);
+}
+
+// One round: up to `jobs` probes between lo and hi; returns the narrowed [lo, hi].
+std::pair<size_t, size_t> Narrow(const ir::Graph& g, const std::vector<ir::Node*>& ops, size_t lo, size_t hi, int jobs,
+                                 Interestingness& test) {
+  const size_t k = std::min<size_t>(static_cast<size_t>(std::max(1, jobs)), hi - lo);
+  std::vector<size_t> probes;
+  for (size_t i = 1; i <= k; ++i) probes.push_back(lo + (hi - lo) * i / (k + 1));
+  probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+  std::vector<ir::Graph> cands;
+  std::vector<size_t> where;
+  for (size_t p : probes)
+    if (auto c = SinksPrefix(g, ops[p]->index())) {
+      cands.push_back(std::move(*c));
+      where.push_back(p);
+    }
+  std::vector<const ir::Graph*> ptrs;
+  for (const auto& c : cands) ptrs.push_back(&c);
+  const auto ok = test.Test(ptrs);
+  size_t new_lo = lo, new_hi = hi;
+  for (size_t i = 0; i < ok.size(); ++i) {
+    if (ok[i]) {
+      new_hi = std::min(new_hi, where[i]);
+      break;
+    }
+    new_lo = std::max(new_lo, where[i] + 1);
+  }
+  if (new_lo == lo && new_hi == hi) new_lo = lo + 1;  // no probe decided: creep
+  return {std::min(new_lo, new_hi), new_hi};
+}
+
+}  // namespace
+
+Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test) {
+  ir::Graph& current = *state.current;
+  const auto ops = current.ops();
+  if (ops.empty()) return Status::Ok();
+  auto full = SinksPrefix(current, ops.back()->index());
+  if (!full || !test.Test({&*full})[0]) {
+    ctx.log << "node bisection skipped: the graph returning all its live values does not fail the same way\n";
+    return Status::Ok();
+  }
+  size_t lo = 0, hi = ops.size() - 1;  // invariant: prefix(hi) reproduces
+  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.jobs, test);
+  const ir::Node* culprit = ops[hi];
+  state.culprit = NodeInfo(culprit);
+  ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"
+          << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << " after " << test.runs() << " backend runs\n";
+  if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
+  if (auto p = SinksPrefix(current, culprit->index())) state.current = std::move(*p);
+  return Status::Ok();
+}
+
+}  // namespace parity::minifier

@@ -1,0 +1,82 @@
+// CandidateTest with fake judges: candidates are written as loadable repro dirs, verdicts are
+// cached by graph text, unwritable candidates are never judged; the --check judge honours -j
+// and reads exit codes.
+#include "minifier/interesting.h"
+
+#include <gtest/gtest.h>
+
+#include "test_helpers.h"
+#include "util/files.h"
+
+namespace parity::minifier {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Small {
+  testing::TempDir dir;
+  std::optional<ReproDir> repro;
+  std::map<std::string, at::Tensor> tensors;
+  Small() {
+    testing::WriteSmallRepro(dir.path());
+    repro.emplace(ReproDir::Load(dir.path()).value());
+    for (const auto& info : repro->tensors().tensors()) tensors[info.name] = *repro->tensors().Get(info.name);
+  }
+  CandidateWriter Writer() const {
+    const GraphEntry& g = repro->graphs()[0];
+    return CandidateWriter(repro->manifest(), g.name, g.inputs, tensors);
+  }
+};
+
+TEST(CandidateTest, WritesLoadableDirsAndCachesVerdicts) {
+  Small s;
+  std::vector<fs::path> judged;
+  DirJudge judge = [&](const std::vector<fs::path>& dirs) {
+    for (const auto& d : dirs) {
+      EXPECT_TRUE(ReproDir::Load(d).ok()) << d;  // a candidate is a valid repro dir
+      judged.push_back(d);
+    }
+    return std::vector<bool>(dirs.size(), true);
+  };
+  CandidateTest test(s.Writer(), judge, s.dir / "scratch", nlohmann::json{{"kind", "accuracy"}});
+  const ir::Graph& g = s.repro->graphs()[0].graph;
+  EXPECT_EQ(test.Test({&g}), (std::vector<bool>{true}));
+  EXPECT_EQ(test.Test({&g}), (std::vector<bool>{true}));
+  EXPECT_EQ(judged.size(), 1u);  // the same graph text is judged once
+  EXPECT_EQ(test.runs(), 1);
+  EXPECT_EQ(test.cache_hits(), 1);
+  auto m = ReproDir::Load(judged[0]);
+  EXPECT_EQ(m->manifest().failure["kind"], "accuracy");
+}
+
+TEST(CandidateTest, UnwritableCandidatesAreNotJudged) {
+  Small s;
+  int calls = 0;
+  CandidateTest test(s.Writer(), [&](const std::vector<fs::path>& d) { ++calls; return std::vector<bool>(d.size(), true); },
+                     s.dir / "scratch", nullptr);
+  // A placeholder with no value anywhere (no input key, no reference value).
+  ir::Graph bad("g");
+  bad.Append(ir::NodeKind::kPlaceholder, "nowhere", "nowhere");
+  bad.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(bad.Find("nowhere"))})};
+  EXPECT_EQ(test.Test({&bad}), (std::vector<bool>{false}));
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(CheckCommandJudge, ExitZeroIsInterestingAndJobsRunTogether) {
+  testing::TempDir dir;
+  std::vector<fs::path> dirs;
+  for (int i = 0; i < 5; ++i) {
+    dirs.push_back(dir / ("c" + std::to_string(i)));
+    fs::create_directories(dirs.back());
+    if (i % 2 == 0) testing::Spit(dirs.back() / "yes", "");
+  }
+  // Each check records itself in a shared log, then answers by whether its dir holds "yes".
+  const std::string cmd = "sh -c 'echo $0 >> " + (dir / "log").string() + "; test -e \"$0/yes\"'";
+  auto judge = CheckCommandJudge(cmd, 3, 60);
+  EXPECT_EQ(judge(dirs), (std::vector<bool>{true, false, true, false, true}));
+  const std::string log = testing::Slurp(dir / "log");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 5);
+}
+
+}  // namespace
+}  // namespace parity::minifier

@@ -1,0 +1,225 @@
+// The minify steps over a fake experiment runner and fake interestingness tests: confirm
+// (reliable, flaky, --majority, not failing), stage bisection, graph bisection, node bisection
+// with 1 and 4 jobs, and the checkpointed state's round trip.
+#include "minifier/steps/steps.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "test_helpers.h"
+
+namespace parity::minifier {
+namespace {
+
+using ir::Arg;
+using ir::Graph;
+using ir::NodeKind;
+using verifier::Code;
+using verifier::ExperimentResult;
+
+// Answers each experiment from a table keyed by backend (cycling through its list).
+class FakeRunner final : public verifier::ExperimentRunner {
+ public:
+  std::map<std::string, std::vector<Code>> codes;
+  std::vector<std::string> asked;
+  std::vector<ExperimentResult> RunMany(verifier::ExperimentBatch batch) override {
+    std::vector<ExperimentResult> out;
+    for (const auto& [spec, dir] : batch) {
+      asked.push_back(spec.backend);
+      auto& list = codes[spec.backend];
+      ExperimentResult r;
+      r.code = list.empty() ? Code::kPass : list[(seen_[spec.backend]++) % list.size()];
+      out.push_back(r);
+    }
+    return out;
+  }
+  int jobs() const override { return 2; }
+
+ private:
+  std::map<std::string, size_t> seen_;
+};
+
+// Interesting when the candidate holds a node named `needle`.
+class HasNode final : public Interestingness {
+ public:
+  explicit HasNode(std::string needle) : needle_(std::move(needle)) {}
+  std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
+    std::vector<bool> out;
+    for (const auto* g : cands) {
+      out.push_back(g->Find(needle_) != nullptr && g->Find(needle_)->kind() == NodeKind::kCallFunction);
+      ++runs_;
+      batch_max = std::max(batch_max, cands.size());
+    }
+    return out;
+  }
+  int runs() const override { return runs_; }
+  int cache_hits() const override { return 0; }
+  size_t batch_max = 0;
+
+ private:
+  std::string needle_;
+  int runs_ = 0;
+};
+
+Graph Chain(int n) {
+  Graph g("g");
+  ir::Node* prev = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::TensorMeta meta;
+  meta.shape = {4};
+  meta.stride = {1};
+  prev->meta = {meta};
+  for (int i = 0; i < n; ++i) {
+    ir::Node* op = g.Append(NodeKind::kCallFunction, "op" + std::to_string(i), "aten::neg");
+    op->args = {Arg::Ref(prev)};
+    op->meta = {meta};
+    prev = op;
+  }
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(prev)})};
+  return g;
+}
+
+struct Fixture {
+  testing::TempDir dir;
+  std::optional<ReproDir> repro;
+  MinifyOptions options;
+  FakeRunner runner;
+  std::ostringstream log;
+  ReductionState state;
+  Fixture() {
+    testing::WriteSmallRepro(dir.path());
+    repro.emplace(ReproDir::Load(dir.path()).value());
+    state.source = dir.path().string();
+    state.base.backend = "inductor";
+    options.confirm_runs = 3;
+  }
+  StepContext Context() {
+    return StepContext{*repro, options, runner, log, [](size_t) { return std::make_unique<HasNode>("relu"); }, nullptr,
+                       dir / "work"};
+  }
+};
+
+TEST(MinifySteps, ConfirmReliableFailure) {
+  Fixture f;
+  f.runner.codes["inductor"] = {Code::kFail};
+  auto ctx = f.Context();
+  ASSERT_TRUE(Confirm(ctx, f.state).ok());
+  EXPECT_EQ(f.state.original.kind, FailureKind::kAccuracy);
+  EXPECT_EQ(f.state.confirm["runs"], 3);
+  EXPECT_EQ(f.state.confirm["failing"], 3);
+  EXPECT_EQ(f.state.backend_runs, 3);
+}
+
+TEST(MinifySteps, ConfirmStopsOnAnOriginalThatPasses) {
+  Fixture f;
+  auto ctx = f.Context();
+  Status st = Confirm(ctx, f.state);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("does not fail"), std::string::npos);
+}
+
+TEST(MinifySteps, ConfirmFlakyNeedsMajority) {
+  Fixture f;
+  f.runner.codes["inductor"] = {Code::kFail, Code::kFail, Code::kPass};
+  auto ctx = f.Context();
+  Status st = Confirm(ctx, f.state);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("2/3"), std::string::npos);
+  Fixture g;
+  g.runner.codes["inductor"] = {Code::kFail, Code::kFail, Code::kPass};
+  g.options.majority = true;
+  auto gctx = g.Context();
+  EXPECT_TRUE(Confirm(gctx, g.state).ok());
+  EXPECT_NE(g.log.str().find("majority"), std::string::npos);
+}
+
+TEST(MinifySteps, ConfirmWithCheckRunsTheCheckOnce) {
+  Fixture f;
+  int calls = 0;
+  auto ctx = f.Context();
+  ctx.check = [&](const std::vector<std::filesystem::path>& dirs) {
+    ++calls;
+    return std::vector<bool>(dirs.size(), true);
+  };
+  ASSERT_TRUE(Confirm(ctx, f.state).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(f.runner.asked.empty());
+}
+
+TEST(MinifySteps, StageBisectNamesTheFirstFailingStage) {
+  Fixture f;
+  f.state.original.kind = FailureKind::kAccuracy;
+  f.runner.codes["aot_eager"] = {Code::kPass};
+  f.runner.codes["aot_eager_decomp_partition"] = {Code::kFail};
+  auto ctx = f.Context();
+  ASSERT_TRUE(StageBisect(ctx, f.state).ok());
+  EXPECT_EQ(f.state.first_failing_stage, "aot_eager_decomp_partition");
+  EXPECT_EQ(f.state.stages.size(), 3u);
+  EXPECT_NE(f.log.str().find("decompositions or the partitioner"), std::string::npos);
+  // A stage failing another way does not count.
+  Fixture g;
+  g.state.original.kind = FailureKind::kAccuracy;
+  g.runner.codes["aot_eager"] = {Code::kExceptionRaised};
+  auto gctx = g.Context();
+  ASSERT_TRUE(StageBisect(gctx, g.state).ok());
+  EXPECT_EQ(g.state.first_failing_stage, "inductor");
+}
+
+TEST(MinifySteps, GraphBisectTakesTheOnlyGraph) {
+  Fixture f;
+  auto ctx = f.Context();
+  ASSERT_TRUE(GraphBisect(ctx, f.state).ok());
+  EXPECT_EQ(f.state.graph_index, 0u);
+  ASSERT_TRUE(f.state.current.has_value());
+  EXPECT_EQ(f.state.current->size(), f.repro->graphs()[0].graph.size());
+}
+
+TEST(MinifySteps, NodeBisectFindsTheCulpritWithOneOrFourJobs) {
+  for (int jobs : {1, 4}) {
+    Fixture f;
+    f.options.jobs = jobs;
+    f.state.current = Chain(50);
+    HasNode test("op37");
+    auto ctx = f.Context();
+    ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
+    EXPECT_EQ(f.state.culprit["node"], "op37") << "jobs " << jobs;
+    EXPECT_EQ(f.state.current->ops().back()->name(), "op37");
+    EXPECT_EQ(f.state.current->ops().size(), 38u);  // the prefix ending at the culprit
+    EXPECT_LE(test.runs(), 20) << "O(log n) probes";
+    EXPECT_LE(test.batch_max, static_cast<size_t>(jobs));
+  }
+}
+
+TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
+  Fixture f;
+  f.state.current = Chain(10);
+  HasNode test("absent");
+  auto ctx = f.Context();
+  ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
+  EXPECT_TRUE(f.state.culprit.is_null());
+  EXPECT_EQ(f.state.current->ops().size(), 10u);
+  EXPECT_NE(f.log.str().find("skipped"), std::string::npos);
+}
+
+TEST(MinifySteps, CheckpointStateRoundTrips) {
+  ReductionState s;
+  s.source = "/src";
+  s.base.backend = "fault";
+  s.original.kind = FailureKind::kException;
+  s.original.exception_type = "RuntimeError";
+  s.original.message = "boom #";
+  s.graph_index = 1;
+  s.culprit = {{"node", "tanh"}};
+  s.first_failing_stage = "fault";
+  auto back = ReductionState::FromJson(s.ToJson(), "/src", "fault");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->original.Matches(s.original));
+  EXPECT_EQ(back->graph_index, 1u);
+  EXPECT_EQ(back->culprit["node"], "tanh");
+  // Another source's or backend's checkpoint is not resumed.
+  EXPECT_FALSE(ReductionState::FromJson(s.ToJson(), "/other", "fault").has_value());
+  EXPECT_FALSE(ReductionState::FromJson(s.ToJson(), "/src", "inductor").has_value());
+}
+
+}  // namespace
+}  // namespace parity::minifier

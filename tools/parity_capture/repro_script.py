@@ -1,0 +1,34 @@
+"""Writes the standalone repro.py of a minified repro dir: same.py and standalone.py inlined (no
+parity import at run time, only torch and safetensors), the dynamo backend to compile with, and
+a call of standalone.main on the script's own directory."""
+import json
+import os
+
+from . import same, standalone
+
+
+def _body(module) -> str:
+    with open(module.__file__) as f:
+        return "".join(line for line in f if not line.rstrip().endswith("# package-only"))
+
+
+def write_script(repro_dir: str, dynamo_backend: str, out: str) -> str:
+    with open(os.path.join(repro_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    backend = manifest.get("backend", {})
+    header = (
+        "#!/usr/bin/env python3\n"
+        f"# Standalone repro written by `parity minify` for backend {backend.get('name')} {json.dumps(backend.get('options', {}))}\n"
+        f"# failure: {json.dumps(manifest.get('failure'))}\n"
+        "# Runs the graph in this directory eagerly, in float64 and with the backend, checks as\n"
+        "# torch._dynamo.utils.same does, and exits 1 when the bug reproduces. Needs torch and safetensors.\n"
+        f"DYNAMO_BACKEND = {json.dumps(dynamo_backend or None).replace('null', 'None')}\n\n")
+    tail = ("\n\nif __name__ == \"__main__\":\n"
+            "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
+    text = header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone.py ----\n" + _body(standalone) + tail
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, out)
+    return out
