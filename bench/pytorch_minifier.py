@@ -53,7 +53,7 @@ def main() -> int:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(a.workdir, "inductor-cache"))
     t0 = time.perf_counter()
     d = subprocess.run([sys.executable, "-c", DETECT.format(tests=tests, workdir=a.workdir, blocks=a.blocks)],
-                       capture_output=True, text=True, env=env, timeout=a.timeout)
+                       capture_output=True, text=True, env=env, timeout=a.timeout, cwd=a.workdir)  # its repro.py lands there
     detect_s = time.perf_counter() - t0
     launchers = sorted(glob.glob(os.path.join(a.workdir, "**", "minifier_launcher.py"), recursive=True))
     out = {"blocks": a.blocks, "detect_s": detect_s, "detected": "DETECTED" in d.stdout, "launcher": bool(launchers)}
