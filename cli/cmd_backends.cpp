@@ -13,13 +13,19 @@ namespace {
 void AddDynamoBackends(nlohmann::json& list) {
   auto resp = verifier::AskWorker({{"cmd", "list_backends"}});
   if (!resp.ok()) {
-    list.push_back({{"name", "torch_compile:<name>"}, {"kind", "python worker"}, {"available", false},
-                    {"why", "cannot list the worker's dynamo backends: " + resp.error().message}, {"description", ""}});
+    list.push_back({{"name", "torch_compile:<name>"},
+                    {"kind", "python worker"},
+                    {"available", false},
+                    {"why", "cannot list the worker's dynamo backends: " + resp.error().message},
+                    {"description", ""}});
     return;
   }
   for (const auto& b : (*resp)["backends"])
-    list.push_back({{"name", "torch_compile:" + b.get<std::string>()}, {"kind", "python worker"}, {"available", true},
-                    {"why", ""}, {"description", "dynamo backend \"" + b.get<std::string>() + "\" registered in the worker's torch"}});
+    list.push_back({{"name", "torch_compile:" + b.get<std::string>()},
+                    {"kind", "python worker"},
+                    {"available", true},
+                    {"why", ""},
+                    {"description", "dynamo backend \"" + b.get<std::string>() + "\" registered in the worker's torch"}});
 }
 
 int RunBackends(bool as_json) {
@@ -29,7 +35,10 @@ int RunBackends(bool as_json) {
     if (name.find('<') != std::string::npos) name = name.substr(0, name.find('<')) + "inductor";  // a probe instance
     auto b = verifier::MakeBackend(name);
     verifier::Availability a = b.ok() ? (*b)->Available() : verifier::Availability{false, b.error().message};
-    list.push_back({{"name", info.name}, {"kind", info.kind}, {"available", a.available}, {"why", a.why},
+    list.push_back({{"name", info.name},
+                    {"kind", info.kind},
+                    {"available", a.available},
+                    {"why", a.why},
                     {"description", info.description}});
   }
   AddDynamoBackends(list);

@@ -39,7 +39,7 @@ int RunMinify(const MinifyArgs& a) {
   o.majority = a.majority;
   o.stage_bisect = !a.no_stage_bisect;
   o.check_command = a.check;
-  std::cout << std::unitbuf;  // progress lines appear as they happen (and survive a crash)
+  std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
   Unwrap(minifier::Minify(o, std::cout));  // a failure to reproduce is an error (exit 1)
   return 0;
 }

@@ -87,8 +87,8 @@ struct ReproShowArgs {
 int RunReproShow(const ReproShowArgs& a) {
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
   const Manifest& m = repro.manifest();
-  std::cout << "# model " << m.model << " (" << m.mode << ", " << m.dtype << ", " << m.device << "), torch "
-            << m.torch_version << ", " << m.producer << "\n";
+  std::cout << "# model " << m.model << " (" << m.mode << ", " << m.dtype << ", " << m.device << "), torch " << m.torch_version
+            << ", " << m.producer << "\n";
   if (m.backend) std::cout << "# backend " << *m.backend << " " << m.backend_options.dump() << "\n";
   if (!m.failure.is_null()) std::cout << "# failure " << m.failure.dump() << "\n";
   for (const GraphEntry& g : repro.graphs()) std::cout << ir::GraphToText(g.graph, a.stack_traces);
@@ -104,8 +104,9 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   auto run_args = std::make_shared<ReproRunArgs>();
   CLI::App* run = repro->add_subcommand("run", "Run a repro dir and compare with the outputs stored at capture");
   run->add_option("dir", run_args->dir, "repro dir")->required();
-  run->add_option("--backend", run_args->backend,
-                  "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
+  run->add_option(
+      "--backend", run_args->backend,
+      "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
   run->add_option("--backend-option", run_args->backend_options, "KEY=VALUE (default: the manifest's, for its backend)");
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
   run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ...");

@@ -43,7 +43,6 @@ int RunVerify(const VerifyArgs& a) {
   return summary.failed > 0 ? 1 : 0;
 }
 
-
 }  // namespace
 
 void set_verify_command(CLI::App& app, int& exit_code) {
@@ -54,7 +53,8 @@ void set_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", a->backends, "backend(s) (parity backends); default inductor");
   cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE passed to the backend (inductor: config keys)");
   cmd->add_option("--test", a->tests, "eval and/or train (default eval)");
-  cmd->add_option("--dtype", a->dtypes, "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32)");
+  cmd->add_option("--dtype", a->dtypes,
+                  "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32)");
   cmd->add_option("--device", a->device, "cpu or cuda (default cpu)");
   cmd->add_option("--batch-size", a->batch_size, "batch size (default: the model's)");
   cmd->add_option("--repeat", a->repeat, "timed repetitions (default 1)");

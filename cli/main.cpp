@@ -21,10 +21,10 @@ void Where(const char* what, void* p) {
   char buf[512];
   int n;
   if (p && ::dladdr(p, &info) && info.dli_fname)
-    n = std::snprintf(buf, sizeof buf, "  %s %p = %s(%s+0x%lx) [%s+0x%lx]\n", what, p, info.dli_fname,
-                      info.dli_sname ? info.dli_sname : "?",
-                      static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_saddr ? info.dli_saddr : info.dli_fbase)),
-                      info.dli_fname, static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_fbase)));
+    n = std::snprintf(
+        buf, sizeof buf, "  %s %p = %s(%s+0x%lx) [%s+0x%lx]\n", what, p, info.dli_fname, info.dli_sname ? info.dli_sname : "?",
+        static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_saddr ? info.dli_saddr : info.dli_fbase)),
+        info.dli_fname, static_cast<unsigned long>(static_cast<char*>(p) - static_cast<char*>(info.dli_fbase)));
   else
     n = std::snprintf(buf, sizeof buf, "  %s %p\n", what, p);
   (void)!::write(2, buf, static_cast<size_t>(n));

@@ -2,7 +2,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

@@ -54,7 +54,8 @@ Expected<FileComparison> CompareFiles(const std::filesystem::path& ref_path, con
     if (!ref_names.count(info.name))
       return Error::BadInput(res_path.string() + ": tensor \"" + info.name + "\" is not in " + ref_path.string());
   for (const auto& [name, tol] : options.tol_overrides)
-    if (!ref_names.count(name)) return Error::BadInput("--tol-override: no tensor named \"" + name + "\" in " + ref_path.string());
+    if (!ref_names.count(name))
+      return Error::BadInput("--tol-override: no tensor named \"" + name + "\" in " + ref_path.string());
 
   FileComparison out;
   for (const auto& info : ref.tensors()) {
@@ -84,23 +85,21 @@ nlohmann::json FileComparison::ToJson() const {
 std::string VerdictTable(const std::vector<std::pair<std::string, Verdict>>& rows) {
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof line, "%-32s %-5s %-16s %10s %10s %10s %10s %10s\n", "output", "ok", "rule", "max_abs",
-                "max_rel", "mismatch", "rmse_ref", "rmse_res");
+  std::snprintf(line, sizeof line, "%-32s %-5s %-16s %10s %10s %10s %10s %10s\n", "output", "ok", "rule", "max_abs", "max_rel",
+                "mismatch", "rmse_ref", "rmse_res");
   os << line;
   for (const auto& [name, v] : rows) {
     const TensorStats s = v.stats.value_or(TensorStats{});
     std::string shown = name.size() > 32 ? "..." + name.substr(name.size() - 29) : name;
-    std::snprintf(line, sizeof line, "%-32s %-5s %-16s %10s %10s %10lld %10s %10s\n", shown.c_str(),
-                  v.pass ? "PASS" : "FAIL", ToString(v.rule), Num(s.max_abs_err).c_str(), Num(s.max_rel_err).c_str(),
-                  static_cast<long long>(s.mismatches), Num(s.rmse_ref_vs_fp64).c_str(), Num(s.rmse_res_vs_fp64).c_str());
+    std::snprintf(line, sizeof line, "%-32s %-5s %-16s %10s %10s %10lld %10s %10s\n", shown.c_str(), v.pass ? "PASS" : "FAIL",
+                  ToString(v.rule), Num(s.max_abs_err).c_str(), Num(s.max_rel_err).c_str(), static_cast<long long>(s.mismatches),
+                  Num(s.rmse_ref_vs_fp64).c_str(), Num(s.rmse_res_vs_fp64).c_str());
     os << line;
     if (!v.pass && !v.message.empty()) os << "    " << v.message << "\n";
   }
   return os.str();
 }
 
-std::string FileComparison::ToText() const {
-  return VerdictTable(tensors) + (pass ? "PASS\n" : "FAIL\n");
-}
+std::string FileComparison::ToText() const { return VerdictTable(tensors) + (pass ? "PASS\n" : "FAIL\n"); }
 
 }  // namespace parity::compare

@@ -66,9 +66,12 @@ bool Allclose(const at::Tensor& a, const at::Tensor& b, double tol, bool equal_n
 double RmseMultiplier(const at::Tensor& ref, const at::Tensor& res, int64_t fp64_numel, const SameOptions& o) {
   if (o.force_max_multiplier) return 10.0;
   double m = (res.scalar_type() == at::kHalf || res.scalar_type() == at::kBFloat16) ? 3.0 : 2.0;
-  if (o.use_larger_multiplier_for_smaller_tensor && fp64_numel <= 10) m = 10.0;
-  else if (o.use_larger_multiplier_for_smaller_tensor && fp64_numel <= 500) m = 8.0;
-  else if (fp64_numel < 1000 || (ref.dim() == 4 && ref.size(-1) == 1 && ref.size(-2) == 1) || o.tol >= 2 * 1e-2) m = 3.0;
+  if (o.use_larger_multiplier_for_smaller_tensor && fp64_numel <= 10)
+    m = 10.0;
+  else if (o.use_larger_multiplier_for_smaller_tensor && fp64_numel <= 500)
+    m = 8.0;
+  else if (fp64_numel < 1000 || (ref.dim() == 4 && ref.size(-1) == 1 && ref.size(-2) == 1) || o.tol >= 2 * 1e-2)
+    m = 3.0;
   return m;
 }
 
@@ -101,8 +104,8 @@ Verdict SameTensor(const at::Tensor& ref_in, const at::Tensor& res_in, const std
 
   if (o.exact_dtype) {
     if (ref.scalar_type() != res.scalar_type())
-      return fail(Rule::kDtypeMismatch, std::string("dtype mismatch ") + c10::toString(ref.scalar_type()) + ", " +
-                                            c10::toString(res.scalar_type()));
+      return fail(Rule::kDtypeMismatch,
+                  std::string("dtype mismatch ") + c10::toString(ref.scalar_type()) + ", " + c10::toString(res.scalar_type()));
     if (ref.scalar_type() == at::kBool) {
       if (o.ignore_non_fp) return pass(Rule::kBoolIgnored);
       if (o.use_iou_for_bool) {
@@ -184,10 +187,10 @@ struct Walker {
     if (IsSeq(ref)) {
       if (!IsSeq(res)) return Structure(path, "type mismatch: ref is a sequence, res is " + res.tagKind());
       auto a = Items(ref), b = Items(res);
-      if (a.size() != b.size()) return Structure(path, "Length mismatch: " + std::to_string(a.size()) + " vs " + std::to_string(b.size()));
+      if (a.size() != b.size())
+        return Structure(path, "Length mismatch: " + std::to_string(a.size()) + " vs " + std::to_string(b.size()));
       std::vector<c10::IValue> f = IsSeq(fp64) ? Items(fp64) : std::vector<c10::IValue>();
-      for (size_t k = 0; k < a.size(); ++k)
-        Visit(a[k], b[k], k < f.size() ? f[k] : a[k], path + "[" + std::to_string(k) + "]");
+      for (size_t k = 0; k < a.size(); ++k) Visit(a[k], b[k], k < f.size() ? f[k] : a[k], path + "[" + std::to_string(k) + "]");
       return;
     }
     if (ref.isGenericDict()) {
@@ -209,8 +212,10 @@ struct Walker {
       if (!res.isTensor() && !res.isDouble()) return Structure(path, "type mismatch: ref is a tensor, res is " + res.tagKind());
       at::Tensor b = res.isTensor() ? res.toTensor() : FloatTensor(res.toDouble());
       std::optional<at::Tensor> f;
-      if (fp64.isTensor()) f = fp64.toTensor();
-      else if (fp64.isDouble()) f = FloatTensor(fp64.toDouble());
+      if (fp64.isTensor())
+        f = fp64.toTensor();
+      else if (fp64.isDouble())
+        f = FloatTensor(fp64.toDouble());
       return Leaf(SameTensor(a, b, f, o), path);
     }
     // int, bool, str, None, device: equality.

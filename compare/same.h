@@ -38,17 +38,30 @@ struct SameOptions {
 
 // Which rule decided a tensor's verdict.
 enum class Rule {
-  kDtypeMismatch, kShapeMismatch, kBoolIgnored, kBoolIou, kBoolAllclose, kCosineAllclose, kCosine, kAllclose,
-  kNanEscape, kRmse, kRmseNanEqual, kIgnoredNonFp, kAllcloseFailed, kEquality, kStructure,
+  kDtypeMismatch,
+  kShapeMismatch,
+  kBoolIgnored,
+  kBoolIou,
+  kBoolAllclose,
+  kCosineAllclose,
+  kCosine,
+  kAllclose,
+  kNanEscape,
+  kRmse,
+  kRmseNanEqual,
+  kIgnoredNonFp,
+  kAllcloseFailed,
+  kEquality,
+  kStructure,
 };
 const char* ToString(Rule r);
 
 struct Verdict {
-  std::string path;        // "" for the root, "[1]", "['logits']", ...
+  std::string path;  // "" for the root, "[1]", "['logits']", ...
   bool pass = false;
   Rule rule = Rule::kAllclose;
-  std::string message;     // the reason in words, as same() would log it
-  double multiplier = 0.0; // RMSE rule only
+  std::string message;      // the reason in words, as same() would log it
+  double multiplier = 0.0;  // RMSE rule only
   std::optional<TensorStats> stats;
   nlohmann::json ToJson() const;
 };

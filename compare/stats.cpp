@@ -33,8 +33,8 @@ int64_t FindIn(int64_t start, int64_t n, double target, F&& metric) {
 }
 
 template <typename A, typename B>
-void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool equal_nan, TensorStats& s,
-            double& sq_ref_fp64, double& sq_res_fp64, double& dot, double& nref, double& nres) {
+void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool equal_nan, TensorStats& s, double& sq_ref_fp64,
+            double& sq_res_fp64, double& dot, double& nref, double& nres) {
   const int64_t nblocks = (n + kBlock - 1) / kBlock;
   constexpr int64_t kBlocksPerChunk = 16;
   const int64_t nchunks = (nblocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
@@ -44,8 +44,10 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
       Partial& p = parts[c];
       for (int64_t blk = c * kBlocksPerChunk; blk < std::min(nblocks, (c + 1) * kBlocksPerChunk); ++blk) {
         const int64_t start = blk * kBlock;
-        if (f) detail::StreamBlock<A, B, true>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
-        else detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
+        if (f)
+          detail::StreamBlock<A, B, true>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
+        else
+          detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
       }
     }
   });
@@ -61,8 +63,14 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
     t.res_nan += p.res_nan;
     t.ref_inf += p.ref_inf;
     t.res_inf += p.res_inf;
-    if (p.max_abs > t.max_abs) { t.max_abs = p.max_abs; t.max_abs_block = p.max_abs_block; }
-    if (p.max_rel > t.max_rel) { t.max_rel = p.max_rel; t.max_rel_block = p.max_rel_block; }
+    if (p.max_abs > t.max_abs) {
+      t.max_abs = p.max_abs;
+      t.max_abs_block = p.max_abs_block;
+    }
+    if (p.max_rel > t.max_rel) {
+      t.max_rel = p.max_rel;
+      t.max_rel_block = p.max_rel_block;
+    }
   }
   sq_ref_fp64 = t.sq_ref_fp64;
   sq_res_fp64 = t.sq_res_fp64;
@@ -100,8 +108,8 @@ at::Tensor AsStreamable(const at::Tensor& t) {
   return c.contiguous();
 }
 
-TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std::optional<at::Tensor>& fp64_ref,
-                         double tol, bool equal_nan) {
+TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std::optional<at::Tensor>& fp64_ref, double tol,
+                         bool equal_nan) {
   TensorStats s;
   s.numel = ref.numel();
   if (ref.numel() != res.numel()) return s;
@@ -114,10 +122,14 @@ TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std
   double sq_ref = 0, sq_res = 0, dot = 0, nref = 0, nres = 0;
   const int64_t n = a.numel();
   const bool af = a.scalar_type() == at::kFloat, bf = b.scalar_type() == at::kFloat;
-  if (af && bf) Stream(a.const_data_ptr<float>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
-  else if (af) Stream(a.const_data_ptr<float>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
-  else if (bf) Stream(a.const_data_ptr<double>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
-  else Stream(a.const_data_ptr<double>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  if (af && bf)
+    Stream(a.const_data_ptr<float>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else if (af)
+    Stream(a.const_data_ptr<float>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else if (bf)
+    Stream(a.const_data_ptr<double>(), b.const_data_ptr<float>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
+  else
+    Stream(a.const_data_ptr<double>(), b.const_data_ptr<double>(), fp, n, tol, equal_nan, s, sq_ref, sq_res, dot, nref, nres);
   if (fp && n > 0) {
     s.rmse_ref_vs_fp64 = std::sqrt(sq_ref / static_cast<double>(n));
     s.rmse_res_vs_fp64 = std::sqrt(sq_res / static_cast<double>(n));

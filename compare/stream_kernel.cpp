@@ -77,7 +77,7 @@ void StreamBlock(const A* __restrict a, const B* __restrict b, const double* __r
   }
 }
 
-#define PARITY_INSTANTIATE(A, B)                                                                              \
+#define PARITY_INSTANTIATE(A, B)                                                                                      \
   template void StreamBlock<A, B, true>(const A*, const B*, const double*, int64_t, int64_t, double, bool, Partial&); \
   template void StreamBlock<A, B, false>(const A*, const B*, const double*, int64_t, int64_t, double, bool, Partial&);
 PARITY_INSTANTIATE(float, float)

@@ -41,8 +41,8 @@ struct RunOptions {
 };
 
 struct RunResult {
-  std::vector<c10::IValue> outputs;                       // in output order
-  std::unordered_map<std::string, c10::IValue> values;    // recorded node values
+  std::vector<c10::IValue> outputs;                     // in output order
+  std::unordered_map<std::string, c10::IValue> values;  // recorded node values
 };
 
 class Program {
@@ -56,8 +56,7 @@ class Program {
   ~Program();
 
   // `inputs`: placeholder name -> tensor; `attrs`: get_attr target -> tensor.
-  [[nodiscard]] Expected<RunResult> Run(const TensorMap& inputs, const TensorMap& attrs,
-                                        const RunOptions& options = {}) const;
+  [[nodiscard]] Expected<RunResult> Run(const TensorMap& inputs, const TensorMap& attrs, const RunOptions& options = {}) const;
 
   const ir::Graph& graph() const;
   size_t num_ops() const;

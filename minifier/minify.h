@@ -21,23 +21,23 @@ namespace parity::minifier {
 
 struct MinifyOptions {
   std::filesystem::path repro_dir;
-  std::filesystem::path out_dir;            // default <repro_dir>-minify
-  std::optional<std::string> backend;       // default: the manifest's
+  std::filesystem::path out_dir;       // default <repro_dir>-minify
+  std::optional<std::string> backend;  // default: the manifest's
   std::optional<nlohmann::json> backend_options;
-  std::string device;                       // default: the manifest's
-  std::optional<double> tol;                // default: the manifest's failure tol, else the suite's
-  bool strict = false;                      // accuracy: count bool/int divergence too
+  std::string device;         // default: the manifest's
+  std::optional<double> tol;  // default: the manifest's failure tol, else the suite's
+  bool strict = false;        // accuracy: count bool/int divergence too
   int jobs = 1;
   int timeout_s = 600;
-  int confirm_runs = 3;                     // runs of the original before reducing
-  bool majority = false;                    // accept a flaky original that fails in most runs
+  int confirm_runs = 3;   // runs of the original before reducing
+  bool majority = false;  // accept a flaky original that fails in most runs
   bool stage_bisect = true;
-  std::string check_command;                // --check
+  std::string check_command;  // --check
   std::filesystem::path cache_dir;
 };
 
 struct MinifyResult {
-  nlohmann::json summary;                   // also written to OUT/summary.json
+  nlohmann::json summary;  // also written to OUT/summary.json
 };
 
 [[nodiscard]] Expected<MinifyResult> Minify(const MinifyOptions& options, std::ostream& log);

@@ -18,12 +18,24 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   const ir::Graph& g = *s.current;
   json culprits = json::array();
   for (const ir::Node* n : g.ops()) culprits.push_back(NodeInfo(n));
-  json j = {{"source", s.source}, {"backend", s.base.backend}, {"backend_options", s.base.backend_options},
-            {"tol", verifier::EffectiveTolerance(s.base)}, {"strict", ctx.options.strict}, {"confirm", s.confirm},
-            {"signature", s.original.ToJson()}, {"graph", entry.name}, {"nodes_before", entry.graph.size()},
-            {"ops_before", entry.graph.ops().size()}, {"nodes_after", g.size()}, {"ops_after", g.ops().size()},
-            {"culprit_ops", culprits}, {"backend_runs", s.backend_runs + ctx.test_runs}, {"cache_hits", ctx.cache_hits},
-            {"passes", s.passes}, {"minified_dir", fs::absolute(minified).string()}, {"graph_text", ir::GraphToText(g)}};
+  json j = {{"source", s.source},
+            {"backend", s.base.backend},
+            {"backend_options", s.base.backend_options},
+            {"tol", verifier::EffectiveTolerance(s.base)},
+            {"strict", ctx.options.strict},
+            {"confirm", s.confirm},
+            {"signature", s.original.ToJson()},
+            {"graph", entry.name},
+            {"nodes_before", entry.graph.size()},
+            {"ops_before", entry.graph.ops().size()},
+            {"nodes_after", g.size()},
+            {"ops_after", g.ops().size()},
+            {"culprit_ops", culprits},
+            {"backend_runs", s.backend_runs + ctx.test_runs},
+            {"cache_hits", ctx.cache_hits},
+            {"passes", s.passes},
+            {"minified_dir", fs::absolute(minified).string()},
+            {"graph_text", ir::GraphToText(g)}};
   if (!s.stages.is_null()) {
     j["stages"] = s.stages;
     j["first_failing_stage"] = s.first_failing_stage;
@@ -37,15 +49,17 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
 // Python copy of the comparison rules.
 Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
   PARITY_ASSIGN_OR_RETURN(verifier::BackendInfo info, verifier::FindBackend(s.base.backend));
-  PARITY_RETURN_IF_ERROR(ctx.ask({{"cmd", "repro_script"}, {"repro", fs::absolute(minified).string()},
-                                  {"dynamo_backend", info.dynamo}, {"out", fs::absolute(minified / "repro.py").string()}}));
+  PARITY_RETURN_IF_ERROR(ctx.ask({{"cmd", "repro_script"},
+                                  {"repro", fs::absolute(minified).string()},
+                                  {"dynamo_backend", info.dynamo},
+                                  {"out", fs::absolute(minified / "repro.py").string()}}));
   return Status::Ok();
 }
 
 void Report(const json& summary, const ReductionState& s, const fs::path& minified, std::ostream& log) {
-  log << "\nminified " << summary["graph"].get<std::string>() << ": " << summary["ops_before"] << " ops -> " << summary["ops_after"]
-      << " ops, " << summary["backend_runs"] << " backend runs, " << static_cast<int>(summary["wall_time_s"].get<double>())
-      << " s\n"
+  log << "\nminified " << summary["graph"].get<std::string>() << ": " << summary["ops_before"] << " ops -> "
+      << summary["ops_after"] << " ops, " << summary["backend_runs"] << " backend runs, "
+      << static_cast<int>(summary["wall_time_s"].get<double>()) << " s\n"
       << summary["graph_text"].get<std::string>();
   for (const ir::Node* n : s.current->ops())
     if (!n->stack_trace.empty()) log << "%" << n->name() << " comes from:\n" << n->stack_trace << "\n";

@@ -16,7 +16,7 @@ namespace parity::minifier {
 struct OutputContext {
   const ReproDir& repro;
   const MinifyOptions& options;
-  const CandidateWriter& writer;   // of the graph reduced
+  const CandidateWriter& writer;  // of the graph reduced
   std::filesystem::path out;
   // Asks the Python worker (the repro.py request).
   std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;

@@ -7,12 +7,13 @@ nlohmann::json NodeInfo(const ir::Node* n) {
 }
 
 nlohmann::json ReductionState::ToJson() const {
-  return {{"source", source}, {"backend", base.backend}, {"signature", original.ToJson()}, {"confirm", confirm},
-          {"stages", stages}, {"first_failing_stage", first_failing_stage}, {"graph_index", graph_index},
-          {"culprit", culprit}, {"passes", passes}};
+  return {{"source", source},           {"backend", base.backend}, {"signature", original.ToJson()},
+          {"confirm", confirm},         {"stages", stages},        {"first_failing_stage", first_failing_stage},
+          {"graph_index", graph_index}, {"culprit", culprit},      {"passes", passes}};
 }
 
-std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, const std::string& source, const std::string& backend) {
+std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, const std::string& source,
+                                                       const std::string& backend) {
   if (!j.is_object() || j.value("source", std::string()) != source || j.value("backend", std::string()) != backend ||
       !j.contains("signature"))
     return std::nullopt;

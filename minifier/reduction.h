@@ -20,16 +20,16 @@
 namespace parity::minifier {
 
 struct ReductionState {
-  std::string source;                      // the original repro dir, absolute
-  verifier::ExperimentSpec base;           // backend, options, test, device, tol, ...
+  std::string source;             // the original repro dir, absolute
+  verifier::ExperimentSpec base;  // backend, options, test, device, tol, ...
   Signature original;
   nlohmann::json confirm = {{"runs", 0}, {"failing", 0}};
-  nlohmann::json stages;                   // stage bisection's table (null: not run)
+  nlohmann::json stages;  // stage bisection's table (null: not run)
   std::string first_failing_stage;
-  size_t graph_index = 0;                  // the graph being reduced
-  std::optional<ir::Graph> current;        // set once the graph is chosen
-  nlohmann::json culprit;                  // node bisection's first failing node (null: none)
-  int backend_runs = 0;                    // this run's runs outside the reduction tests (not saved)
+  size_t graph_index = 0;            // the graph being reduced
+  std::optional<ir::Graph> current;  // set once the graph is chosen
+  nlohmann::json culprit;            // node bisection's first failing node (null: none)
+  int backend_runs = 0;              // this run's runs outside the reduction tests (not saved)
   nlohmann::json passes = nlohmann::json::array();
 
   // The checkpoint's state.json (the graph is saved beside it as a repro dir).

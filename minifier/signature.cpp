@@ -53,7 +53,8 @@ Signature Signature::FromResult(const verifier::ExperimentResult& r) {
       s.message = NormalizeMessage(r.error);
       break;
     case Code::kVerifierDidntRun:
-      if (r.timed_out) s.kind = FailureKind::kTimeout;
+      if (r.timed_out)
+        s.kind = FailureKind::kTimeout;
       else if (r.signal != 0) {
         s.kind = FailureKind::kCrash;
         s.signal = r.signal;
@@ -90,11 +91,16 @@ Expected<Signature> Signature::FromJson(const nlohmann::json& j) {
     return Error::BadInput("failure signature: field \"kind\" is missing or not a string");
   Signature s;
   const std::string k = j["kind"];
-  if (k == "accuracy") s.kind = FailureKind::kAccuracy;
-  else if (k == "exception") s.kind = FailureKind::kException;
-  else if (k == "crash") s.kind = FailureKind::kCrash;
-  else if (k == "timeout") s.kind = FailureKind::kTimeout;
-  else return Error::BadInput("failure signature: field \"kind\" is \"" + k + "\", expected accuracy, exception, crash or timeout");
+  if (k == "accuracy")
+    s.kind = FailureKind::kAccuracy;
+  else if (k == "exception")
+    s.kind = FailureKind::kException;
+  else if (k == "crash")
+    s.kind = FailureKind::kCrash;
+  else if (k == "timeout")
+    s.kind = FailureKind::kTimeout;
+  else
+    return Error::BadInput("failure signature: field \"kind\" is \"" + k + "\", expected accuracy, exception, crash or timeout");
   s.exception_type = j.value("exception_type", std::string());
   s.message = j.value("message", std::string());
   s.signal = j.value("signal", 0);

@@ -54,12 +54,10 @@ Node* Graph::Append(NodeKind kind, std::string name, std::string target) {
 }
 
 Node* Graph::InsertPlaceholder(std::string name) {
-  auto pos = std::find_if(nodes_.begin(), nodes_.end(), [](const std::unique_ptr<Node>& n) {
-    return n->kind() != NodeKind::kPlaceholder;
-  });
+  auto pos = std::find_if(nodes_.begin(), nodes_.end(),
+                          [](const std::unique_ptr<Node>& n) { return n->kind() != NodeKind::kPlaceholder; });
   std::string target = name;
-  auto it = nodes_.insert(pos, std::unique_ptr<Node>(new Node(NodeKind::kPlaceholder, std::move(name),
-                                                               std::move(target))));
+  auto it = nodes_.insert(pos, std::unique_ptr<Node>(new Node(NodeKind::kPlaceholder, std::move(name), std::move(target))));
   Node* n = it->get();
   by_name_[n->name()] = n;
   Reindex();
@@ -140,8 +138,7 @@ Status Graph::Lint() const {
     }
     if ((n->kind() == NodeKind::kCallFunction || n->kind() == NodeKind::kGetAttr) && n->target().empty())
       return Error::BadInput(nw + ": empty target");
-    if (n->kind() != NodeKind::kCallFunction && n->kind() != NodeKind::kOutput &&
-        (!n->args.empty() || !n->kwargs.empty()))
+    if (n->kind() != NodeKind::kCallFunction && n->kind() != NodeKind::kOutput && (!n->args.empty() || !n->kwargs.empty()))
       return Error::BadInput(nw + ": a " + std::string(ToString(n->kind())) + " node takes no arguments");
     for (const Node* in : n->Inputs()) {
       if (in == nullptr) return Error::BadInput(nw + ": null reference");
@@ -193,9 +190,9 @@ Graph Graph::Clone() const {
 void Graph::Erase(const std::set<const Node*>& doomed) {
   if (doomed.empty()) return;
   for (const Node* n : doomed) by_name_.erase(n->name());
-  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
-                              [&](const std::unique_ptr<Node>& n) { return doomed.count(n.get()) != 0; }),
-               nodes_.end());
+  nodes_.erase(
+      std::remove_if(nodes_.begin(), nodes_.end(), [&](const std::unique_ptr<Node>& n) { return doomed.count(n.get()) != 0; }),
+      nodes_.end());
   Reindex();
 }
 
@@ -203,8 +200,7 @@ void Graph::EliminateDeadCode() {
   std::unordered_set<const Node*> live;
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
     const Node* n = it->get();
-    bool keep = n->kind() == NodeKind::kOutput || n->kind() == NodeKind::kPlaceholder || n->HasSideEffects() ||
-                live.count(n);
+    bool keep = n->kind() == NodeKind::kOutput || n->kind() == NodeKind::kPlaceholder || n->HasSideEffects() || live.count(n);
     if (!keep) continue;
     live.insert(n);
     for (const Node* in : n->Inputs()) live.insert(in);
@@ -234,8 +230,7 @@ Status Graph::SetOutputs(const std::vector<std::string>& outputs) {
   std::vector<Arg> refs;
   for (const auto& name : outputs) {
     Node* n = Find(name);
-    if (!n || n->kind() == NodeKind::kOutput)
-      return Error::BadInput("graph \"" + name_ + "\": no value named \"" + name + "\"");
+    if (!n || n->kind() == NodeKind::kOutput) return Error::BadInput("graph \"" + name_ + "\": no value named \"" + name + "\"");
     refs.push_back(Arg::Ref(n));
   }
   Node* out = output();
@@ -247,8 +242,14 @@ Status Graph::SetOutputs(const std::vector<std::string>& outputs) {
 
 void Graph::ReplaceAllUses(Node* from, Node* to) {
   for (auto& n : nodes_) {
-    for (auto& a : n->args) a.ForEachRefMut([&](Node*& r) { if (r == from) r = to; });
-    for (auto& kv : n->kwargs) kv.second.ForEachRefMut([&](Node*& r) { if (r == from) r = to; });
+    for (auto& a : n->args)
+      a.ForEachRefMut([&](Node*& r) {
+        if (r == from) r = to;
+      });
+    for (auto& kv : n->kwargs)
+      kv.second.ForEachRefMut([&](Node*& r) {
+        if (r == from) r = to;
+      });
   }
 }
 
@@ -289,7 +290,8 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
     if (n && !kept(n) && in_boundary.insert(n).second) boundary.push_back(n);
   }
   for (const auto& n : nodes_)
-    if (n->kind() == NodeKind::kPlaceholder && kept(n.get())) map[n.get()] = g.Append(NodeKind::kPlaceholder, n->name(), n->target());
+    if (n->kind() == NodeKind::kPlaceholder && kept(n.get()))
+      map[n.get()] = g.Append(NodeKind::kPlaceholder, n->name(), n->target());
   std::sort(boundary.begin(), boundary.end(), [](const Node* a, const Node* b) { return a->index() < b->index(); });
   for (const Node* b : boundary) {
     Node* p = g.Append(NodeKind::kPlaceholder, b->name(), b->name());

@@ -45,16 +45,66 @@ struct Arg {
   c10::MemoryFormat memory_format = c10::MemoryFormat::Contiguous;
 
   static Arg None() { return {}; }
-  static Arg Bool(bool v) { Arg a; a.kind = Kind::kBool; a.b = v; return a; }
-  static Arg Int(int64_t v) { Arg a; a.kind = Kind::kInt; a.i = v; return a; }
-  static Arg Float(double v) { Arg a; a.kind = Kind::kFloat; a.f = v; return a; }
-  static Arg String(std::string v) { Arg a; a.kind = Kind::kString; a.s = std::move(v); return a; }
-  static Arg Ref(Node* n) { Arg a; a.kind = Kind::kNode; a.node = n; return a; }
-  static Arg List(std::vector<Arg> v) { Arg a; a.kind = Kind::kList; a.list = std::move(v); return a; }
-  static Arg Dtype(c10::ScalarType t) { Arg a; a.kind = Kind::kDtype; a.dtype = t; return a; }
-  static Arg DeviceArg(c10::Device d) { Arg a; a.kind = Kind::kDevice; a.device = d; return a; }
-  static Arg LayoutArg(c10::Layout l) { Arg a; a.kind = Kind::kLayout; a.layout = l; return a; }
-  static Arg MemoryFormatArg(c10::MemoryFormat m) { Arg a; a.kind = Kind::kMemoryFormat; a.memory_format = m; return a; }
+  static Arg Bool(bool v) {
+    Arg a;
+    a.kind = Kind::kBool;
+    a.b = v;
+    return a;
+  }
+  static Arg Int(int64_t v) {
+    Arg a;
+    a.kind = Kind::kInt;
+    a.i = v;
+    return a;
+  }
+  static Arg Float(double v) {
+    Arg a;
+    a.kind = Kind::kFloat;
+    a.f = v;
+    return a;
+  }
+  static Arg String(std::string v) {
+    Arg a;
+    a.kind = Kind::kString;
+    a.s = std::move(v);
+    return a;
+  }
+  static Arg Ref(Node* n) {
+    Arg a;
+    a.kind = Kind::kNode;
+    a.node = n;
+    return a;
+  }
+  static Arg List(std::vector<Arg> v) {
+    Arg a;
+    a.kind = Kind::kList;
+    a.list = std::move(v);
+    return a;
+  }
+  static Arg Dtype(c10::ScalarType t) {
+    Arg a;
+    a.kind = Kind::kDtype;
+    a.dtype = t;
+    return a;
+  }
+  static Arg DeviceArg(c10::Device d) {
+    Arg a;
+    a.kind = Kind::kDevice;
+    a.device = d;
+    return a;
+  }
+  static Arg LayoutArg(c10::Layout l) {
+    Arg a;
+    a.kind = Kind::kLayout;
+    a.layout = l;
+    return a;
+  }
+  static Arg MemoryFormatArg(c10::MemoryFormat m) {
+    Arg a;
+    a.kind = Kind::kMemoryFormat;
+    a.memory_format = m;
+    return a;
+  }
 
   // Calls f(Node*) for every node reference in the tree.
   template <typename F>
@@ -107,8 +157,7 @@ class Node {
 
  private:
   friend class Graph;
-  Node(NodeKind kind, std::string name, std::string target)
-      : kind_(kind), name_(std::move(name)), target_(std::move(target)) {}
+  Node(NodeKind kind, std::string name, std::string target) : kind_(kind), name_(std::move(name)), target_(std::move(target)) {}
   NodeKind kind_;
   std::string name_;
   std::string target_;
@@ -162,8 +211,7 @@ class Graph {
   [[nodiscard]] Expected<Graph> Prefix(size_t last, const std::vector<std::string>& outputs) const;
   // The subgraph made of the nodes named in `keep`, returning `outputs`; any value read from a
   // node outside `keep` becomes a placeholder of the same name.
-  [[nodiscard]] Expected<Graph> Extract(const std::set<std::string>& keep,
-                                        const std::vector<std::string>& outputs) const;
+  [[nodiscard]] Expected<Graph> Extract(const std::set<std::string>& keep, const std::vector<std::string>& outputs) const;
   // Replaces the output list by references to `outputs`.
   [[nodiscard]] Status SetOutputs(const std::vector<std::string>& outputs);
   // Replaces every use of `from` by `to`.

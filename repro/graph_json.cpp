@@ -16,13 +16,20 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypeNames[] = {
-    {"float32", "f32", c10::ScalarType::Float},      {"float64", "f64", c10::ScalarType::Double},
-    {"float16", "f16", c10::ScalarType::Half},       {"bfloat16", "bf16", c10::ScalarType::BFloat16},
-    {"int64", "i64", c10::ScalarType::Long},         {"int32", "i32", c10::ScalarType::Int},
-    {"int16", "i16", c10::ScalarType::Short},        {"int8", "i8", c10::ScalarType::Char},
-    {"uint8", "u8", c10::ScalarType::Byte},          {"uint16", "u16", c10::ScalarType::UInt16},
-    {"uint32", "u32", c10::ScalarType::UInt32},      {"uint64", "u64", c10::ScalarType::UInt64},
-    {"bool", "b8", c10::ScalarType::Bool},           {"complex64", "c64", c10::ScalarType::ComplexFloat},
+    {"float32", "f32", c10::ScalarType::Float},
+    {"float64", "f64", c10::ScalarType::Double},
+    {"float16", "f16", c10::ScalarType::Half},
+    {"bfloat16", "bf16", c10::ScalarType::BFloat16},
+    {"int64", "i64", c10::ScalarType::Long},
+    {"int32", "i32", c10::ScalarType::Int},
+    {"int16", "i16", c10::ScalarType::Short},
+    {"int8", "i8", c10::ScalarType::Char},
+    {"uint8", "u8", c10::ScalarType::Byte},
+    {"uint16", "u16", c10::ScalarType::UInt16},
+    {"uint32", "u32", c10::ScalarType::UInt32},
+    {"uint64", "u64", c10::ScalarType::UInt64},
+    {"bool", "b8", c10::ScalarType::Bool},
+    {"complex64", "c64", c10::ScalarType::ComplexFloat},
     {"complex128", "c128", c10::ScalarType::ComplexDouble},
     {"float8_e4m3fn", "f8e4m3", c10::ScalarType::Float8_e4m3fn},
     {"float8_e5m2", "f8e5m2", c10::ScalarType::Float8_e5m2},
@@ -336,7 +343,10 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
   if (meta.empty()) return "";
   std::ostringstream os;
   auto one = [&](const std::optional<TensorMeta>& m) {
-    if (!m) { os << "_"; return; }
+    if (!m) {
+      os << "_";
+      return;
+    }
     os << ShortDtypeName(m->dtype) << "[";
     for (size_t k = 0; k < m->shape.size(); ++k) os << (k ? ", " : "") << m->shape[k];
     os << "]";
@@ -345,7 +355,10 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
     one(meta[0]);
   } else {
     os << "(";
-    for (size_t k = 0; k < meta.size(); ++k) { if (k) os << ", "; one(meta[k]); }
+    for (size_t k = 0; k < meta.size(); ++k) {
+      if (k) os << ", ";
+      one(meta[k]);
+    }
     os << ")";
   }
   return " : " + os.str();
@@ -362,14 +375,18 @@ std::string GraphToText(const Graph& g, bool with_stack_traces) {
         os << "%" << n->name() << MetaText(n->meta) << " = placeholder";
         if (n->target() != n->name()) os << "[" << n->target() << "]";
         break;
-      case NodeKind::kGetAttr:
-        os << "%" << n->name() << MetaText(n->meta) << " = get_attr[" << n->target() << "]";
-        break;
+      case NodeKind::kGetAttr: os << "%" << n->name() << MetaText(n->meta) << " = get_attr[" << n->target() << "]"; break;
       case NodeKind::kCallFunction: {
         os << "%" << n->name() << MetaText(n->meta) << " = " << n->target() << "(";
         bool first = true;
-        for (const auto& a : n->args) { os << (first ? "" : ", ") << ArgToText(a); first = false; }
-        for (const auto& [k, a] : n->kwargs) { os << (first ? "" : ", ") << k << "=" << ArgToText(a); first = false; }
+        for (const auto& a : n->args) {
+          os << (first ? "" : ", ") << ArgToText(a);
+          first = false;
+        }
+        for (const auto& [k, a] : n->kwargs) {
+          os << (first ? "" : ", ") << k << "=" << ArgToText(a);
+          first = false;
+        }
         os << ")";
         break;
       }

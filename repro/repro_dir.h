@@ -22,10 +22,10 @@ inline constexpr int kReproFormatVersion = 1;
 
 struct GraphEntry {
   std::string name;
-  std::string file;                             // relative to the repro dir
-  std::map<std::string, std::string> inputs;    // placeholder name -> tensor key
-  std::vector<std::string> expected_outputs;    // tensor keys of the eager outputs, in output order
-  std::vector<std::string> output_names;        // readable names of the outputs (e.g. "logits")
+  std::string file;                           // relative to the repro dir
+  std::map<std::string, std::string> inputs;  // placeholder name -> tensor key
+  std::vector<std::string> expected_outputs;  // tensor keys of the eager outputs, in output order
+  std::vector<std::string> output_names;      // readable names of the outputs (e.g. "logits")
   ir::Graph graph;
 };
 
@@ -42,7 +42,7 @@ struct Manifest {
   std::string tensors_file = "tensors.safetensors";
   std::optional<std::string> backend;
   nlohmann::json backend_options = nlohmann::json::object();
-  nlohmann::json failure;       // null when none recorded
+  nlohmann::json failure;                           // null when none recorded
   nlohmann::json extra = nlohmann::json::object();  // fields parity does not interpret, kept on rewrite
 };
 

@@ -53,12 +53,10 @@ class File {
 };
 
 // Loads every tensor of a file, in file order.
-[[nodiscard]] Expected<std::vector<std::pair<std::string, at::Tensor>>> LoadAll(
-    const std::filesystem::path& path);
+[[nodiscard]] Expected<std::vector<std::pair<std::string, at::Tensor>>> LoadAll(const std::filesystem::path& path);
 
 // Writes tensors (any device, any strides: stored contiguous, on CPU) atomically.
-[[nodiscard]] Status Save(const std::filesystem::path& path,
-                          const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+[[nodiscard]] Status Save(const std::filesystem::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                           const std::map<std::string, std::string>& metadata = {});
 
 // safetensors dtype names ("F32", "BF16", ...).

@@ -35,8 +35,8 @@ TEST(CompareFiles, NameSetsMustMatch) {
   TempDir dir;
   ASSERT_TRUE(safetensors::Save(dir / "ref.safetensors", {{"a", at::randn({2})}}).ok());
   ASSERT_TRUE(safetensors::Save(dir / "res.safetensors", {{"z", at::randn({2})}}).ok());
-  EXPECT_TRUE(FailsWith(CompareFiles(dir / "ref.safetensors", dir / "res.safetensors", {}),
-                        {"res.safetensors", "no tensor \"a\""}));
+  EXPECT_TRUE(
+      FailsWith(CompareFiles(dir / "ref.safetensors", dir / "res.safetensors", {}), {"res.safetensors", "no tensor \"a\""}));
   CompareFilesOptions o;
   o.tol_overrides["q"] = 1;
   ASSERT_TRUE(safetensors::Save(dir / "res.safetensors", {{"a", at::randn({2})}}).ok());

@@ -20,9 +20,7 @@ TempDir::TempDir() {
   path_ = fs::temp_directory_path() / ("parity_test_" + std::to_string(rd()) + std::to_string(rd()));
   fs::create_directories(path_);
 }
-TempDir::~TempDir() {
-  RemoveAll(path_);
-}
+TempDir::~TempDir() { RemoveAll(path_); }
 
 fs::path TestData() {
   const char* v = std::getenv("PARITY_TEST_DATA");

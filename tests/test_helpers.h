@@ -26,7 +26,7 @@ class TempDir {
 
 // $PARITY_TEST_DATA (made by tests/gen_test_data.py); empty when unset.
 std::filesystem::path TestData();
-#define PARITY_REQUIRE_TEST_DATA()                                                   \
+#define PARITY_REQUIRE_TEST_DATA() \
   if (::parity::testing::TestData().empty()) GTEST_SKIP() << "PARITY_TEST_DATA unset"
 
 // Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).

@@ -1,7 +1,7 @@
 #include "interpreter/interpreter.h"
 
-#include <ATen/ops/allclose.h>
 #include <ATen/TensorIndexing.h>
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/max_pool2d.h>

@@ -52,8 +52,13 @@ TEST(CandidateTest, WritesLoadableDirsAndCachesVerdicts) {
 TEST(CandidateTest, UnwritableCandidatesAreNotJudged) {
   Small s;
   int calls = 0;
-  CandidateTest test(s.Writer(), [&](const std::vector<fs::path>& d) { ++calls; return std::vector<bool>(d.size(), true); },
-                     s.dir / "scratch", nullptr);
+  CandidateTest test(
+      s.Writer(),
+      [&](const std::vector<fs::path>& d) {
+        ++calls;
+        return std::vector<bool>(d.size(), true);
+      },
+      s.dir / "scratch", nullptr);
   // A placeholder with no value anywhere (no input key, no reference value).
   ir::Graph bad("g");
   bad.Append(ir::NodeKind::kPlaceholder, "nowhere", "nowhere");

@@ -52,7 +52,7 @@ TEST(MinifierPasses, EveryPassKeepsGraphsValid) {
       }
     }
   }
-  EXPECT_EQ(ReplaceWithPlaceholdersPass().count(g), 3);  // max, add, relu (getitem is not an op)
+  EXPECT_EQ(ReplaceWithPlaceholdersPass().count(g), 3);          // max, add, relu (getitem is not an op)
   EXPECT_EQ(RemoveOutputsPass().remove(g, 0, 1), std::nullopt);  // the last output stays
 }
 

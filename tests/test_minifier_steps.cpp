@@ -94,8 +94,8 @@ struct Fixture {
     options.confirm_runs = 3;
   }
   StepContext Context() {
-    return StepContext{*repro, options, runner, log, [](size_t) { return std::make_unique<HasNode>("relu"); }, nullptr,
-                       dir / "work"};
+    return StepContext{*repro,  options,     runner, log, [](size_t) { return std::make_unique<HasNode>("relu"); },
+                       nullptr, dir / "work"};
   }
 };
 

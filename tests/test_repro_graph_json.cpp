@@ -89,14 +89,18 @@ TEST(GraphJson, ErrorsNameTheFileAndTheField) {
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"op": "placeholder"}]})"), {"bad.json", "nodes[0].name"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_method", "target": "t"}]})"),
                         {"nodes[0] (\"a\").op", "unknown op kind \"call_method\""}));
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"node": "zz"}]}]})"),
-                        {"nodes[0] (\"a\").args[0].node", "unknown node \"zz\""}));
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "placeholder"}, {"name": "a", "op": "placeholder"}]})"),
-                        {"nodes[1] (\"a\").name", "duplicate"}));
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"dtype": "float99"}]}]})"),
-                        {"args[0].dtype", "unknown dtype \"float99\""}));
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"float": "big"}]}]})"),
-                        {"args[0].float"}));
+  EXPECT_TRUE(FailsWith(
+      bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"node": "zz"}]}]})"),
+      {"nodes[0] (\"a\").args[0].node", "unknown node \"zz\""}));
+  EXPECT_TRUE(
+      FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "placeholder"}, {"name": "a", "op": "placeholder"}]})"),
+                {"nodes[1] (\"a\").name", "duplicate"}));
+  EXPECT_TRUE(FailsWith(
+      bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"dtype": "float99"}]}]})"),
+      {"args[0].dtype", "unknown dtype \"float99\""}));
+  EXPECT_TRUE(FailsWith(
+      bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"float": "big"}]}]})"),
+      {"args[0].float"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "x", "op": "placeholder"}]})"), {"bad.json", "0 output nodes"}));
 }
 

@@ -95,49 +95,86 @@ TEST_P(ReproDirMalformed, IsRejectedNamingFileAndField) {
   ASSERT_FALSE(r.ok()) << GetParam().label << " loaded";
   EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
   for (const auto& n : GetParam().needles)
-    EXPECT_NE(r.error().message.find(n), std::string::npos) << GetParam().label << ": \"" << r.error().message << "\" lacks \"" << n << "\"";
+    EXPECT_NE(r.error().message.find(n), std::string::npos)
+        << GetParam().label << ": \"" << r.error().message << "\" lacks \"" << n << "\"";
 }
 
 INSTANTIATE_TEST_SUITE_P(
     All, ReproDirMalformed,
-    ::testing::Values(
-        Corruption{"no_manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); }, {"manifest.json", "cannot open"}},
-        Corruption{"manifest_not_json", [](const fs::path& d) { Spit(d / "manifest.json", "{\"version\": 1,"); }, {"manifest.json", "not valid JSON"}},
-        Corruption{"wrong_version", [](const fs::path& d) { EditManifest(d, [](json& j) { j["version"] = 7; }); },
-                   {"manifest.json", "\"version\" is 7"}},
-        Corruption{"bad_mode", [](const fs::path& d) { EditManifest(d, [](json& j) { j["mode"] = "infer"; }); },
-                   {"manifest.json", "\"mode\" is \"infer\""}},
-        Corruption{"no_graphs", [](const fs::path& d) { EditManifest(d, [](json& j) { j.erase("graphs"); }); },
-                   {"manifest.json", "\"graphs\""}},
-        Corruption{"graph_path_escapes", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "../../etc/passwd"; }); },
-                   {"manifest.json", "graphs[0]", "\"file\"", "leaves the repro dir"}},
-        Corruption{"graph_path_absolute", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "/etc/passwd"; }); },
-                   {"graphs[0]", "absolute path"}},
-        Corruption{"tensors_path_escapes", [](const fs::path& d) { EditManifest(d, [](json& j) { j["tensors"] = "../t.safetensors"; }); },
-                   {"manifest.json", "\"tensors\"", "leaves the repro dir"}},
-        Corruption{"graph_not_json", [](const fs::path& d) { Spit(d / "graphs/g.json", "nodes: []"); }, {"graphs/g.json", "not valid JSON"}},
-        Corruption{"unknown_node_ref", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][3]["args"][0] = {{"node", "ghost"}}; }); },
-                   {"graphs/g.json", "nodes[3] (\"relu\").args[0].node", "unknown node \"ghost\""}},
-        Corruption{"duplicate_node", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][3]["name"] = "add"; }); },
-                   {"graphs/g.json", "nodes[3] (\"add\").name", "duplicate"}},
-        Corruption{"missing_input_mapping", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"] = json::object(); }); },
-                   {"graphs[0]", "\"inputs\" has no entry for placeholder \"x\""}},
-        Corruption{"input_tensor_missing", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"]["x"] = "nope"; }); },
-                   {"graphs[0]", "inputs.x", "tensor \"nope\"", "tensors.safetensors"}},
-        Corruption{"get_attr_missing", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][1]["target"] = "param/zz"; }); },
-                   {"graphs/g.json", "node \"w\"", "get_attr target \"param/zz\""}},
-        Corruption{"shape_disagrees_with_meta", [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][0]["meta"]["val"][0]["shape"] = {3, 2}; }); },
-                   {"inputs.x", "expects float32[3, 2]"}},
-        Corruption{"expected_output_missing", [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["expected_outputs"][1] = "g/output/9"; }); },
-                   {"\"expected_outputs\"", "g/output/9"}},
-        Corruption{"safetensors_truncated", [](const fs::path& d) { fs::resize_file(d / "tensors.safetensors", 40); },
-                   {"tensors.safetensors"}},
-        Corruption{"safetensors_overlap", [](const fs::path& d) {
-                     EditSafetensorsHeader(d, [](std::string h) { return std::regex_replace(h, std::regex("\\[0,"), "[4,"); });
-                   }, {"tensors.safetensors", "data_offsets"}},
-        Corruption{"safetensors_wrong_dtype", [](const fs::path& d) {
-                     EditSafetensorsHeader(d, [](std::string h) { return std::regex_replace(h, std::regex("\"F32\""), "\"Q32\"", std::regex_constants::format_first_only); });
-                   }, {"tensors.safetensors", "unknown dtype \"Q32\""}}),
+    ::
+        testing::
+            Values(
+                Corruption{
+                    "no_manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); }, {"manifest.json", "cannot open"}},
+                Corruption{"manifest_not_json",
+                           [](const fs::path& d) { Spit(d / "manifest.json", "{\"version\": 1,"); },
+                           {"manifest.json", "not valid JSON"}},
+                Corruption{"wrong_version",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["version"] = 7; }); },
+                           {"manifest.json", "\"version\" is 7"}},
+                Corruption{"bad_mode",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["mode"] = "infer"; }); },
+                           {"manifest.json", "\"mode\" is \"infer\""}},
+                Corruption{"no_graphs",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j.erase("graphs"); }); },
+                           {"manifest.json", "\"graphs\""}},
+                Corruption{
+                    "graph_path_escapes",
+                    [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "../../etc/passwd"; }); },
+                    {"manifest.json", "graphs[0]", "\"file\"", "leaves the repro dir"}},
+                Corruption{"graph_path_absolute",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["file"] = "/etc/passwd"; }); },
+                           {"graphs[0]", "absolute path"}},
+                Corruption{"tensors_path_escapes",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["tensors"] = "../t.safetensors"; }); },
+                           {"manifest.json", "\"tensors\"", "leaves the repro dir"}},
+                Corruption{"graph_not_json",
+                           [](const fs::path& d) { Spit(d / "graphs/g.json", "nodes: []"); },
+                           {"graphs/g.json", "not valid JSON"}},
+                Corruption{"unknown_node_ref",
+                           [](const fs::path& d) {
+                             EditGraph(d, [](json& j) { j["nodes"][3]["args"][0] = {{"node", "ghost"}}; });
+                           },
+                           {"graphs/g.json", "nodes[3] (\"relu\").args[0].node", "unknown node \"ghost\""}},
+                Corruption{"duplicate_node",
+                           [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][3]["name"] = "add"; }); },
+                           {"graphs/g.json", "nodes[3] (\"add\").name", "duplicate"}},
+                Corruption{"missing_input_mapping",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"] = json::object(); }); },
+                           {"graphs[0]", "\"inputs\" has no entry for placeholder \"x\""}},
+                Corruption{"input_tensor_missing",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["inputs"]["x"] = "nope"; }); },
+                           {"graphs[0]", "inputs.x", "tensor \"nope\"", "tensors.safetensors"}},
+                Corruption{"get_attr_missing",
+                           [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][1]["target"] = "param/zz"; }); },
+                           {"graphs/g.json", "node \"w\"", "get_attr target \"param/zz\""}},
+                Corruption{"shape_disagrees_with_meta",
+                           [](const fs::path& d) {
+                             EditGraph(d, [](json& j) { j["nodes"][0]["meta"]["val"][0]["shape"] = {3, 2}; });
+                           },
+                           {"inputs.x", "expects float32[3, 2]"}},
+                Corruption{"expected_output_missing",
+                           [](const fs::path& d) {
+                             EditManifest(d, [](json& j) { j["graphs"][0]["expected_outputs"][1] = "g/output/9"; });
+                           },
+                           {"\"expected_outputs\"", "g/output/9"}},
+                Corruption{"safetensors_truncated",
+                           [](const fs::path& d) { fs::resize_file(d / "tensors.safetensors", 40); },
+                           {"tensors.safetensors"}},
+                Corruption{"safetensors_overlap",
+                           [](const fs::path& d) {
+                             EditSafetensorsHeader(
+                                 d, [](std::string h) { return std::regex_replace(h, std::regex("\\[0,"), "[4,"); });
+                           },
+                           {"tensors.safetensors", "data_offsets"}},
+                Corruption{
+                    "safetensors_wrong_dtype",
+                    [](const fs::path& d) {
+                      EditSafetensorsHeader(d, [](std::string h) {
+                        return std::regex_replace(h, std::regex("\"F32\""), "\"Q32\"", std::regex_constants::format_first_only);
+                      });
+                    },
+                    {"tensors.safetensors", "unknown dtype \"Q32\""}}),
     [](const ::testing::TestParamInfo<Corruption>& info) { return std::string(info.param.label); });
 
 // Unknown ops and schema mismatches are found when the graph is compiled for running.
@@ -153,22 +190,36 @@ Expected<interp::Program> CompileEdited(const TempDir& dir, const std::function<
 TEST(ReproDirOps, UnknownOpNamesTheOpAndTheNode) {
   TempDir dir;
   ReproDir keep;
-  auto p = CompileEdited(dir, [](json& j) { j["nodes"][3]["target"] = "aten::relux"; }, keep);
+  auto p = CompileEdited(
+      dir, [](json& j) { j["nodes"][3]["target"] = "aten::relux"; }, keep);
   EXPECT_TRUE(FailsWith(p, {"graphs/g.json", "node \"relu\"", "unknown op \"aten::relux\""}));
 }
 
 TEST(ReproDirOps, ArgumentsThatDoNotFitTheSchema) {
   TempDir dir;
   ReproDir keep;
-  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][3]["args"][0] = "str"; }, keep),
+  EXPECT_TRUE(FailsWith(CompileEdited(
+                            dir, [](json& j) { j["nodes"][3]["args"][0] = "str"; }, keep),
                         {"node \"relu\"", "argument \"self\"", "expected Tensor, got a string"}));
-  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][2]["kwargs"] = {{"beta", 2}}; }, keep),
+  EXPECT_TRUE(FailsWith(CompileEdited(
+                            dir,
+                            [](json& j) {
+                              j["nodes"][2]["kwargs"] = {{"beta", 2}};
+                            },
+                            keep),
                         {"node \"add\"", "unknown keyword argument \"beta\""}));
-  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][3]["args"].push_back(1); }, keep),
+  EXPECT_TRUE(FailsWith(CompileEdited(
+                            dir, [](json& j) { j["nodes"][3]["args"].push_back(1); }, keep),
                         {"node \"relu\"", "2 positional arguments, the schema takes 1"}));
-  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][4]["args"] = json::array({{{"node", "relu"}}}); }, keep),
+  EXPECT_TRUE(FailsWith(CompileEdited(
+                            dir,
+                            [](json& j) {
+                              j["nodes"][4]["args"] = json::array({{{"node", "relu"}}});
+                            },
+                            keep),
                         {"node \"sum\"", "required argument \"dim\" is missing"}));
-  EXPECT_TRUE(FailsWith(CompileEdited(dir, [](json& j) { j["nodes"][4]["args"][1] = json::array({1.5}); }, keep),
+  EXPECT_TRUE(FailsWith(CompileEdited(
+                            dir, [](json& j) { j["nodes"][4]["args"][1] = json::array({1.5}); }, keep),
                         {"node \"sum\"", "argument \"dim\"", "expected int[], got a list"}));
 }
 

@@ -29,8 +29,8 @@ Expected<File> OpenBytes(const TempDir& dir, const std::string& bytes) {
 TEST(Safetensors, RoundTripsEveryDtype) {
   TempDir dir;
   std::vector<std::pair<std::string, at::Tensor>> ts;
-  for (auto t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort, at::kChar,
-                 at::kByte, at::kBool}) {
+  for (auto t :
+       {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort, at::kChar, at::kByte, at::kBool}) {
     ts.emplace_back(std::string("t_") + c10::toString(t), at::arange(12).reshape({3, 4}).to(t));
   }
   ts.emplace_back("scalar", at::randn({}));
@@ -103,19 +103,33 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"header_too_big", Craft("{}", "", 200'000'000), {"exceeds the 100 MB limit"}},
         Malformed{"not_json", Craft("{nope", ""), {"not valid JSON"}},
         Malformed{"not_object", Craft("[1,2]", ""), {"not a JSON object"}},
-        Malformed{"duplicate", Craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", k8),
-                  {"duplicate tensor name \"a\""}},
-        Malformed{"unknown_dtype", Craft(R"({"a":{"dtype":"F128","shape":[1],"data_offsets":[0,4]}})", k4), {"tensor \"a\"", "dtype", "F128"}},
+        Malformed{
+            "duplicate",
+            Craft(
+                R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                k8),
+            {"duplicate tensor name \"a\""}},
+        Malformed{"unknown_dtype",
+                  Craft(R"({"a":{"dtype":"F128","shape":[1],"data_offsets":[0,4]}})", k4),
+                  {"tensor \"a\"", "dtype", "F128"}},
         Malformed{"missing_field", Craft(R"({"a":{"dtype":"F32","shape":[1]}})", k4), {"missing field \"data_offsets\""}},
         Malformed{"negative_dim", Craft(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", k4), {"field \"shape\""}},
         Malformed{"bad_offsets", Craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", k4), {"data_offsets"}},
-        Malformed{"length_mismatch", Craft(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", k4), {"shape x dtype needs 8"}},
+        Malformed{
+            "length_mismatch", Craft(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", k4), {"shape x dtype needs 8"}},
         Malformed{"past_data", Craft(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", k4), {"past the data section"}},
-        Malformed{"overlap", Craft(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", k8),
-                  {"overlaps"}},
+        Malformed{
+            "overlap",
+            Craft(
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                k8),
+            {"overlaps"}},
         Malformed{"gap", Craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", k8), {"gap of 4 bytes"}},
-        Malformed{"uncovered", Craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", k8), {"data section is 8 bytes but the tensors cover 4"}},
-        Malformed{"overflow", Craft(R"({"a":{"dtype":"F64","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]}})", k8),
+        Malformed{"uncovered",
+                  Craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", k8),
+                  {"data section is 8 bytes but the tensors cover 4"}},
+        Malformed{"overflow",
+                  Craft(R"({"a":{"dtype":"F64","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]}})", k8),
                   {"overflows"}},
         Malformed{"metadata_not_strings", Craft(R"({"__metadata__":{"k":1}})", ""), {"__metadata__.k is not a string"}}),
     [](const ::testing::TestParamInfo<Malformed>& info) { return std::string(info.param.label); });

@@ -46,7 +46,7 @@ TEST(FaultBackend, PerturbsOnlyTheNamedOp) {
   ASSERT_TRUE(fault->Supports(ctx).ok());
   auto a = eager->Run(ctx), b = fault->Run(ctx);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(at::equal(a->outputs[0].second, b->outputs[0].second));          // relu untouched
+  EXPECT_TRUE(at::equal(a->outputs[0].second, b->outputs[0].second));           // relu untouched
   EXPECT_TRUE(at::allclose(a->outputs[1].second + 0.5, b->outputs[1].second));  // sum + 0.5
   auto bad = Context(*r, "eval", {{"op", "aten::sum"}, {"kind", "explode"}});
   EXPECT_FALSE(fault->Supports(bad).ok());
@@ -89,8 +89,8 @@ TEST(Reference, TrainCollectsLossGradientsAndSgdStep) {
   EXPECT_EQ(names, (std::vector<std::string>{"loss", "grad/param/w", "grad/input/x", "sgd/param/w"}));
   at::Tensor x = *r->Tensor("g/input/x"), w = *r->Tensor("param/w");
   at::Tensor mask = ((x + w) > 0).to(at::kFloat);
-  EXPECT_TRUE(at::allclose((*res)[1].second, mask.sum(0)));           // d loss / d w
-  EXPECT_TRUE(at::allclose((*res)[2].second, mask));                  // d loss / d x
+  EXPECT_TRUE(at::allclose((*res)[1].second, mask.sum(0)));  // d loss / d w
+  EXPECT_TRUE(at::allclose((*res)[2].second, mask));         // d loss / d x
   EXPECT_TRUE(at::allclose((*res)[3].second, w - kSgdLr * mask.sum(0)));
 }
 

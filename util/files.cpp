@@ -1,13 +1,13 @@
 #include "util/files.h"
 
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <ftw.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace parity {
 namespace fs = std::filesystem;

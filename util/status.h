@@ -11,10 +11,10 @@
 namespace parity {
 
 enum class ErrorKind {
-  kBadInput,   // malformed or inconsistent user input: exit status 2
-  kUnsupported,// valid input that parity (or a backend) cannot handle
-  kRuntime,    // an op or a backend failed while running
-  kInternal,   // a bug in parity
+  kBadInput,     // malformed or inconsistent user input: exit status 2
+  kUnsupported,  // valid input that parity (or a backend) cannot handle
+  kRuntime,      // an op or a backend failed while running
+  kInternal,     // a bug in parity
 };
 
 struct Error {
@@ -49,8 +49,8 @@ const char* ToString(ErrorKind kind);
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
-  Expected(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Expected(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -70,7 +70,7 @@ class [[nodiscard]] Expected {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Error error) : error_(std::move(error)) {}    // NOLINT(google-explicit-constructor)
+  Status(Error error) : error_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   static Status Ok() { return {}; }
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }
@@ -86,16 +86,15 @@ struct Failure {
   Error error;
 };
 
-#define PARITY_ASSIGN_OR_RETURN(lhs, expr)         \
-  auto PARITY_CONCAT(_res_, __LINE__) = (expr);    \
-  if (!PARITY_CONCAT(_res_, __LINE__).ok())        \
-    return PARITY_CONCAT(_res_, __LINE__).error(); \
+#define PARITY_ASSIGN_OR_RETURN(lhs, expr)                                                 \
+  auto PARITY_CONCAT(_res_, __LINE__) = (expr);                                            \
+  if (!PARITY_CONCAT(_res_, __LINE__).ok()) return PARITY_CONCAT(_res_, __LINE__).error(); \
   lhs = std::move(PARITY_CONCAT(_res_, __LINE__).value())
 
-#define PARITY_RETURN_IF_ERROR(expr)             \
-  do {                                           \
-    auto _st = (expr);                           \
-    if (!_st.ok()) return _st.error();           \
+#define PARITY_RETURN_IF_ERROR(expr)   \
+  do {                                 \
+    auto _st = (expr);                 \
+    if (!_st.ok()) return _st.error(); \
   } while (0)
 
 #define PARITY_CONCAT_INNER(a, b) a##b

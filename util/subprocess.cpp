@@ -41,8 +41,7 @@ Expected<Child> Child::Spawn(const std::vector<std::string>& argv, const SpawnOp
   for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
   for (const auto& kv : options.env) {
     const std::string key = kv.substr(0, kv.find('=') + 1);
-    for (auto it = env_store.begin(); it != env_store.end();)
-      it = it->rfind(key, 0) == 0 ? env_store.erase(it) : it + 1;
+    for (auto it = env_store.begin(); it != env_store.end();) it = it->rfind(key, 0) == 0 ? env_store.erase(it) : it + 1;
     env_store.push_back(kv);
   }
   std::vector<char*> cargv, cenv;

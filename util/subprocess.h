@@ -2,10 +2,10 @@
 // describe how it ended (exit code or signal). Nothing parity-specific.
 #pragma once
 
+#include <sys/types.h>
 #include <chrono>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "util/status.h"
@@ -13,15 +13,15 @@
 namespace parity {
 
 struct ExitInfo {
-  bool exited = false;     // normal exit: `code` is valid
+  bool exited = false;  // normal exit: `code` is valid
   int code = -1;
-  int signal = 0;          // killed by this signal
-  bool timed_out = false;  // we killed it at its deadline
+  int signal = 0;                // killed by this signal
+  bool timed_out = false;        // we killed it at its deadline
   std::string Describe() const;  // "exit 1", "signal 11 (SIGSEGV)", "timeout after 30 s"
 };
 
 struct SpawnOptions {
-  std::vector<std::string> env;         // extra NAME=VALUE entries
+  std::vector<std::string> env;            // extra NAME=VALUE entries
   std::optional<std::string> stdout_path;  // redirect (append) to a file; else inherit
   std::optional<std::string> stderr_path;
   bool stdin_null = true;

@@ -26,12 +26,12 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 struct ExperimentContext {
   const ReproDir* repro = nullptr;
   const GraphEntry* graph = nullptr;
-  std::string mode = "eval";                     // eval | train
+  std::string mode = "eval";  // eval | train
   c10::Device device{c10::kCPU};
   nlohmann::json options = nlohmann::json::object();  // --backend-option KEY=VALUE
-  std::filesystem::path work_dir;                // scratch space for this experiment
-  std::filesystem::path cache_dir;               // compiled artifacts, shared across runs
-  int iterations = 1;                            // timed runs after the first (compiling) one
+  std::filesystem::path work_dir;                     // scratch space for this experiment
+  std::filesystem::path cache_dir;                    // compiled artifacts, shared across runs
+  int iterations = 1;                                 // timed runs after the first (compiling) one
 };
 
 struct Availability {
@@ -41,8 +41,8 @@ struct Availability {
 
 struct BackendRun {
   NamedTensors outputs;
-  double compile_time_s = 0.0;       // prepare + first run
-  std::vector<double> run_times_s;   // the timed runs after the first
+  double compile_time_s = 0.0;      // prepare + first run
+  std::vector<double> run_times_s;  // the timed runs after the first
 };
 
 class Backend {
@@ -62,11 +62,11 @@ class Backend {
 // What the drivers need to know of a backend without making one. The table is the only place
 // that says it; every other file asks (FindBackend).
 struct BackendInfo {
-  std::string name;         // as on the command line; "torch_compile:<name>" matches a prefix
+  std::string name;  // as on the command line; "torch_compile:<name>" matches a prefix
   std::string description;
-  std::string kind;         // "c++" | "python worker" | "python worker + c++"
-  bool needs_worker = true; // its experiments talk to the persistent Python worker
-  bool train = true;        // runs --test train (else VERIFIER_SKIPPED)
+  std::string kind;          // "c++" | "python worker" | "python worker + c++"
+  bool needs_worker = true;  // its experiments talk to the persistent Python worker
+  bool train = true;         // runs --test train (else VERIFIER_SKIPPED)
   // The torch.compile backend that runs the same thing from plain Python (the standalone
   // repro.py); "<name>" stands for the part after the prefix; empty: none (C++ runtimes).
   std::string dynamo;

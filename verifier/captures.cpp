@@ -18,12 +18,13 @@ Expected<std::string> CaptureCache::Get(const ExperimentSpec& spec) {
   fs::create_directories(dir.parent_path(), ec);
   const fs::path tmp = dir.string() + ".tmp" + std::to_string(::getpid());
   RemoveAll(tmp);
-  nlohmann::json req = {{"cmd", "capture"}, {"model", spec.model}, {"out", fs::absolute(tmp).string()},
+  nlohmann::json req = {{"cmd", "capture"},  {"model", spec.model}, {"out", fs::absolute(tmp).string()},
                         {"mode", spec.test}, {"dtype", spec.dtype}, {"device", spec.device}};
   if (spec.batch_size > 0) req["batch_size"] = spec.batch_size;
   PARITY_RETURN_IF_ERROR(ask_(req));
   fs::rename(tmp, dir, ec);
-  if (ec && !fs::exists(dir / "manifest.json")) return Error::Runtime("cannot store capture in " + dir.string() + ": " + ec.message());
+  if (ec && !fs::exists(dir / "manifest.json"))
+    return Error::Runtime("cannot store capture in " + dir.string() + ": " + ec.message());
   return dir.string();
 }
 

@@ -40,10 +40,11 @@ Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const CaseOption
   s.suite = m.suite;
   s.repro = std::filesystem::absolute(repro.root()).string();
   s.backend = o.backend.value_or(m.backend.value_or(""));
-  if (s.backend.empty())
-    return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
-  if (o.backend_options) s.backend_options = *o.backend_options;
-  else if (m.backend == s.backend) s.backend_options = m.backend_options;
+  if (s.backend.empty()) return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
+  if (o.backend_options)
+    s.backend_options = *o.backend_options;
+  else if (m.backend == s.backend)
+    s.backend_options = m.backend_options;
   s.test = m.mode;
   s.dtype = m.dtype;
   s.device = o.device.value_or(m.device);

@@ -18,16 +18,16 @@ namespace parity::verifier {
 // Command-line overrides. Unset fields fall back to the repro dir's manifest (FromRepro) or
 // to the defaults (FromSuite).
 struct CaseOptions {
-  std::optional<std::string> backend;                // FromRepro: default the manifest's backend
-  std::optional<nlohmann::json> backend_options;     // default: the manifest's, for its own backend
-  std::optional<std::string> device;                 // FromRepro: default the manifest's device
-  std::optional<double> tol;                         // default: the manifest's failure tol, else the suite's
+  std::optional<std::string> backend;             // FromRepro: default the manifest's backend
+  std::optional<nlohmann::json> backend_options;  // default: the manifest's, for its own backend
+  std::optional<std::string> device;              // FromRepro: default the manifest's device
+  std::optional<double> tol;                      // default: the manifest's failure tol, else the suite's
   bool cosine = false;
   bool ignore_non_fp = false;
-  int batch_size = 0;                                // FromSuite: 0 = the model's default
+  int batch_size = 0;  // FromSuite: 0 = the model's default
   int repeat = 1;
   int iterations_per_run = 1;
-  std::string cache_dir;                             // default DefaultCacheDir()
+  std::string cache_dir;  // default DefaultCacheDir()
 };
 
 struct Case {

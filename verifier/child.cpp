@@ -66,7 +66,8 @@ int ExperimentChildMain(const fs::path& dir) {
     return 2;
   }
   const fs::path status = dir / kStatus;
-  ExperimentResult r = RunExperiment(*spec, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
+  ExperimentResult r =
+      RunExperiment(*spec, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
   return WriteFileAtomic(dir / kResult, r.ToJson().dump()).ok() ? 0 : 3;
 }
 

@@ -41,12 +41,21 @@ void DeterministicSetup() {
 }  // namespace
 
 nlohmann::json ExperimentSpec::ToJson() const {
-  nlohmann::json j = {{"model", model},         {"suite", suite},   {"repro", repro},
-                      {"backend", backend},     {"backend_options", backend_options},
-                      {"test", test},           {"dtype", dtype},   {"device", device},
-                      {"batch_size", batch_size}, {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
-                      {"cosine", cosine},       {"ignore_non_fp", ignore_non_fp},
-                      {"cache_dir", cache_dir}, {"work_dir", work_dir}};
+  nlohmann::json j = {{"model", model},
+                      {"suite", suite},
+                      {"repro", repro},
+                      {"backend", backend},
+                      {"backend_options", backend_options},
+                      {"test", test},
+                      {"dtype", dtype},
+                      {"device", device},
+                      {"batch_size", batch_size},
+                      {"repeat", repeat},
+                      {"iterations_per_run", iterations_per_run},
+                      {"cosine", cosine},
+                      {"ignore_non_fp", ignore_non_fp},
+                      {"cache_dir", cache_dir},
+                      {"work_dir", work_dir}};
   j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
   return j;
 }
@@ -77,17 +86,34 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
 }
 
 std::string ExperimentSpec::Fingerprint() const {
-  nlohmann::json j = {{"model", model}, {"suite", suite}, {"backend", backend}, {"backend_options", backend_options},
-                      {"test", test},   {"dtype", dtype}, {"device", device},   {"batch_size", batch_size},
-                      {"repeat", repeat}, {"iterations_per_run", iterations_per_run},
-                      {"tol", tol ? nlohmann::json(*tol) : nlohmann::json(nullptr)}, {"cosine", cosine}};
+  nlohmann::json j = {{"model", model},
+                      {"suite", suite},
+                      {"backend", backend},
+                      {"backend_options", backend_options},
+                      {"test", test},
+                      {"dtype", dtype},
+                      {"device", device},
+                      {"batch_size", batch_size},
+                      {"repeat", repeat},
+                      {"iterations_per_run", iterations_per_run},
+                      {"tol", tol ? nlohmann::json(*tol) : nlohmann::json(nullptr)},
+                      {"cosine", cosine}};
   return Sha256Hex(j.dump()).substr(0, 32);
 }
 
 nlohmann::json ExperimentResult::ToJson() const {
-  return {{"verification_code", ToString(code)}, {"error", error}, {"phase", phase}, {"tol", tol}, {"cosine", cosine},
-          {"compile_time_s", compile_time_s}, {"total_time", total_time}, {"per_iter_time", per_iter_time},
-          {"outputs", outputs}, {"exception_type", exception_type}, {"traceback", traceback}, {"signal", signal},
+  return {{"verification_code", ToString(code)},
+          {"error", error},
+          {"phase", phase},
+          {"tol", tol},
+          {"cosine", cosine},
+          {"compile_time_s", compile_time_s},
+          {"total_time", total_time},
+          {"per_iter_time", per_iter_time},
+          {"outputs", outputs},
+          {"exception_type", exception_type},
+          {"traceback", traceback},
+          {"signal", signal},
           {"timed_out", timed_out}};
 }
 
@@ -145,7 +171,8 @@ Stop CheckDeterministic(ExperimentResult& r, const NamedTensors& a, const NamedT
   exact.compute_stats = false;
   for (size_t k = 0; k < a.size(); ++k) {
     auto v = compare::SameTensor(a[k].second, b[k].second, std::nullopt, exact);
-    if (!v.pass) return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
+    if (!v.pass)
+      return Finish(r, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
   }
   return std::nullopt;
 }
@@ -160,8 +187,8 @@ Stop BackendFailed(ExperimentResult& r, const Error& e, const std::string& where
 }
 
 // One graph: eager twice, the fp64 reference (without it, cosine), the backend.
-Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on_phase, Backend& backend,
-              ExperimentContext& ctx, const GraphEntry& graph, bool multi, Collected& c) {
+Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on_phase, Backend& backend, ExperimentContext& ctx,
+              const GraphEntry& graph, bool multi, Collected& c) {
   const ReproDir& repro = *ctx.repro;
   const std::string prefix = multi ? graph.name + "/" : "";
   ctx.graph = &graph;
@@ -245,8 +272,8 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
     r.outputs.push_back(v.ToJson());
   }
   if (got.size() > c.ref.size() && all)
-    return Finish(r, Code::kFail, "the backend returned " + std::to_string(got.size()) + " results, expected " +
-                                      std::to_string(c.ref.size()));
+    return Finish(r, Code::kFail,
+                  "the backend returned " + std::to_string(got.size()) + " results, expected " + std::to_string(c.ref.size()));
   return all ? Finish(r, Code::kPass) : Finish(r, Code::kFail, first_failure);
 }
 

@@ -17,20 +17,20 @@
 namespace parity::verifier {
 
 struct ExperimentSpec {
-  std::string model;            // suite name or repro dir's model
+  std::string model;  // suite name or repro dir's model
   std::string suite;
-  std::string repro;            // the captured repro dir
+  std::string repro;  // the captured repro dir
   std::string backend;
   nlohmann::json backend_options = nlohmann::json::object();
-  std::string test = "eval";    // eval | train
+  std::string test = "eval";  // eval | train
   std::string dtype = "float32";
   std::string device = "cpu";
   int batch_size = 0;
   int repeat = 1;
   int iterations_per_run = 1;
-  std::optional<double> tol;    // --tol; else the suite default
+  std::optional<double> tol;  // --tol; else the suite default
   bool cosine = false;
-  bool ignore_non_fp = false;   // integer/bool outputs that differ do not fail (minify's default)
+  bool ignore_non_fp = false;  // integer/bool outputs that differ do not fail (minify's default)
   std::string cache_dir;
   std::string work_dir;
 
@@ -43,17 +43,17 @@ struct ExperimentSpec {
 
 struct ExperimentResult {
   Code code = Code::kVerifierDidntRun;
-  std::string error;          // why, when not PASS
-  std::string phase;          // the phase that decided (or was running)
+  std::string error;  // why, when not PASS
+  std::string phase;  // the phase that decided (or was running)
   double tol = 0.0;
   bool cosine = false;
   double compile_time_s = 0.0;
   std::vector<double> total_time, per_iter_time;
   nlohmann::json outputs = nlohmann::json::array();  // per-output verdicts and stats
-  std::string exception_type;  // EXCEPTION_RAISED: the exception's type, when known
-  std::string traceback;       // EXCEPTION_RAISED in the Python worker: its traceback
-  int signal = 0;              // VERIFIER_DIDNT_RUN: the signal that ended the process
-  bool timed_out = false;      // VERIFIER_DIDNT_RUN: killed at the deadline
+  std::string exception_type;                        // EXCEPTION_RAISED: the exception's type, when known
+  std::string traceback;                             // EXCEPTION_RAISED in the Python worker: its traceback
+  int signal = 0;                                    // VERIFIER_DIDNT_RUN: the signal that ended the process
+  bool timed_out = false;                            // VERIFIER_DIDNT_RUN: killed at the deadline
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

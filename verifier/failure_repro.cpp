@@ -7,8 +7,8 @@ namespace parity::verifier {
 namespace fs = std::filesystem;
 
 Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const ExperimentSpec& spec, const ExperimentResult& r) {
-  const fs::path dst =
-      output_dir / "repros" / FileNameSlug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
+  const fs::path dst = output_dir / "repros" /
+                       FileNameSlug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
   std::error_code ec;
   RemoveAll(dst);
   fs::create_directories(dst.parent_path(), ec);

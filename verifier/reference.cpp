@@ -1,9 +1,9 @@
 #include "verifier/reference.h"
 
+#include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros_like.h>
-#include <ATen/Context.h>
 
 #include <chrono>
 
@@ -73,8 +73,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
 }
 
 Expected<BackendRun> TimedReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
-                                    const std::string& mode, const ReferenceOptions& options, int iterations,
-                                    double prepare_s) {
+                                    const std::string& mode, const ReferenceOptions& options, int iterations, double prepare_s) {
   using Clock = std::chrono::steady_clock;
   BackendRun run;
   auto t0 = Clock::now();

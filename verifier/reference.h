@@ -19,9 +19,8 @@ struct ReferenceOptions {
   uint64_t seed = 1337;
 };
 
-[[nodiscard]] Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro,
-                                                  const GraphEntry& g, const std::string& mode,
-                                                  const ReferenceOptions& options);
+[[nodiscard]] Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
+                                                  const std::string& mode, const ReferenceOptions& options);
 
 // RunReference once (its time added to `prepare_s` as the compile time), then `iterations`
 // timed runs: how interpreter-executed backends report their timings.

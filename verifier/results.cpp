@@ -39,25 +39,28 @@ Expected<Code> ParseCode(const std::string& s) {
 bool IsFailure(Code c) { return c != Code::kPass && c != Code::kVerifierSkipped; }
 
 nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& r, const RecordContext& c) {
-  nlohmann::json line = {
-      {"model", {{"suite_name", spec.suite}, {"model_name", spec.model}}},
-      {"experiment", {{"accelerator", spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
-                      {"accelerator_model", c.accelerator_model},
-                      {"backend", spec.backend},
-                      {"backend_options", spec.backend_options},
-                      {"test", spec.test},
-                      {"batch_size", c.batch_size},
-                      {"dtype", spec.dtype}}},
-      {"repeat", spec.repeat},
-      {"iterations_per_run", spec.iterations_per_run},
-      {"metrics", {{"total_time", r.total_time}, {"per_iter_time", r.per_iter_time}, {"compile_time_s", r.compile_time_s},
-                   {"wall_time_s", c.wall_time_s}}},
-      {"timestamp", static_cast<double>(std::time(nullptr))},
-      {"verification_code", ToString(r.code)},
-      {"tolerance", r.tol},
-      {"cosine", r.cosine},
-      {"outputs", r.outputs},
-      {"fingerprint", spec.Fingerprint()}};
+  nlohmann::json line = {{"model", {{"suite_name", spec.suite}, {"model_name", spec.model}}},
+                         {"experiment",
+                          {{"accelerator", spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu"},
+                           {"accelerator_model", c.accelerator_model},
+                           {"backend", spec.backend},
+                           {"backend_options", spec.backend_options},
+                           {"test", spec.test},
+                           {"batch_size", c.batch_size},
+                           {"dtype", spec.dtype}}},
+                         {"repeat", spec.repeat},
+                         {"iterations_per_run", spec.iterations_per_run},
+                         {"metrics",
+                          {{"total_time", r.total_time},
+                           {"per_iter_time", r.per_iter_time},
+                           {"compile_time_s", r.compile_time_s},
+                           {"wall_time_s", c.wall_time_s}}},
+                         {"timestamp", static_cast<double>(std::time(nullptr))},
+                         {"verification_code", ToString(r.code)},
+                         {"tolerance", r.tol},
+                         {"cosine", r.cosine},
+                         {"outputs", r.outputs},
+                         {"fingerprint", spec.Fingerprint()}};
   if (!r.error.empty()) line["error"] = r.error;
   if (!r.exception_type.empty()) line["exception_type"] = r.exception_type;
   if (!r.phase.empty() && r.code != Code::kPass) line["phase"] = r.phase;

@@ -26,8 +26,8 @@ struct RecordContext {
   std::string accelerator_model;  // CPU model name or CUDA device name
   int batch_size = 0;             // the batch size the capture used
   double wall_time_s = 0.0;
-  std::string repro_input;        // the repro dir verified, when the case came from one
-  std::string repro_dir;          // the failure's repro dir, when one was written
+  std::string repro_input;  // the repro dir verified, when the case came from one
+  std::string repro_dir;    // the failure's repro dir, when one was written
 };
 
 // The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape.

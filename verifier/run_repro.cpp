@@ -11,8 +11,7 @@
 namespace parity::verifier {
 
 Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& options) {
-  if (options.backend != "eager")
-    return Error::BadInput("--backend \"" + options.backend + "\": repro run supports: eager");
+  if (options.backend != "eager") return Error::BadInput("--backend \"" + options.backend + "\": repro run supports: eager");
   ReproRunReport report;
   for (const GraphEntry& g : repro.graphs()) {
     const std::string where = (repro.root() / g.file).string();
@@ -82,8 +81,12 @@ nlohmann::json ReproRunReport::ToJson() const {
       j["path"] = name;
       outs.push_back(j);
     }
-    nlohmann::json jg = {{"graph", g.graph}, {"pass", g.pass}, {"num_ops", g.num_ops}, {"run_ms", g.run_ms},
-                         {"bitwise_equal_outputs", g.bitwise_equal}, {"outputs", outs}};
+    nlohmann::json jg = {{"graph", g.graph},
+                         {"pass", g.pass},
+                         {"num_ops", g.num_ops},
+                         {"run_ms", g.run_ms},
+                         {"bitwise_equal_outputs", g.bitwise_equal},
+                         {"outputs", outs}};
     if (!g.error.empty()) jg["error"] = g.error;
     gs.push_back(jg);
   }
@@ -95,8 +98,10 @@ std::string ReproRunReport::ToText() const {
   for (const auto& g : graphs) {
     os << "graph " << g.graph << ": " << g.num_ops << " ops, " << g.run_ms << " ms, " << g.bitwise_equal << "/"
        << g.outputs.size() << " outputs bitwise equal to capture\n";
-    if (!g.error.empty()) os << "  ERROR: " << g.error << "\n";
-    else os << compare::VerdictTable(g.outputs);
+    if (!g.error.empty())
+      os << "  ERROR: " << g.error << "\n";
+    else
+      os << compare::VerdictTable(g.outputs);
   }
   os << (pass ? "PASS" : "FAIL") << "\n";
   return os.str();

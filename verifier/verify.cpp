@@ -74,9 +74,12 @@ nlohmann::json Record(const ExperimentSpec& spec, const ExperimentResult& r, boo
 
 void Tally(VerifySummary& summary, Code code) {
   ++summary.total;
-  if (code == Code::kPass) ++summary.passed;
-  else if (code == Code::kVerifierSkipped) ++summary.skipped;
-  else ++summary.failed;
+  if (code == Code::kPass)
+    ++summary.passed;
+  else if (code == Code::kVerifierSkipped)
+    ++summary.skipped;
+  else
+    ++summary.failed;
 }
 
 }  // namespace

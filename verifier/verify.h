@@ -24,21 +24,21 @@ struct VerifyOptions {
   std::vector<std::string> tests{"eval"};
   std::vector<std::string> dtypes{"float32"};
   std::string device = "cpu";
-  int batch_size = 0;                    // 0: the model's default
+  int batch_size = 0;  // 0: the model's default
   int repeat = 1;
   int iterations_per_run = 1;
-  std::string filter, exclude;           // regexes over model names
+  std::string filter, exclude;  // regexes over model names
   std::optional<double> tol;
   bool cosine = false;
   int timeout_s = 1800;
   std::filesystem::path output_dir = "parity-results";
-  std::filesystem::path cache_dir;       // default DefaultCacheDir()
-  bool progress = false;                 // live status line (a TTY)
+  std::filesystem::path cache_dir;  // default DefaultCacheDir()
+  bool progress = false;            // live status line (a TTY)
 };
 
 struct VerifySummary {
   int total = 0, passed = 0, failed = 0, skipped = 0, resumed = 0;
-  std::vector<nlohmann::json> lines;     // the records written by this run
+  std::vector<nlohmann::json> lines;  // the records written by this run
   std::filesystem::path results_file;
 };
 

@@ -48,8 +48,8 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   const auto deadline = std::chrono::steady_clock::now() + startup_timeout;
   while (!fs::exists(socket_path_)) {
     if (auto ended = Check())
-      return Error::Runtime("python worker (" + WorkerPython() + ") exited at start-up: " + ended->Describe() +
-                            "; see " + log_path_);
+      return Error::Runtime("python worker (" + WorkerPython() + ") exited at start-up: " + ended->Describe() + "; see " +
+                            log_path_);
     if (std::chrono::steady_clock::now() > deadline) {
       Stop();
       return Error::Runtime("python worker did not start within " + std::to_string(startup_timeout.count()) + " s");

@@ -15,7 +15,8 @@ Status GraphBisect(StepContext& ctx, ReductionState& state) {
       if (fails) break;
     }
     if (gi == graphs.size())
-      return Error::Runtime("no single graph fails alone with " + state.original.Describe() + " (the failure needs several graphs)");
+      return Error::Runtime("no single graph fails alone with " + state.original.Describe() +
+                            " (the failure needs several graphs)");
     ctx.log << "first failing graph: " << graphs[gi].name << " of " << graphs.size() << "\n";
   }
   state.graph_index = gi;

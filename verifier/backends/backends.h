@@ -10,7 +10,7 @@ namespace parity::verifier {
 
 std::unique_ptr<Backend> MakeEagerBackend();
 std::unique_ptr<Backend> MakeFaultBackend();
-std::unique_ptr<Backend> MakeAotAutogradBackend(const std::string& name);  // aot_eager, aot_eager_decomp_partition
+std::unique_ptr<Backend> MakeAotAutogradBackend(const std::string& name);       // aot_eager, aot_eager_decomp_partition
 std::unique_ptr<Backend> MakeWorkerBackend(const std::string& dynamo_backend);  // inductor, torch_compile:<name>
 std::unique_ptr<Backend> MakeAotInductorBackend();
 std::unique_ptr<Backend> MakeTorchScriptBackend();

@@ -8,16 +8,19 @@ namespace parity::verifier {
 namespace fs = std::filesystem;
 
 Expected<fs::path> CompiledArtifact(const ExperimentContext& ctx, const std::string& cmd, const std::string& extension) {
-  const std::string key_text = ir::GraphToJson(ctx.graph->graph).dump() + ctx.options.dump() + ctx.device.str() + cmd +
-                               PARITY_TORCH_VERSION_BUILT;
+  const std::string key_text =
+      ir::GraphToJson(ctx.graph->graph).dump() + ctx.options.dump() + ctx.device.str() + cmd + PARITY_TORCH_VERSION_BUILT;
   const fs::path path = fs::absolute(ctx.cache_dir / cmd / (Sha256Hex(key_text) + extension));
   if (fs::exists(path)) return path;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   const fs::path tmp = path.string() + ".tmp" + extension;
-  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", cmd}, {"repro", fs::absolute(ctx.repro->root()).string()},
-                                               {"graph", ctx.graph->name}, {"device", ctx.device.str()},
-                                               {"options", ctx.options}, {"out", tmp.string()}}));
+  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", cmd},
+                                                {"repro", fs::absolute(ctx.repro->root()).string()},
+                                                {"graph", ctx.graph->name},
+                                                {"device", ctx.device.str()},
+                                                {"options", ctx.options},
+                                                {"out", tmp.string()}}));
   (void)resp;
   fs::rename(tmp, path, ec);
   if (ec) return Error::Runtime("cannot store " + path.string() + ": " + ec.message());

@@ -90,14 +90,22 @@ class FaultBackend final : public Backend {
       if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
       ++*calls;
       if (!v.isTensor()) return Status::Ok();
-      if (kind == "perturb") v = v.toTensor() + delta;
-      else if (kind == "noise") v = v.toTensor() + delta * static_cast<double>(*calls);
-      else if (kind == "nan") v = v.toTensor() * std::numeric_limits<double>::quiet_NaN();
-      else if (kind == "raise") return Error::Runtime("fault injected: " + n.target() + " raised (node " + n.name() + ")");
-      else if (kind == "segfault") std::raise(SIGSEGV);
-      else if (kind == "abort") std::abort();
-      else if (kind == "hang") while (true) std::this_thread::sleep_for(std::chrono::hours(1));
-      else if (kind == "oom") v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
+      if (kind == "perturb")
+        v = v.toTensor() + delta;
+      else if (kind == "noise")
+        v = v.toTensor() + delta * static_cast<double>(*calls);
+      else if (kind == "nan")
+        v = v.toTensor() * std::numeric_limits<double>::quiet_NaN();
+      else if (kind == "raise")
+        return Error::Runtime("fault injected: " + n.target() + " raised (node " + n.name() + ")");
+      else if (kind == "segfault")
+        std::raise(SIGSEGV);
+      else if (kind == "abort")
+        std::abort();
+      else if (kind == "hang")
+        while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+      else if (kind == "oom")
+        v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
       return Status::Ok();
     };
   }

@@ -21,9 +21,15 @@ std::string Abs(const fs::path& p) { return fs::absolute(p).string(); }
 
 Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string& dynamo_backend) {
   const fs::path out = ctx.work_dir / "backend_outputs.safetensors";
-  nlohmann::json req = {{"cmd", "run"},           {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
-                        {"backend", dynamo_backend}, {"options", ctx.options},       {"mode", ctx.mode},
-                        {"device", ctx.device.str()}, {"iterations", ctx.iterations + 1}, {"out", Abs(out)}};
+  nlohmann::json req = {{"cmd", "run"},
+                        {"repro", Abs(ctx.repro->root())},
+                        {"graph", ctx.graph->name},
+                        {"backend", dynamo_backend},
+                        {"options", ctx.options},
+                        {"mode", ctx.mode},
+                        {"device", ctx.device.str()},
+                        {"iterations", ctx.iterations + 1},
+                        {"out", Abs(out)}};
   PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker(req));
   BackendRun run;
   PARITY_ASSIGN_OR_RETURN(run.outputs, LoadNamed(out));
@@ -63,8 +69,12 @@ class AotAutogradBackend final : public Backend {
     if (ctx.mode == "train") return RunInWorker(ctx, name_);
     const fs::path dir = ctx.work_dir / ("aot_" + name_);
     auto t0 = std::chrono::steady_clock::now();
-    PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", "aot_graphs"}, {"repro", Abs(ctx.repro->root())}, {"graph", ctx.graph->name},
-                                            {"backend", name_}, {"device", ctx.device.str()}, {"out", Abs(dir)}}));
+    PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", "aot_graphs"},
+                                                  {"repro", Abs(ctx.repro->root())},
+                                                  {"graph", ctx.graph->name},
+                                                  {"backend", name_},
+                                                  {"device", ctx.device.str()},
+                                                  {"out", Abs(dir)}}));
     (void)resp;
     PARITY_ASSIGN_OR_RETURN(ReproDir aot, ReproDir::Load(dir));
     const GraphEntry& g = aot.graphs().at(0);

@@ -29,9 +29,12 @@ class TorchScriptBackend final : public Backend {
         std::vector<c10::IValue> args(inputs.begin(), inputs.end());
         c10::IValue out = module.forward(args);
         std::vector<at::Tensor> flat;
-        if (out.isTensor()) flat.push_back(out.toTensor());
-        else if (out.isTuple()) for (const auto& v : out.toTupleRef().elements()) flat.push_back(v.toTensor());
-        else if (out.isList()) for (const auto& v : out.toListRef()) flat.push_back(v.toTensor());
+        if (out.isTensor())
+          flat.push_back(out.toTensor());
+        else if (out.isTuple())
+          for (const auto& v : out.toTupleRef().elements()) flat.push_back(v.toTensor());
+        else if (out.isList())
+          for (const auto& v : out.toListRef()) flat.push_back(v.toTensor());
         return flat;
       } catch (const std::exception& e) {
         return Error::Runtime(std::string("TorchScript run: ") + e.what());
