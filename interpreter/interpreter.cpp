@@ -40,8 +40,8 @@ struct Step {
   std::optional<c10::OperatorHandle> op;
   std::vector<Operand> operands;
   size_t num_returns = 0;
-  int64_t item = 0;                  // getitem index
-  std::vector<int> frees;            // node indices whose values die after this step
+  int64_t item = 0;        // getitem index
+  std::vector<int> frees;  // node indices whose values die after this step
 };
 
 bool IsFloatingDtype(c10::ScalarType t) {
@@ -109,24 +109,29 @@ class OperandBuilder {
         return Mismatch(type, a);
       case K::ListType: {
         const c10::TypePtr& elem = type->castRaw<c10::ListType>()->getElementType();
-        if (elem->kind() == K::TensorType || (elem->kind() == K::OptionalType &&
-                                               elem->castRaw<c10::OptionalType>()->getElementType()->kind() == K::TensorType)) {
+        if (elem->kind() == K::TensorType ||
+            (elem->kind() == K::OptionalType && elem->castRaw<c10::OptionalType>()->getElementType()->kind() == K::TensorType)) {
           const bool optional = elem->kind() == K::OptionalType;
           if (a.kind != Arg::Kind::kList) return Mismatch(type, a);
           Operand o;
           o.kind = optional ? Operand::Kind::kOptTensorList : Operand::Kind::kTensorList;
           for (const auto& x : a.list) {
-            if (x.kind == Arg::Kind::kNode) o.refs.push_back(static_cast<int>(x.node->index()));
-            else if (optional && x.kind == Arg::Kind::kNone) o.refs.push_back(-1);
-            else return Mismatch(type, a);
+            if (x.kind == Arg::Kind::kNode)
+              o.refs.push_back(static_cast<int>(x.node->index()));
+            else if (optional && x.kind == Arg::Kind::kNone)
+              o.refs.push_back(-1);
+            else
+              return Mismatch(type, a);
           }
           return o;
         }
         std::vector<Arg> items;
-        if (a.kind == Arg::Kind::kList) items = a.list;
+        if (a.kind == Arg::Kind::kList)
+          items = a.list;
         else if (n && (a.kind == Arg::Kind::kInt || a.kind == Arg::Kind::kBool || a.kind == Arg::Kind::kFloat))
           items.assign(static_cast<size_t>(*n), a);  // int[2] stride=1 means [1, 1]
-        else return Mismatch(type, a);
+        else
+          return Mismatch(type, a);
         switch (elem->kind()) {
           case K::IntType:
           case K::SymIntType: {
@@ -140,9 +145,12 @@ class OperandBuilder {
           case K::FloatType: {
             c10::List<double> l;
             for (const auto& x : items) {
-              if (x.kind == Arg::Kind::kFloat) l.push_back(x.f);
-              else if (x.kind == Arg::Kind::kInt) l.push_back(static_cast<double>(x.i));
-              else return Mismatch(type, a);
+              if (x.kind == Arg::Kind::kFloat)
+                l.push_back(x.f);
+              else if (x.kind == Arg::Kind::kInt)
+                l.push_back(static_cast<double>(x.i));
+              else
+                return Mismatch(type, a);
             }
             return Const(l);
           }
@@ -233,6 +241,115 @@ Program::~Program() = default;
 const ir::Graph& Program::graph() const { return *impl_->graph; }
 size_t Program::num_ops() const { return impl_->num_ops; }
 
+namespace {
+
+// A call_function step: the op resolved once by schema, its operands built from the node's
+// arguments, keyword arguments and the schema's defaults.
+Status CompileOp(const Node& n, const std::string& nw, Step& s) {
+  s.kind = StepKind::kOp;
+  auto [opname, overload] = n.OperatorName();
+  auto handle = c10::Dispatcher::singleton().findSchema({opname, overload});
+  if (!handle) {
+    return Error::BadInput(nw + ": unknown op \"" + n.target() + "\" (no such operator is registered with the dispatcher)");
+  }
+  const c10::FunctionSchema& schema = handle->schema();
+  const std::string ow = nw + " (" + n.target() + ")";
+  const auto& sargs = schema.arguments();
+  if (n.args.size() > sargs.size())
+    return Error::BadInput(ow + ": " + std::to_string(n.args.size()) + " positional arguments, the schema takes " +
+                           std::to_string(sargs.size()) + ": " + c10::toString(schema));
+  std::map<std::string, const Arg*> kw;
+  for (const auto& [k, v] : n.kwargs) {
+    auto it = std::find_if(sargs.begin(), sargs.end(), [&](const c10::Argument& sa) { return sa.name() == k; });
+    if (it == sargs.end())
+      return Error::BadInput(ow + ": unknown keyword argument \"" + k + "\" for schema " + c10::toString(schema));
+    if (static_cast<size_t>(it - sargs.begin()) < n.args.size())
+      return Error::BadInput(ow + ": argument \"" + k + "\" given both positionally and by keyword");
+    kw[k] = &v;
+  }
+  OperandBuilder builder(ow);
+  for (size_t k = 0; k < sargs.size(); ++k) {
+    const c10::Argument& sa = sargs[k];
+    const Arg* given = k < n.args.size() ? &n.args[k] : nullptr;
+    if (!given) {
+      auto it = kw.find(sa.name());
+      if (it != kw.end()) given = it->second;
+    }
+    if (!given) {
+      if (!sa.default_value()) return Error::BadInput(ow + ": required argument \"" + sa.name() + "\" is missing");
+      Operand o;
+      o.constant = *sa.default_value();
+      // A defaulted dtype/device still follows the run's float64 mode and device.
+      s.operands.push_back(std::move(o));
+      continue;
+    }
+    auto o = builder.Build(sa, *given);
+    if (!o.ok()) return o.error();
+    s.operands.push_back(std::move(*o));
+  }
+  s.num_returns = schema.returns().size();
+  s.op = *handle;
+  return Status::Ok();
+}
+
+// Liveness: a value dies after the last step that reads it; outputs never die.
+void ComputeLiveness(std::vector<Step>& steps) {
+  std::vector<int> last_use(steps.size(), -1);
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const auto& o : steps[i].operands)
+      for (int r : o.refs)
+        if (r >= 0) last_use[r] = static_cast<int>(i);
+  const int out_index = static_cast<int>(steps.size()) - 1;
+  for (size_t v = 0; v < last_use.size(); ++v)
+    if (last_use[v] >= 0 && last_use[v] != out_index) steps[last_use[v]].frees.push_back(static_cast<int>(v));
+}
+
+// An operand's value for this run: constants as compiled, dtypes and devices following the
+// run's float64 mode and device, node values from the frame.
+inline c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>& frame, const RunOptions& options) {
+  switch (o.kind) {
+    case Operand::Kind::kConst: return o.constant;
+    case Operand::Kind::kDtype: {
+      auto t = static_cast<c10::ScalarType>(o.constant.toInt());
+      if (options.float_dtype && IsFloatingDtype(t)) t = *options.float_dtype;
+      return t;
+    }
+    case Operand::Kind::kDevice: return options.device;
+    case Operand::Kind::kNode: return frame[o.refs[0]];
+    case Operand::Kind::kTensorList: {
+      c10::List<at::Tensor> l;
+      l.reserve(o.refs.size());
+      for (int r : o.refs) l.push_back(frame[r].toTensor());
+      return l;
+    }
+    case Operand::Kind::kOptTensorList: {
+      c10::List<std::optional<at::Tensor>> l;
+      l.reserve(o.refs.size());
+      for (int r : o.refs) l.push_back(r < 0 ? std::optional<at::Tensor>() : std::optional<at::Tensor>(frame[r].toTensor()));
+      return l;
+    }
+  }
+  return {};
+}
+
+Expected<c10::IValue> GetItem(const c10::IValue& v, int64_t item, const Node& n) {
+  if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    if (item < 0 || static_cast<size_t>(item) >= el.size())
+      return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
+    return el[item];
+  }
+  if (v.isList()) {
+    auto l = v.toListRef();
+    if (item < 0 || static_cast<size_t>(item) >= l.size())
+      return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
+    return l[item];
+  }
+  return Error::Runtime("node \"" + n.name() + "\": getitem on a value that is not a tuple or list");
+}
+
+}  // namespace
+
 at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options) {
   at::Tensor out = t;
   if (options.float_dtype && IsFloatingDtype(t.scalar_type()) && t.scalar_type() != *options.float_dtype)
@@ -245,7 +362,6 @@ Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& wh
   PARITY_RETURN_IF_ERROR(graph.Lint());
   auto impl = std::make_unique<Impl>();
   impl->graph = &graph;
-  auto& dispatcher = c10::Dispatcher::singleton();
   for (const Node* n : graph.nodes()) {
     Step s;
     s.node = n;
@@ -265,65 +381,14 @@ Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& wh
           s.item = n->args[1].i;
           break;
         }
-        s.kind = StepKind::kOp;
-        auto [opname, overload] = n->OperatorName();
-        auto handle = dispatcher.findSchema({opname, overload});
-        if (!handle) {
-          return Error::BadInput(nw + ": unknown op \"" + n->target() + "\" (no such operator is registered with the dispatcher)");
-        }
-        const c10::FunctionSchema& schema = handle->schema();
-        const std::string ow = nw + " (" + n->target() + ")";
-        const auto& sargs = schema.arguments();
-        if (n->args.size() > sargs.size())
-          return Error::BadInput(ow + ": " + std::to_string(n->args.size()) + " positional arguments, the schema takes " +
-                                 std::to_string(sargs.size()) + ": " + c10::toString(schema));
-        std::map<std::string, const Arg*> kw;
-        for (const auto& [k, v] : n->kwargs) {
-          auto it = std::find_if(sargs.begin(), sargs.end(), [&](const c10::Argument& sa) { return sa.name() == k; });
-          if (it == sargs.end())
-            return Error::BadInput(ow + ": unknown keyword argument \"" + k + "\" for schema " + c10::toString(schema));
-          if (static_cast<size_t>(it - sargs.begin()) < n->args.size())
-            return Error::BadInput(ow + ": argument \"" + k + "\" given both positionally and by keyword");
-          kw[k] = &v;
-        }
-        OperandBuilder builder(ow);
-        for (size_t k = 0; k < sargs.size(); ++k) {
-          const c10::Argument& sa = sargs[k];
-          const Arg* given = k < n->args.size() ? &n->args[k] : nullptr;
-          if (!given) {
-            auto it = kw.find(sa.name());
-            if (it != kw.end()) given = it->second;
-          }
-          if (!given) {
-            if (!sa.default_value())
-              return Error::BadInput(ow + ": required argument \"" + sa.name() + "\" is missing");
-            Operand o;
-            o.constant = *sa.default_value();
-            // A defaulted dtype/device still follows the run's float64 mode and device.
-            s.operands.push_back(std::move(o));
-            continue;
-          }
-          auto o = builder.Build(sa, *given);
-          if (!o.ok()) return o.error();
-          s.operands.push_back(std::move(*o));
-        }
-        s.num_returns = schema.returns().size();
-        s.op = *handle;
+        PARITY_RETURN_IF_ERROR(CompileOp(*n, nw, s));
         ++impl->num_ops;
         break;
       }
     }
     impl->steps.push_back(std::move(s));
   }
-  // Liveness: a value dies after the last step that reads it; outputs never die.
-  std::vector<int> last_use(impl->steps.size(), -1);
-  for (size_t i = 0; i < impl->steps.size(); ++i)
-    for (const auto& o : impl->steps[i].operands)
-      for (int r : o.refs)
-        if (r >= 0) last_use[r] = static_cast<int>(i);
-  const int out_index = static_cast<int>(impl->steps.size()) - 1;
-  for (size_t v = 0; v < last_use.size(); ++v)
-    if (last_use[v] >= 0 && last_use[v] != out_index) impl->steps[last_use[v]].frees.push_back(static_cast<int>(v));
+  ComputeLiveness(impl->steps);
   return Program(std::move(impl));
 }
 
@@ -339,31 +404,6 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
     keep[n->index()] = 1;
   }
   RunResult result;
-  auto materialize = [&](const Operand& o) -> c10::IValue {
-    switch (o.kind) {
-      case Operand::Kind::kConst: return o.constant;
-      case Operand::Kind::kDtype: {
-        auto t = static_cast<c10::ScalarType>(o.constant.toInt());
-        if (options.float_dtype && IsFloatingDtype(t)) t = *options.float_dtype;
-        return t;
-      }
-      case Operand::Kind::kDevice: return options.device;
-      case Operand::Kind::kNode: return frame[o.refs[0]];
-      case Operand::Kind::kTensorList: {
-        c10::List<at::Tensor> l;
-        l.reserve(o.refs.size());
-        for (int r : o.refs) l.push_back(frame[r].toTensor());
-        return l;
-      }
-      case Operand::Kind::kOptTensorList: {
-        c10::List<std::optional<at::Tensor>> l;
-        l.reserve(o.refs.size());
-        for (int r : o.refs) l.push_back(r < 0 ? std::optional<at::Tensor>() : std::optional<at::Tensor>(frame[r].toTensor()));
-        return l;
-      }
-    }
-    return {};
-  };
 
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
@@ -372,38 +412,31 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
       switch (s.kind) {
         case StepKind::kInput: {
           auto it = inputs.find(n.name());
-          if (it == inputs.end()) return Error::BadInput("graph \"" + impl_->graph->name() + "\": no input for placeholder \"" + n.name() + "\"");
+          if (it == inputs.end())
+            return Error::BadInput("graph \"" + impl_->graph->name() + "\": no input for placeholder \"" + n.name() + "\"");
           frame[i] = PrepareTensor(it->second, options);
           break;
         }
         case StepKind::kAttr: {
           auto it = attrs.find(n.target());
-          if (it == attrs.end()) return Error::BadInput("graph \"" + impl_->graph->name() + "\": no tensor for get_attr \"" + n.target() + "\"");
+          if (it == attrs.end())
+            return Error::BadInput("graph \"" + impl_->graph->name() + "\": no tensor for get_attr \"" + n.target() + "\"");
           frame[i] = PrepareTensor(it->second, options);
           break;
         }
         case StepKind::kGetItem: {
-          const c10::IValue& v = frame[s.operands[0].refs[0]];
-          if (v.isTuple()) {
-            const auto& el = v.toTupleRef().elements();
-            if (s.item < 0 || static_cast<size_t>(s.item) >= el.size()) return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
-            frame[i] = el[s.item];
-          } else if (v.isList()) {
-            auto l = v.toListRef();
-            if (s.item < 0 || static_cast<size_t>(s.item) >= l.size()) return Error::Runtime("node \"" + n.name() + "\": getitem index out of range");
-            frame[i] = l[s.item];
-          } else {
-            return Error::Runtime("node \"" + n.name() + "\": getitem on a value that is not a tuple or list");
-          }
+          PARITY_ASSIGN_OR_RETURN(frame[i], GetItem(frame[s.operands[0].refs[0]], s.item, n));
           break;
         }
         case StepKind::kOp: {
           torch::jit::Stack stack;
           stack.reserve(s.operands.size());
-          for (const auto& o : s.operands) stack.push_back(materialize(o));
+          for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
           s.op->callBoxed(stack);
-          if (s.num_returns == 1) frame[i] = std::move(stack[0]);
-          else frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+          if (s.num_returns == 1)
+            frame[i] = std::move(stack[0]);
+          else
+            frame[i] = c10::ivalue::Tuple::create(std::move(stack));
           if (options.hook) {
             Status st = options.hook(n, frame[i]);
             if (!st.ok()) return st.error();

@@ -1,5 +1,7 @@
 #include "minifier/delta.h"
 
+#include <ostream>
+
 #include "minifier/passes/passes.h"
 
 namespace parity::minifier {
@@ -67,6 +69,25 @@ ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Interestingness
       }
     }
     if (!progress) chunk /= 2;
+  }
+  return current;
+}
+
+ir::Graph RunPassesToFixedPoint(ir::Graph current, Interestingness& test, int jobs,
+                                const std::function<void(const ir::Graph&)>& on_accept, nlohmann::json& stats,
+                                std::ostream& log) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& pass : DeltaPasses()) {
+      PassStats st;
+      current = RunDeltaPass(pass, std::move(current), test, jobs, on_accept, st);
+      if (st.accepted) {
+        changed = true;
+        log << "  " << pass.name << ": " << st.accepted << " accepted of " << st.candidates << " candidates, now "
+            << current.ops().size() << " ops\n";
+      }
+      stats.push_back({{"pass", st.pass}, {"candidates", st.candidates}, {"invalid", st.invalid}, {"accepted", st.accepted}});
+    }
   }
   return current;
 }

@@ -5,7 +5,10 @@
 // candidates at once, the first interesting one in order wins) and checkpointing.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +34,11 @@ struct PassStats {
 // Runs `pass` to a fixed point. `on_accept` sees every accepted graph (to checkpoint it).
 ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Interestingness& test, int jobs,
                        const std::function<void(const ir::Graph&)>& on_accept, PassStats& stats);
+
+// Every pass in order, again and again until a round accepts nothing. Appends each pass run's
+// stats to `stats` and a line per accepting pass to `log`.
+ir::Graph RunPassesToFixedPoint(ir::Graph current, Interestingness& test, int jobs,
+                                const std::function<void(const ir::Graph&)>& on_accept, nlohmann::json& stats, std::ostream& log);
 
 // The passes, in the order the pipeline runs them (minifier/passes/*.cpp).
 const std::vector<DeltaPass>& DeltaPasses();

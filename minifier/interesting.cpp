@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "interpreter/interpreter.h"
 #include "repro/graph_json.h"
 #include "util/files.h"
 #include "util/subprocess.h"
@@ -51,6 +52,20 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   m.failure = failure;
   RemoveAll(dir);
   return WriteReproDir(dir, m, {&e}, tensors);
+}
+
+Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
+                          std::map<std::string, at::Tensor>& pool) {
+  PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
+  interp::RunOptions ro;
+  ro.record_all = true;
+  ro.device = c10::Device(device);
+  PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(entry));
+  PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(entry));
+  PARITY_ASSIGN_OR_RETURN(auto ref, program.Run(inputs, attrs, ro));
+  for (auto& [name, v] : ref.values)
+    if (v.isTensor()) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
+  return Status::Ok();
 }
 
 DirJudge BackendJudge(verifier::ExperimentRunner& runner, verifier::ExperimentSpec base, Signature original, fs::path scratch) {

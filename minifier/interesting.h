@@ -52,6 +52,11 @@ class CandidateWriter {
   const std::map<std::string, at::Tensor>& tensors_;
 };
 
+// Adds the reference's concrete value of every tensor node of `entry` to `pool` as
+// "ref/<node>": what feeds the placeholders that cut edges become.
+[[nodiscard]] Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
+                                        std::map<std::string, at::Tensor>& pool);
+
 // Judges written repro dirs: true = still interesting.
 using DirJudge = std::function<std::vector<bool>(const std::vector<std::filesystem::path>& dirs)>;
 

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <ostream>
 
-#include "interpreter/interpreter.h"
 #include "minifier/delta.h"
 #include "minifier/outputs.h"
 #include "minifier/steps/steps.h"
@@ -17,8 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-using TensorPool = std::map<std::string, at::Tensor>;
-
 verifier::CaseOptions CaseOptionsOf(const MinifyOptions& o) {
   verifier::CaseOptions c;
   c.backend = o.backend;
@@ -30,28 +27,13 @@ verifier::CaseOptions CaseOptionsOf(const MinifyOptions& o) {
   return c;
 }
 
-// The reference's concrete value of every tensor node of `entry`, as "ref/<node>": what feeds
-// the placeholders that cut edges become.
-Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device, TensorPool& pool) {
-  PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
-  interp::RunOptions ro;
-  ro.record_all = true;
-  ro.device = c10::Device(device);
-  PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(entry));
-  PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(entry));
-  PARITY_ASSIGN_OR_RETURN(auto ref, program.Run(inputs, attrs, ro));
-  for (auto& [name, v] : ref.values)
-    if (v.isTensor()) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
-  return Status::Ok();
-}
-
 // One minify run's pieces: the runner, the tensors candidates read, a writer and test per graph.
 struct Pipeline {
   const MinifyOptions& o;
   const ReproDir& repro;
   const fs::path out;
   verifier::IsolatedRunner runner;
-  TensorPool tensors;
+  std::map<std::string, at::Tensor> tensors;
   ReductionState state;
 
   CandidateWriter Writer(size_t gi) const {
@@ -70,11 +52,11 @@ struct Pipeline {
   }
   void Checkpoint(const ir::Graph& g) {
     (void)Writer(state.graph_index).Write(g, out / "checkpoint", state.original.ToJson());  // best effort: a lost
-    (void)WriteFileAtomic(out / "state.json", state.ToJson().dump(2));                       // checkpoint costs a rerun
+    (void)WriteFileAtomic(out / "state.json", state.ToJson().dump(2));                      // checkpoint costs a rerun
   }
   StepContext Context(std::ostream& log) {
-    StepContext ctx{repro, o, runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); }, nullptr,
-                    out / "work"};
+    StepContext ctx{repro,   o,           runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); },
+                    nullptr, out / "work"};
     if (!o.check_command.empty()) ctx.check = CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
     return ctx;
   }
@@ -85,8 +67,9 @@ bool Resume(Pipeline& p, std::ostream& log) {
   auto text = ReadFile(p.out / "state.json");
   if (!text.ok() || !fs::exists(p.out / "checkpoint" / "manifest.json")) return false;
   auto restored = ReductionState::FromJson(json::parse(*text, nullptr, false), p.state.source, p.state.base.backend);
-  auto cp = restored ? ReproDir::Load(p.out / "checkpoint") : Expected<ReproDir>(Error::Runtime("no checkpoint"));
-  if (!cp.ok() || restored->graph_index >= p.repro.graphs().size()) return false;
+  if (!restored || restored->graph_index >= p.repro.graphs().size()) return false;
+  auto cp = ReproDir::Load(p.out / "checkpoint");
+  if (!cp.ok()) return false;
   restored->base = p.state.base;
   restored->current = cp->graphs()[0].graph.Clone();
   p.state = std::move(*restored);
@@ -109,24 +92,6 @@ Status Bisect(Pipeline& p, std::ostream& log) {
   return Status::Ok();
 }
 
-// The delta passes to a fixed point; every accepted candidate is checkpointed.
-void RunPasses(Pipeline& p, Interestingness& test, std::ostream& log) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto& pass : DeltaPasses()) {
-      PassStats st;
-      p.state.current = RunDeltaPass(pass, std::move(*p.state.current), test, p.o.jobs,
-                                     [&](const ir::Graph& g) { p.Checkpoint(g); }, st);
-      if (st.accepted) {
-        changed = true;
-        log << "  " << pass.name << ": " << st.accepted << " accepted of " << st.candidates << " candidates, now "
-            << p.state.current->ops().size() << " ops\n";
-      }
-      p.state.passes.push_back({{"pass", st.pass}, {"candidates", st.candidates}, {"invalid", st.invalid}, {"accepted", st.accepted}});
-    }
-  }
-}
-
 }  // namespace
 
 Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
@@ -147,10 +112,11 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   else
     PARITY_RETURN_IF_ERROR(Bisect(p, log));
   auto test = p.Test(p.state.graph_index, "candidates");
-  RunPasses(p, *test, log);
+  p.state.current = RunPassesToFixedPoint(
+      std::move(*p.state.current), *test, opts.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
   const CandidateWriter writer = p.Writer(p.state.graph_index);
-  OutputContext octx{repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(),
-                     test->cache_hits(), started};
+  OutputContext octx{
+      repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(), started};
   PARITY_ASSIGN_OR_RETURN(json summary, WriteOutputs(octx, p.state, log));
   RemoveAll(out / "work");
   return MinifyResult{summary};

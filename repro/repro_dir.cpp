@@ -24,7 +24,8 @@ Expected<std::string> GetString(const json& j, const char* key, const std::strin
 // A path from the manifest must be relative and stay inside the repro dir.
 Status CheckInside(const fs::path& root, const std::string& rel, const std::string& where) {
   fs::path p(rel);
-  if (p.is_absolute()) return Error::BadInput(where + ": \"" + rel + "\" is an absolute path; paths must be relative to the repro dir");
+  if (p.is_absolute())
+    return Error::BadInput(where + ": \"" + rel + "\" is an absolute path; paths must be relative to the repro dir");
   for (const auto& part : p)
     if (part == "..") return Error::BadInput(where + ": \"" + rel + "\" leaves the repro dir");
   if (!IsInside(root, root / p)) return Error::BadInput(where + ": \"" + rel + "\" resolves outside the repro dir");
@@ -35,31 +36,23 @@ Status CheckMeta(const at::Tensor& t, const ir::Node& n, const std::string& wher
   if (n.meta.empty() || !n.meta[0]) return Status::Ok();
   const ir::TensorMeta& m = *n.meta[0];
   if (t.scalar_type() != m.dtype || t.sizes().vec() != m.shape)
-    return Error::BadInput(where + ": tensor is " + ir::TorchDtypeName(t.scalar_type()) + c10::str(t.sizes()) +
-                           " but node \"" + n.name() + "\" expects " + ir::TorchDtypeName(m.dtype) +
-                           c10::str(c10::IntArrayRef(m.shape)));
+    return Error::BadInput(where + ": tensor is " + ir::TorchDtypeName(t.scalar_type()) + c10::str(t.sizes()) + " but node \"" +
+                           n.name() + "\" expects " + ir::TorchDtypeName(m.dtype) + c10::str(c10::IntArrayRef(m.shape)));
   return Status::Ok();
 }
 
 }  // namespace
 
-Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
-  ReproDir r;
-  r.root_ = dir;
-  const fs::path mpath = dir / "manifest.json";
-  const std::string mw = mpath.string();
-  if (!fs::is_directory(dir)) return Error::BadInput(dir.string() + ": not a directory");
-  auto text = ReadFile(mpath);
-  if (!text.ok()) return text.error();
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error::BadInput(mw + ": not valid JSON");
-  if (!j.is_object()) return Error::BadInput(mw + ": top level is not a JSON object");
+namespace {
+
+// The manifest's top-level fields (graphs are read separately).
+Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(mw + ": field \"version\" is missing or not an integer");
   if (j["version"].get<int>() != kReproFormatVersion)
     return Error::BadInput(mw + ": field \"version\" is " + j["version"].dump() + ", this parity reads version " +
                            std::to_string(kReproFormatVersion));
-  Manifest& m = r.manifest_;
+  Manifest m;
   PARITY_ASSIGN_OR_RETURN(m.torch_version, GetString(j, "torch_version", mw, false));
   PARITY_ASSIGN_OR_RETURN(m.producer, GetString(j, "producer", mw, false));
   PARITY_ASSIGN_OR_RETURN(m.model, GetString(j, "model", mw, false));
@@ -86,84 +79,107 @@ Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
     }
   }
   if (j.contains("failure")) m.failure = j["failure"];
-  static const std::set<std::string> known = {"format", "version", "torch_version", "producer", "model", "suite", "batch_size",
-                                              "mode", "dtype", "device", "tensors", "backend", "failure", "graphs"};
+  static const std::set<std::string> known = {"format",  "version",    "torch_version", "producer", "model",
+                                              "suite",   "batch_size", "mode",          "dtype",    "device",
+                                              "tensors", "backend",    "failure",       "graphs"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) m.extra[it.key()] = it.value();
+  return m;
+}
 
-  PARITY_RETURN_IF_ERROR(CheckInside(dir, m.tensors_file, mw + ": field \"tensors\""));
-  auto tensors = safetensors::File::Open(dir / m.tensors_file);
-  if (!tensors.ok()) return tensors.error();
-  r.tensors_.emplace(std::move(*tensors));
+Status ReadStringList(const json& jg, const char* key, const std::string& gw, std::vector<std::string>& dst) {
+  if (!jg.contains(key)) return Status::Ok();
+  if (!jg[key].is_array()) return Error::BadInput(gw + ": field \"" + key + "\" is not an array");
+  for (const auto& s : jg[key]) {
+    if (!s.is_string()) return Error::BadInput(gw + ": field \"" + key + "\" holds a non-string");
+    dst.push_back(s.get<std::string>());
+  }
+  return Status::Ok();
+}
 
+// One entry of "graphs" and the graph JSON it names (not yet checked against the tensors).
+Expected<GraphEntry> ReadGraphEntry(const json& jg, const fs::path& dir, const std::string& gw) {
+  if (!jg.is_object()) return Error::BadInput(gw + ": not an object");
+  GraphEntry e;
+  PARITY_ASSIGN_OR_RETURN(e.name, GetString(jg, "name", gw, true));
+  PARITY_ASSIGN_OR_RETURN(e.file, GetString(jg, "file", gw, true));
+  PARITY_RETURN_IF_ERROR(CheckInside(dir, e.file, gw + ": field \"file\""));
+  if (!jg.contains("inputs") || !jg["inputs"].is_object())
+    return Error::BadInput(gw + ": field \"inputs\" is missing or not an object");
+  for (auto it = jg["inputs"].begin(); it != jg["inputs"].end(); ++it) {
+    if (!it.value().is_string()) return Error::BadInput(gw + ": field \"inputs." + it.key() + "\" is not a string");
+    e.inputs[it.key()] = it.value().get<std::string>();
+  }
+  PARITY_RETURN_IF_ERROR(ReadStringList(jg, "expected_outputs", gw, e.expected_outputs));
+  PARITY_RETURN_IF_ERROR(ReadStringList(jg, "output_names", gw, e.output_names));
+  const fs::path gpath = dir / e.file;
+  PARITY_ASSIGN_OR_RETURN(std::string gtext, ReadFile(gpath));
+  json gj = json::parse(gtext, nullptr, false);
+  if (gj.is_discarded()) return Error::BadInput(gpath.string() + ": not valid JSON");
+  PARITY_ASSIGN_OR_RETURN(e.graph, ir::GraphFromJson(gj, gpath.string()));
+  e.graph.set_name(e.name);
+  return e;
+}
+
+// Every tensor the graph reads exists and agrees with the captured metadata; every input names
+// a placeholder; expected outputs exist, one per returned value.
+Status CheckGraphTensors(const GraphEntry& e, const safetensors::File& tensors, const fs::path& dir, const std::string& gw) {
+  const std::string gpath = (dir / e.file).string();
+  const std::string holder = tensors.path().string();
+  for (const ir::Node* n : e.graph.nodes()) {
+    if (n->kind() == ir::NodeKind::kPlaceholder) {
+      auto it = e.inputs.find(n->name());
+      if (it == e.inputs.end())
+        return Error::BadInput(gw + ": field \"inputs\" has no entry for placeholder \"" + n->name() + "\"");
+      if (!tensors.contains(it->second))
+        return Error::BadInput(gw + ": field \"inputs." + n->name() + "\" names tensor \"" + it->second + "\", which " + holder +
+                               " does not hold");
+      PARITY_ASSIGN_OR_RETURN(at::Tensor t, tensors.Get(it->second));
+      PARITY_RETURN_IF_ERROR(CheckMeta(t, *n, gw + ": field \"inputs." + n->name() + "\""));
+    } else if (n->kind() == ir::NodeKind::kGetAttr) {
+      if (!tensors.contains(n->target()))
+        return Error::BadInput(gpath + ": node \"" + n->name() + "\": get_attr target \"" + n->target() + "\" is not in " +
+                               holder);
+      PARITY_ASSIGN_OR_RETURN(at::Tensor t, tensors.Get(n->target()));
+      PARITY_RETURN_IF_ERROR(CheckMeta(t, *n, gpath + ": node \"" + n->name() + "\""));
+    }
+  }
+  for (const auto& [ph, key] : e.inputs)
+    if (!e.graph.Find(ph) || e.graph.Find(ph)->kind() != ir::NodeKind::kPlaceholder)
+      return Error::BadInput(gw + ": field \"inputs." + ph + "\" names no placeholder of " + gpath);
+  for (const auto& key : e.expected_outputs)
+    if (!tensors.contains(key))
+      return Error::BadInput(gw + ": field \"expected_outputs\" names tensor \"" + key + "\", which " + holder +
+                             " does not hold");
+  if (!e.expected_outputs.empty() && e.expected_outputs.size() != e.graph.OutputValues().size())
+    return Error::BadInput(gw + ": field \"expected_outputs\" has " + std::to_string(e.expected_outputs.size()) +
+                           " entries but the graph returns " + std::to_string(e.graph.OutputValues().size()) + " values");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
+  ReproDir r;
+  r.root_ = dir;
+  const std::string mw = (dir / "manifest.json").string();
+  if (!fs::is_directory(dir)) return Error::BadInput(dir.string() + ": not a directory");
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "manifest.json"));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error::BadInput(mw + ": not valid JSON");
+  if (!j.is_object()) return Error::BadInput(mw + ": top level is not a JSON object");
+  PARITY_ASSIGN_OR_RETURN(r.manifest_, ReadManifestFields(j, mw));
+  PARITY_RETURN_IF_ERROR(CheckInside(dir, r.manifest_.tensors_file, mw + ": field \"tensors\""));
+  PARITY_ASSIGN_OR_RETURN(safetensors::File tensors, safetensors::File::Open(dir / r.manifest_.tensors_file));
+  r.tensors_.emplace(std::move(tensors));
   if (!j.contains("graphs") || !j["graphs"].is_array() || j["graphs"].empty())
     return Error::BadInput(mw + ": field \"graphs\" is missing, not an array, or empty");
   std::set<std::string> graph_names;
   for (size_t k = 0; k < j["graphs"].size(); ++k) {
-    const json& jg = j["graphs"][k];
     const std::string gw = mw + ": graphs[" + std::to_string(k) + "]";
-    if (!jg.is_object()) return Error::BadInput(gw + ": not an object");
-    GraphEntry e;
-    PARITY_ASSIGN_OR_RETURN(e.name, GetString(jg, "name", gw, true));
+    PARITY_ASSIGN_OR_RETURN(GraphEntry e, ReadGraphEntry(j["graphs"][k], dir, gw));
     if (!graph_names.insert(e.name).second) return Error::BadInput(gw + ": duplicate graph name \"" + e.name + "\"");
-    PARITY_ASSIGN_OR_RETURN(e.file, GetString(jg, "file", gw, true));
-    PARITY_RETURN_IF_ERROR(CheckInside(dir, e.file, gw + ": field \"file\""));
-    if (!jg.contains("inputs") || !jg["inputs"].is_object())
-      return Error::BadInput(gw + ": field \"inputs\" is missing or not an object");
-    for (auto it = jg["inputs"].begin(); it != jg["inputs"].end(); ++it) {
-      if (!it.value().is_string()) return Error::BadInput(gw + ": field \"inputs." + it.key() + "\" is not a string");
-      e.inputs[it.key()] = it.value().get<std::string>();
-    }
-    for (const char* key : {"expected_outputs", "output_names"}) {
-      if (!jg.contains(key)) continue;
-      if (!jg[key].is_array()) return Error::BadInput(gw + ": field \"" + key + "\" is not an array");
-      auto& dst = std::string(key) == "expected_outputs" ? e.expected_outputs : e.output_names;
-      for (const auto& s : jg[key]) {
-        if (!s.is_string()) return Error::BadInput(gw + ": field \"" + key + "\" holds a non-string");
-        dst.push_back(s.get<std::string>());
-      }
-    }
-    const fs::path gpath = dir / e.file;
-    auto gtext = ReadFile(gpath);
-    if (!gtext.ok()) return gtext.error();
-    json gj = json::parse(*gtext, nullptr, false);
-    if (gj.is_discarded()) return Error::BadInput(gpath.string() + ": not valid JSON");
-    auto graph = ir::GraphFromJson(gj, gpath.string());
-    if (!graph.ok()) return graph.error();
-    e.graph = std::move(*graph);
-    e.graph.set_name(e.name);
-
-    // Every tensor the graph reads must exist and agree with the captured metadata.
-    for (const ir::Node* n : e.graph.nodes()) {
-      if (n->kind() == ir::NodeKind::kPlaceholder) {
-        auto it = e.inputs.find(n->name());
-        if (it == e.inputs.end())
-          return Error::BadInput(gw + ": field \"inputs\" has no entry for placeholder \"" + n->name() + "\"");
-        if (!r.tensors_->contains(it->second))
-          return Error::BadInput(gw + ": field \"inputs." + n->name() + "\" names tensor \"" + it->second + "\", which " +
-                                 (dir / m.tensors_file).string() + " does not hold");
-        auto t = r.tensors_->Get(it->second);
-        if (!t.ok()) return t.error();
-        PARITY_RETURN_IF_ERROR(CheckMeta(*t, *n, gw + ": field \"inputs." + n->name() + "\""));
-      } else if (n->kind() == ir::NodeKind::kGetAttr) {
-        if (!r.tensors_->contains(n->target()))
-          return Error::BadInput(gpath.string() + ": node \"" + n->name() + "\": get_attr target \"" + n->target() +
-                                 "\" is not in " + (dir / m.tensors_file).string());
-        auto t = r.tensors_->Get(n->target());
-        if (!t.ok()) return t.error();
-        PARITY_RETURN_IF_ERROR(CheckMeta(*t, *n, gpath.string() + ": node \"" + n->name() + "\""));
-      }
-    }
-    for (const auto& [ph, key] : e.inputs)
-      if (!e.graph.Find(ph) || e.graph.Find(ph)->kind() != ir::NodeKind::kPlaceholder)
-        return Error::BadInput(gw + ": field \"inputs." + ph + "\" names no placeholder of " + gpath.string());
-    for (const auto& key : e.expected_outputs)
-      if (!r.tensors_->contains(key))
-        return Error::BadInput(gw + ": field \"expected_outputs\" names tensor \"" + key + "\", which " +
-                               (dir / m.tensors_file).string() + " does not hold");
-    if (!e.expected_outputs.empty() && e.expected_outputs.size() != e.graph.OutputValues().size())
-      return Error::BadInput(gw + ": field \"expected_outputs\" has " + std::to_string(e.expected_outputs.size()) +
-                             " entries but the graph returns " + std::to_string(e.graph.OutputValues().size()) + " values");
+    PARITY_RETURN_IF_ERROR(CheckGraphTensors(e, *r.tensors_, dir, gw));
     r.graphs_.push_back(std::move(e));
   }
   return r;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "minifier/passes/passes.h"
 #include "repro/graph_json.h"
 
@@ -51,15 +53,10 @@ class FakeTest final : public Interestingness {
 
 // Every pass to a fixed point, as the pipeline runs them.
 Graph AllPasses(Graph g, Interestingness& test, int jobs) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto& pass : DeltaPasses()) {
-      PassStats st;
-      g = RunDeltaPass(pass, std::move(g), test, jobs, [](const Graph&) {}, st);
-      changed = changed || st.accepted > 0;
-    }
-  }
-  return g;
+  nlohmann::json stats = nlohmann::json::array();
+  std::ostringstream log;
+  return RunPassesToFixedPoint(
+      std::move(g), test, jobs, [](const Graph&) {}, stats, log);
 }
 
 TEST(Delta, ReducesToTheInterestingOp) {
@@ -68,7 +65,8 @@ TEST(Delta, ReducesToTheInterestingOp) {
   int accepted = 0;
   // One pass: replacing the ops before the tanh with placeholders, in chunks. (What follows a
   // culprit is node bisection's to cut, not the passes'.)
-  Graph out = RunDeltaPass(ReplaceWithPlaceholdersPass(), Chain(40, {39}), test, 1, [&](const Graph&) { ++accepted; }, st);
+  Graph out = RunDeltaPass(
+      ReplaceWithPlaceholdersPass(), Chain(40, {39}), test, 1, [&](const Graph&) { ++accepted; }, st);
   EXPECT_EQ(out.ops().front()->target(), "aten::tanh");
   EXPECT_EQ(st.accepted, accepted);
   EXPECT_GT(st.accepted, 0);
@@ -90,7 +88,8 @@ TEST(Delta, InvalidCandidatesAreSkippedNotTested) {
   };
   FakeTest test;
   PassStats st;
-  Graph out = RunDeltaPass(broken, Chain(8, {3}), test, 2, [](const Graph&) {}, st);
+  Graph out = RunDeltaPass(
+      broken, Chain(8, {3}), test, 2, [](const Graph&) {}, st);
   EXPECT_EQ(test.runs(), 0);
   EXPECT_EQ(st.invalid, st.candidates);
   EXPECT_GT(st.candidates, 0);

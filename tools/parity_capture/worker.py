@@ -340,15 +340,11 @@ def serve(sock_path: str) -> None:
 
 
 def deterministic_setup() -> None:
-    """What PyTorch's benchmark runner sets for accuracy checks, and what parity's C++ eager
-    reference sets (verifier/experiment.cpp): both sides must compute under the same rules (TF32
-    left on for cuDNN would make compiled convolutions differ from the reference)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    """The accuracy-check settings parity's C++ eager reference uses too (verifier/experiment.cpp):
+    both sides must compute under the same rules (TF32 left on for cuDNN would make compiled
+    convolutions differ from the reference); random ops in Inductor fall back to eager's."""
+    from .standalone import deterministic_setup as common
+    common()
     import torch._inductor.config as cfg
     cfg.fallback_random = True
 
