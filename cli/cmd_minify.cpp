@@ -5,6 +5,7 @@
 #include "minifier/delta.h"
 #include "minifier/minify.h"
 #include "verifier/backend.h"
+#include "verifier/host_ops.h"
 
 namespace parity::cli {
 
@@ -12,7 +13,7 @@ namespace {
 
 struct MinifyArgs {
   std::string dir, out, backend, device, check;
-  std::vector<std::string> backend_options;
+  std::vector<std::string> backend_options, imports;
   double tol = -1;
   int jobs = 1, timeout = 600, confirm = 3;
   bool strict = false, majority = false, no_stage_bisect = false, print_passes = false;
@@ -39,6 +40,7 @@ int RunMinify(const MinifyArgs& a) {
   o.majority = a.majority;
   o.stage_bisect = !a.no_stage_bisect;
   o.check_command = a.check;
+  o.imports = Unwrap(verifier::ApprovedImports(a.imports));
   std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
   Unwrap(minifier::Minify(o, std::cout));  // a failure to reproduce is an error (exit 1)
   return 0;
@@ -62,6 +64,7 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");
   cmd->add_flag("--no-stage-bisect", a->no_stage_bisect, "skip eager -> aot_eager -> decompositions -> backend bisection");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");
+  cmd->add_option("--import", a->imports, "allow importing MODULE (in the worker) for the repro's host ops");
   cmd->add_flag("--print-passes", a->print_passes, "list the delta passes and exit");
   cmd->callback([a, &exit_code] { exit_code = RunMinify(*a); });
 }

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "repro/graph_json.h"
@@ -11,7 +12,9 @@
 #include "verifier/backend.h"
 #include "verifier/case.h"
 #include "verifier/experiment.h"
+#include "verifier/host_ops.h"
 #include "verifier/run_repro.h"
+#include "verifier/worker.h"
 
 namespace parity::cli {
 
@@ -20,7 +23,7 @@ namespace {
 struct ReproRunArgs {
   std::string dir;
   std::string backend;  // empty: eager against the stored outputs
-  std::vector<std::string> backend_options;
+  std::vector<std::string> backend_options, imports;
   std::string dtype;
   std::string device;
   double tol = -1;
@@ -39,6 +42,7 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
   if (!a.device.empty()) co.device = a.device;
   if (a.tol >= 0) co.tol = a.tol;
   co.cosine = a.cosine;
+  co.imports = Unwrap(verifier::ApprovedImports(a.imports));
   verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, co));
   Unwrap(verifier::MakeBackend(spec.backend));
   const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
@@ -62,6 +66,8 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
 int RunReproRun(const ReproRunArgs& a) {
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
   if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro);
+  Unwrap(verifier::PrepareHostOps(repro, Unwrap(verifier::ApprovedImports(a.imports)),
+                                  [](const nlohmann::json& req) { return verifier::AskWorker(req); }));
   verifier::RunReproOptions o;
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
@@ -84,6 +90,19 @@ struct ReproShowArgs {
   bool stack_traces = false;
 };
 
+// Lines calling a host op end with "  # host op".
+std::string MarkHostOps(const std::string& text, const Manifest& m) {
+  if (m.host_ops.empty()) return text;
+  std::string out, line;
+  std::istringstream in(text);
+  while (std::getline(in, line)) {
+    bool host = false;
+    for (const auto& [name, op] : m.host_ops) host = host || line.find(" = " + name + "(") != std::string::npos;
+    out += line + (host ? "  # host op" : "") + "\n";
+  }
+  return out;
+}
+
 int RunReproShow(const ReproShowArgs& a) {
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
   const Manifest& m = repro.manifest();
@@ -91,7 +110,10 @@ int RunReproShow(const ReproShowArgs& a) {
             << ", " << m.producer << "\n";
   if (m.backend) std::cout << "# backend " << *m.backend << " " << m.backend_options.dump() << "\n";
   if (!m.failure.is_null()) std::cout << "# failure " << m.failure.dump() << "\n";
-  for (const GraphEntry& g : repro.graphs()) std::cout << ir::GraphToText(g.graph, a.stack_traces);
+  for (const auto& [name, op] : m.host_ops)
+    std::cout << "# host op " << name << " (runs in the Python worker; module " << (op.module.empty() ? "unknown" : op.module)
+              << "): " << op.schema << "\n";
+  for (const GraphEntry& g : repro.graphs()) std::cout << MarkHostOps(ir::GraphToText(g.graph, a.stack_traces), m);
   return 0;
 }
 
@@ -115,6 +137,7 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   run->add_flag("--cosine", run_args->cosine, "compare by cosine similarity");
   run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");
   run->add_flag("--json", run_args->json, "print the report as JSON");
+  run->add_option("--import", run_args->imports, "allow importing MODULE (in the worker) for the repro's host ops");
   run->callback([run_args, &exit_code] { exit_code = RunReproRun(*run_args); });
 
   auto show_args = std::make_shared<ReproShowArgs>();

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "verifier/backend.h"
+#include "verifier/host_ops.h"
 #include "verifier/verify.h"
 
 namespace parity::cli {
@@ -12,7 +13,7 @@ namespace parity::cli {
 namespace {
 
 struct VerifyArgs {
-  std::vector<std::string> dirs, models, backends{"inductor"}, backend_options, tests{"eval"}, dtypes{"float32"};
+  std::vector<std::string> dirs, models, backends{"inductor"}, backend_options, tests{"eval"}, dtypes{"float32"}, imports;
   std::string device = "cpu", filter, exclude, output_dir = "parity-results", cache_dir;
   int batch_size = 0, repeat = 1, iterations = 1, timeout = 1800;
   double tol = -1;
@@ -39,6 +40,7 @@ int RunVerify(const VerifyArgs& a) {
   o.output_dir = a.output_dir;
   o.cache_dir = a.cache_dir;
   o.progress = ::isatty(1);
+  o.imports = Unwrap(verifier::ApprovedImports(a.imports));
   auto summary = Unwrap(verifier::Verify(o, std::cout));
   return summary.failed > 0 ? 1 : 0;
 }
@@ -66,6 +68,7 @@ void set_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", a->timeout, "seconds per experiment (default 1800)");
   cmd->add_option("--output-dir", a->output_dir, "where results.jsonl and repros/ go (default parity-results)");
   cmd->add_option("--cache-dir", a->cache_dir, "captures and compiled artifacts (default ~/.cache/parity)");
+  cmd->add_option("--import", a->imports, "allow importing MODULE (in the worker) for host ops of the repro dirs");
   cmd->callback([a, &exit_code] { exit_code = RunVerify(*a); });
 }
 

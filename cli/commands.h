@@ -24,4 +24,9 @@ T Unwrap(Expected<T> e) {
   return std::move(e).value();
 }
 
+// Throws Failure when `s` holds an error.
+inline void Unwrap(const Status& s) {
+  if (!s.ok()) throw Failure{s.error()};
+}
+
 }  // namespace parity::cli

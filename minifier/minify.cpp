@@ -9,6 +9,7 @@
 #include "util/files.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
+#include "verifier/host_ops.h"
 
 namespace parity::minifier {
 namespace fs = std::filesystem;
@@ -24,6 +25,7 @@ verifier::CaseOptions CaseOptionsOf(const MinifyOptions& o) {
   c.tol = o.tol;
   c.ignore_non_fp = !o.strict;
   c.cache_dir = o.cache_dir.string();
+  c.imports = o.imports;
   return c;
 }
 
@@ -105,6 +107,8 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   if (ec) return Error::BadInput("--out " + out.string() + ": " + ec.message());
   Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.timeout_s, opts.jobs), {}, {}};
   for (const auto& info : repro.tensors().tensors()) p.tensors[info.name] = *repro.tensors().Get(info.name);
+  // Host ops run in this process too (the reference values), through the runner's worker.
+  PARITY_RETURN_IF_ERROR(verifier::PrepareHostOps(repro, base.imports, [&p](const json& req) { return p.runner.Ask(req); }));
   p.state.source = base.repro;
   p.state.base = base;
   if (Resume(p, log))

@@ -34,6 +34,7 @@ struct MinifyOptions {
   bool stage_bisect = true;
   std::string check_command;  // --check
   std::filesystem::path cache_dir;
+  std::vector<std::string> imports;  // approved host-op modules (verifier/host_ops.h)
 };
 
 struct MinifyResult {

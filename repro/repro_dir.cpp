@@ -45,6 +45,24 @@ Status CheckMeta(const at::Tensor& t, const ir::Node& n, const std::string& wher
 
 namespace {
 
+Expected<std::map<std::string, HostOp>> ReadHostOps(const json& j, const std::string& mw) {
+  if (!j.is_object()) return Error::BadInput(mw + ": field \"host_ops\" is not an object");
+  std::map<std::string, HostOp> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string w = mw + ": host_ops[\"" + it.key() + "\"]";
+    if (it.key().find("::") == std::string::npos) return Error::BadInput(w + ": not a qualified op name (ns::op)");
+    if (!it.value().is_object()) return Error::BadInput(w + ": not an object");
+    HostOp op;
+    PARITY_ASSIGN_OR_RETURN(op.schema, GetString(it.value(), "schema", w, true));
+    if (it.value().contains("module") && !it.value()["module"].is_null()) {
+      PARITY_ASSIGN_OR_RETURN(op.module, GetString(it.value(), "module", w, false));
+    }
+    PARITY_ASSIGN_OR_RETURN(op.path, GetString(it.value(), "path", w, false, "host"));
+    out[it.key()] = std::move(op);
+  }
+  return out;
+}
+
 // The manifest's top-level fields (graphs are read separately).
 Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (!j.contains("version") || !j["version"].is_number_integer())
@@ -79,9 +97,12 @@ Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
     }
   }
   if (j.contains("failure")) m.failure = j["failure"];
-  static const std::set<std::string> known = {"format",  "version",    "torch_version", "producer", "model",
-                                              "suite",   "batch_size", "mode",          "dtype",    "device",
-                                              "tensors", "backend",    "failure",       "graphs"};
+  if (j.contains("host_ops")) {
+    PARITY_ASSIGN_OR_RETURN(m.host_ops, ReadHostOps(j["host_ops"], mw));
+  }
+  static const std::set<std::string> known = {"format",  "version", "torch_version", "producer", "model",  "suite",
+                                              "batch_size", "mode", "dtype", "device", "tensors", "backend",
+                                              "failure", "graphs", "host_ops"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) m.extra[it.key()] = it.value();
   return m;
@@ -226,6 +247,8 @@ json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& gra
   j["tensors"] = m.tensors_file;
   if (m.backend) j["backend"] = {{"name", *m.backend}, {"options", m.backend_options}};
   if (!m.failure.is_null()) j["failure"] = m.failure;
+  for (const auto& [name, op] : m.host_ops)
+    j["host_ops"][name] = {{"schema", op.schema}, {"module", op.module.empty() ? json() : json(op.module)}, {"path", op.path}};
   json gs = json::array();
   for (const GraphEntry* g : graphs) {
     json jg = {{"name", g->name}, {"file", g->file}, {"inputs", g->inputs}};

@@ -14,6 +14,7 @@ void ApplyCommon(ExperimentSpec& s, const CaseOptions& o) {
   s.ignore_non_fp = o.ignore_non_fp;
   s.cache_dir = o.cache_dir.empty() ? DefaultCacheDir().string() : o.cache_dir;
   s.tol = o.tol;
+  s.imports = o.imports;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ struct CaseOptions {
   int repeat = 1;
   int iterations_per_run = 1;
   std::string cache_dir;  // default DefaultCacheDir()
+  std::vector<std::string> imports;  // approved host-op modules (verifier/host_ops.h)
 };
 
 struct Case {

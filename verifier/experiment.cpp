@@ -10,7 +10,9 @@
 #include "util/digest.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
+#include "verifier/host_ops.h"
 #include "verifier/reference.h"
+#include "verifier/worker.h"
 
 namespace parity::verifier {
 
@@ -55,7 +57,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
                       {"cosine", cosine},
                       {"ignore_non_fp", ignore_non_fp},
                       {"cache_dir", cache_dir},
-                      {"work_dir", work_dir}};
+                      {"work_dir", work_dir},
+                      {"imports", imports}};
   j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
   return j;
 }
@@ -78,6 +81,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.ignore_non_fp = j.value("ignore_non_fp", false);
     s.cache_dir = j.at("cache_dir");
     s.work_dir = j.at("work_dir");
+    s.imports = j.value("imports", std::vector<std::string>{});
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
     return s;
   } catch (const std::exception& e) {
@@ -113,6 +117,7 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"outputs", outputs},
           {"exception_type", exception_type},
           {"traceback", traceback},
+          {"notes", notes},
           {"signal", signal},
           {"timed_out", timed_out}};
 }
@@ -130,6 +135,7 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.outputs = j.value("outputs", nlohmann::json::array());
   r.exception_type = j.value("exception_type", std::string());
   r.traceback = j.value("traceback", std::string());
+  r.notes = j.value("notes", std::string());
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
   return r;
@@ -211,6 +217,8 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
   auto fp64 = RunReference(*program, repro, graph, spec.test, r64);
   if (!fp64.ok()) {
     c.fp64_ok = false;
+    if (r.notes.empty())
+      r.notes = "no fp64 reference (" + fp64.error().message.substr(0, 300) + "); compared by cosine similarity";
     r.cosine = true;
   }
   SetPhase(on_phase, r, "backend");
@@ -294,6 +302,9 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
     return Finish(r, Code::kVerifierSkipped, "invalid device \"" + spec.device + "\"");
   }
   if (device.is_cuda() && !at::hasCUDA()) return Finish(r, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
+  // Host ops (ops registered from Python only) call the worker; the driver checked approval.
+  if (Status st = PrepareHostOps(*repro, spec.imports, [](const nlohmann::json& req) { return AskWorker(req); }); !st.ok())
+    return Finish(r, Code::kEagerFailed, st.error().message);
   auto backend = MakeBackend(spec.backend);
   if (!backend.ok()) return Finish(r, Code::kVerifierSkipped, backend.error().message);
   ExperimentContext ctx;

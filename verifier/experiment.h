@@ -33,6 +33,7 @@ struct ExperimentSpec {
   bool ignore_non_fp = false;  // integer/bool outputs that differ do not fail (minify's default)
   std::string cache_dir;
   std::string work_dir;
+  std::vector<std::string> imports;  // approved modules for host ops (verifier/host_ops.h); not in the fingerprint
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
@@ -54,6 +55,7 @@ struct ExperimentResult {
   std::string traceback;                             // EXCEPTION_RAISED in the Python worker: its traceback
   int signal = 0;                                    // VERIFIER_DIDNT_RUN: the signal that ended the process
   bool timed_out = false;                            // VERIFIER_DIDNT_RUN: killed at the deadline
+  std::string notes;  // what changed the flow, e.g. why the fp64 reference could not run
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

@@ -12,9 +12,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-bool NeedsWorker(const std::string& backend) {
-  auto info = FindBackend(backend);
-  return !info.ok() || info->needs_worker;
+// The backend's trait, or host ops (approved modules) that run in the worker.
+bool NeedsWorker(const ExperimentSpec& spec) {
+  auto info = FindBackend(spec.backend);
+  return !info.ok() || info->needs_worker || !spec.imports.empty();
 }
 }  // namespace
 
@@ -66,7 +67,7 @@ std::optional<IsolatedRunner::Running> IsolatedRunner::Start(ExperimentBatch& ba
                                                              ExperimentResult& r) {
   auto& [spec, dir] = batch[index];
   std::string socket;
-  if (NeedsWorker(spec.backend)) {
+  if (NeedsWorker(spec)) {
     if (auto st = EnsureWorker(slot); !st.ok()) {
       r.error = st.error().message;
       return std::nullopt;
@@ -112,7 +113,7 @@ std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
     for (auto& run : running) {
       const auto& [spec, dir] = batch[run.index];
       ExperimentResult& r = results[run.index] = CollectExperiment(dir, *run.info, timeout_s_);
-      if (r.code != Code::kVerifierDidntRun || !NeedsWorker(spec.backend)) continue;
+      if (r.code != Code::kVerifierDidntRun || !NeedsWorker(spec)) continue;
       // A hang or crash inside a Python backend leaves its worker busy or dead: start afresh.
       auto ended = slots_[run.slot].worker ? slots_[run.slot].worker->Check() : std::nullopt;
       if (ended) r.error += "; python worker " + ended->Describe();

@@ -6,6 +6,7 @@
 #include "repro/repro_dir.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
+#include "verifier/host_ops.h"
 
 namespace parity::verifier {
 
@@ -39,27 +40,34 @@ CaseOptions CaseOptionsOf(const VerifyOptions& o) {
   c.repeat = o.repeat;
   c.iterations_per_run = o.iterations_per_run;
   c.cache_dir = o.cache_dir.string();
+  c.imports = o.imports;
   return c;
 }
 
-// Suite model names in the suite's order ("all" expands), each with its suite.
-Expected<std::vector<std::pair<std::string, std::string>>> SuiteModels(const VerifyOptions& o, const nlohmann::json& listing) {
-  std::map<std::string, std::string> suite_of;
+// A suite model as the worker lists it.
+struct SuiteModel {
+  std::string name, suite;
+  std::vector<std::string> imports;  // modules registering its host ops: parity's own suite, approved
+};
+
+// Suite models in the suite's order ("all" expands).
+Expected<std::vector<SuiteModel>> SuiteModels(const VerifyOptions& o, const nlohmann::json& listing) {
+  std::map<std::string, SuiteModel> by_name;
   std::vector<std::string> order;
   for (const auto& m : listing["models"]) {
-    suite_of[m["name"]] = m["suite"];
+    by_name[m["name"]] = {m["name"], m["suite"], m.value("imports", std::vector<std::string>{})};
     order.push_back(m["name"]);
   }
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<SuiteModel> out;
   for (const auto& m : o.models) {
     if (m == "all") {
-      for (const auto& n : order) out.emplace_back(n, suite_of[n]);
-    } else if (!suite_of.count(m)) {
+      for (const auto& n : order) out.push_back(by_name[n]);
+    } else if (!by_name.count(m)) {
       std::string known;
       for (const auto& n : order) known += (known.empty() ? "" : ", ") + n;
       return Error::BadInput("--model \"" + m + "\": not in the suite (" + known + ")");
     } else {
-      out.emplace_back(m, suite_of[m]);
+      out.push_back(by_name[m]);
     }
   }
   return out;
@@ -76,7 +84,10 @@ Status ValidateVerifyOptions(const VerifyOptions& o) {
       return Error::BadInput("--dtype \"" + d + "\": expected float32, float16, bfloat16 or amp");
   for (const auto& b : o.backends) PARITY_RETURN_IF_ERROR(FindBackend(b));
   PARITY_RETURN_IF_ERROR(MakeFilter(o));
-  for (const auto& d : o.repro_dirs) PARITY_RETURN_IF_ERROR(ReproDir::Load(d));
+  for (const auto& d : o.repro_dirs) {
+    PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(d));
+    PARITY_RETURN_IF_ERROR(CheckHostOpsApproved(r, o.imports));  // nothing imported without approval
+  }
   return Status::Ok();
 }
 
@@ -88,13 +99,15 @@ Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
   if (!o.models.empty()) {
     PARITY_ASSIGN_OR_RETURN(auto listing, list_models());
     PARITY_ASSIGN_OR_RETURN(auto models, SuiteModels(o, listing));
-    for (const auto& [model, suite] : models) {
-      if (!keep(model)) continue;
+    for (const auto& m : models) {
+      if (!keep(m.name)) continue;
+      CaseOptions mopts = copts;
+      mopts.imports.insert(mopts.imports.end(), m.imports.begin(), m.imports.end());
       for (const auto& t : o.tests)
         for (const auto& dt : o.dtypes)
           for (const auto& b : o.backends) {
-            copts.backend = b;
-            specs.push_back(Case::FromSuite(model, suite, t, dt, copts));
+            mopts.backend = b;
+            specs.push_back(Case::FromSuite(m.name, m.suite, t, dt, mopts));
           }
     }
   }

@@ -11,6 +11,7 @@
 
 namespace parity::verifier {
 
+// Includes: every repro dir loads, and the modules of its host ops are approved.
 [[nodiscard]] Status ValidateVerifyOptions(const VerifyOptions& options);
 
 // `list_models` answers the worker's list_models request (the worker owns the model code); it

@@ -63,6 +63,7 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
                          {"fingerprint", spec.Fingerprint()}};
   if (!r.error.empty()) line["error"] = r.error;
   if (!r.exception_type.empty()) line["exception_type"] = r.exception_type;
+  if (!r.notes.empty()) line["notes"] = r.notes;
   if (!r.phase.empty() && r.code != Code::kPass) line["phase"] = r.phase;
   if (!c.repro_input.empty()) line["repro_input"] = c.repro_input;
   if (!c.repro_dir.empty()) line["repro_dir"] = c.repro_dir;

@@ -34,6 +34,7 @@ struct VerifyOptions {
   std::filesystem::path output_dir = "parity-results";
   std::filesystem::path cache_dir;  // default DefaultCacheDir()
   bool progress = false;            // live status line (a TTY)
+  std::vector<std::string> imports;  // approved host-op modules (--import + config; verifier/host_ops.h)
 };
 
 struct VerifySummary {

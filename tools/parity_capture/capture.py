@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from .host_ops import describe_graphs
 from .serialize import CaptureError, graph_to_json, write_repro_dir
 
 PRODUCER = "parity_capture 0.1"
@@ -116,7 +117,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
             name: Optional[str] = None, example_kwargs: Optional[Dict[str, Any]] = None,
             method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None,
             loss_fn: Optional[Callable[[Any], torch.Tensor]] = None,
-            autocast: Optional[torch.dtype] = None) -> str:
+            autocast: Optional[torch.dtype] = None, imports: Sequence[str] = ()) -> str:
     """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
 
     method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
@@ -124,6 +125,8 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     so a backend's loss, gradients and optimizer step can be checked.
     autocast: capture under torch.autocast with this dtype (AMP); the graph then holds the
     casts explicitly, so every backend and parity's interpreter run the same mixed precision.
+    imports: modules that register the graph's non-ATen ops when capture cannot find them itself
+    (recorded in the manifest's host_ops; docs/format.md).
     """
     if autocast is not None:
         device_type = next((x.device.type for x in pytree.tree_leaves((example_inputs, example_kwargs))
@@ -131,7 +134,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         with torch.autocast(device_type=device_type, dtype=autocast):
             return capture(model, example_inputs, out_dir, mode=mode, name=name, example_kwargs=example_kwargs,
                            method=method, extra_manifest=dict(extra_manifest or {}, amp=str(autocast).removeprefix("torch.")),
-                           loss_fn=loss_fn)
+                           loss_fn=loss_fn, imports=imports)
     if mode not in ("eval", "train"):
         raise ValueError(f"mode must be 'eval' or 'train', got {mode!r}")
     if mode == "train":
@@ -172,6 +175,9 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         "dtype": "float32" if "float32" in dtypes or not dtypes else sorted(dtypes)[0],
         "device": sorted(devices)[0] if devices else "cpu",
     }
+    host = describe_graphs([gjson], imports)
+    if host:
+        manifest["host_ops"] = host
     manifest.update(extra_manifest or {})
     return write_repro_dir(out_dir, manifest, [(gjson, entry)], tensors)
 

@@ -12,12 +12,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .capture import PRODUCER, capture_graph_module
+from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
 
 class _Dump:
-    def __init__(self, out_dir: str, model_name: str, max_graphs: Optional[int]):
+    def __init__(self, out_dir: str, model_name: str, max_graphs: Optional[int], imports=()):
         self.out_dir = out_dir
+        self.imports = list(imports)
         self.model_name = model_name
         self.max_graphs = max_graphs
         self.graphs: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
@@ -34,12 +36,16 @@ class _Dump:
             self.tensors.update(tensors)
             manifest = {"torch_version": torch.__version__, "producer": PRODUCER + " (dynamo)",
                         "model": self.model_name, "mode": "eval", "dtype": "float32", "device": "cpu"}
+            host = describe_graphs([g for g, _ in self.graphs], self.imports)
+            if host:
+                manifest["host_ops"] = host
             # Rewritten after every graph: a program that crashes later still leaves a valid dir.
             write_repro_dir(self.out_dir, manifest, self.graphs, self.tensors)
 
 
-def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None):
-    dump = _Dump(out_dir, model_name, max_graphs)
+def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=()):
+    """`imports`: modules that register the program's non-ATen ops, when capture cannot find them."""
+    dump = _Dump(out_dir, model_name, max_graphs, imports)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
         recorded = [False]

@@ -24,6 +24,7 @@ class ModelSpec:
     loss: Callable[[Any], torch.Tensor]
     batch_size: int
     description: str
+    imports: Tuple[str, ...] = ()  # modules registering the model's host ops (parity's own suite: approved)
 
 
 # ---------------------------------------------------------------- hand-written nets
@@ -217,6 +218,10 @@ MODELS: Dict[str, ModelSpec] = {s.name: s for s in [
     ModelSpec("dlrm", "recsys", DLRMish, _dlrm_inputs, _plain_loss, 8,
               "DLRM-style: bottom MLP, 4 EmbeddingBags, dot interaction, top MLP"),
     ModelSpec("mlp", "toy", MLP, _mlp_inputs, _plain_loss, 8, "4-layer GELU MLP, 64 -> 128 -> 16"),
+    ModelSpec("mixtral", "huggingface", _hf("MixtralConfig", "MixtralForCausalLM", **_LLAMA, num_local_experts=4,
+                                            num_experts_per_tok=2), _ids(256, 32), _logits_loss, 2,
+              "MixtralForCausalLM (Mixture of Experts), 2 layers, 4 experts top-2: the experts run in "
+              "transformers' custom op grouped_mm_fallback (a host op)", ("transformers.integrations.moe",)),
 ]}
 
 

@@ -18,6 +18,9 @@ worker goes on. Tensors travel as safetensors files named in the request ("out")
   torchscript          repro, graph, device, out -> path (.pt)
   export_pt2           repro, graph, device, out -> path (.pt2)
   repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
+  import_modules       modules -> {} (imports what registers a repro's host ops; parity approved them)
+  host_call            op, args, tensors, out -> returns, kind (one host op; tensors through shared memory)
+  host_backward        op, args, grads, diff, tensors, out -> returns (its vector-Jacobian product)
   shutdown
 """
 from __future__ import annotations
@@ -279,13 +282,44 @@ def cmd_capture(req) -> Dict[str, Any]:
 
 def cmd_list_models(req) -> Dict[str, Any]:
     from . import models
-    return {"models": [{"name": n, "suite": s.suite, "batch_size": s.batch_size, "description": s.description}
-                       for n, s in models.MODELS.items()]}
+    return {"models": [{"name": n, "suite": s.suite, "batch_size": s.batch_size, "description": s.description,
+                        "imports": list(s.imports)} for n, s in models.MODELS.items()]}
 
 
 def cmd_list_backends(req) -> Dict[str, Any]:
     import torch._dynamo
     return {"backends": sorted(torch._dynamo.list_backends(exclude_tags=()))}
+
+
+def cmd_import_modules(req) -> Dict[str, Any]:
+    """Imports the modules that register a repro's host ops (parity approved them)."""
+    from .host_ops import import_modules
+    failed = import_modules(req.get("modules", []))
+    if failed:
+        m, err = next(iter(failed.items()))
+        raise ImportError(f"cannot import {m}: {err}")
+    return {}
+
+
+def cmd_host_call(req) -> Dict[str, Any]:
+    """One host op: arguments from JSON and a safetensors file (in shared memory), results to
+    another."""
+    from safetensors.torch import load_file
+    from .host_ops import call
+    tensors = load_file(req["tensors"]) if req.get("tensors") else {}
+    with torch.no_grad():
+        outs, kind = call(req["op"], req["args"], tensors)
+    _write(req["out"], {f"r{k}": t for k, t in enumerate(outs)})
+    return {"returns": len(outs), "kind": kind}
+
+
+def cmd_host_backward(req) -> Dict[str, Any]:
+    """The backward of one host op call (parity's C++ autograd asks for it)."""
+    from safetensors.torch import load_file
+    from .host_ops import backward
+    grads = backward(req["op"], req["args"], req["grads"], req["diff"], load_file(req["tensors"]))
+    _write(req["out"], {f"r{k}": t for k, t in enumerate(grads)})
+    return {"returns": len(grads)}
 
 
 def cmd_repro_script(req) -> Dict[str, Any]:
@@ -301,7 +335,8 @@ def cmd_ping(req) -> Dict[str, Any]:
 
 COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": cmd_list_backends,
             "capture": cmd_capture, "run": cmd_run, "aot_graphs": cmd_aot_graphs, "aot_inductor": cmd_aot_inductor,
-            "torchscript": cmd_torchscript, "export_pt2": cmd_export_pt2, "repro_script": cmd_repro_script}
+            "torchscript": cmd_torchscript, "export_pt2": cmd_export_pt2, "repro_script": cmd_repro_script,
+            "import_modules": cmd_import_modules, "host_call": cmd_host_call, "host_backward": cmd_host_backward}
 
 
 def handle(req: Dict[str, Any]) -> Dict[str, Any]:
