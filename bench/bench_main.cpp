@@ -1,6 +1,6 @@
 // parity_bench: times library calls in-process and prints one JSON object, for
 // bench/run_benchmarks.py to put next to the PyTorch tool doing the same job.
-//   parity_bench interp DIR [--iters N] [--device cpu|cuda]   the interpreter on a repro dir
+//   parity_bench interp DIR [--iters N] [--device cpu|cuda] [--import M]   the interpreter on a repro dir
 //   parity_bench same REF RES [--fp64 F] [--iters N]          same() on every tensor pair
 //   parity_bench kernel [--numel N] [--fp64] [--iters N]      the comparator's streaming kernel,
 //                                                             hand-written vs Eigen, and a copy
@@ -23,6 +23,8 @@
 #include "interpreter/interpreter.h"
 #include "repro/repro_dir.h"
 #include "repro/safetensors.h"
+#include "verifier/host_ops.h"
+#include "verifier/worker.h"
 
 namespace {
 
@@ -131,6 +133,8 @@ int main(int argc, char** argv) {
   interp->add_option("--iters", iters);
   interp->add_option("--warmup", warmup);
   interp->add_option("--device", device);
+  std::vector<std::string> imports;
+  interp->add_option("--import", imports, "approve MODULE for the repro's host ops (they run in a worker)");
   auto* same = app.add_subcommand("same", "time same() over two safetensors files");
   same->add_option("ref", ref)->required();
   same->add_option("res", res)->required();
@@ -151,6 +155,11 @@ int main(int argc, char** argv) {
     out = KernelBench(numel, with_fp64, warmup, iters);
   } else if (*interp) {
     auto repro = Must(parity::ReproDir::Load(dir));
+    if (auto st = parity::verifier::PrepareHostOps(repro, imports, [](const nlohmann::json& r) { return parity::verifier::AskWorker(r); });
+        !st.ok()) {
+      std::cerr << "parity_bench: " << st.error().message << "\n";
+      return 2;
+    }
     const auto& g = repro.graphs().at(0);
     auto program = Must(parity::interp::Program::Compile(g.graph, g.file));
     parity::interp::RunOptions o;

@@ -37,8 +37,8 @@ def timeit(fn, iters: int, warmup: int = 3) -> float:
     return statistics.median(samples)
 
 
-def parity_bench(*args) -> dict:
-    out = subprocess.run([os.path.join(BUILD, "parity_bench"), *args], check=True, capture_output=True, text=True)
+def parity_bench(*args, env=None) -> dict:
+    out = subprocess.run([os.path.join(BUILD, "parity_bench"), *args], check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -150,6 +150,47 @@ def bench_foundation(tmp: str, quick: bool) -> dict:
     return res
 
 
+# ------------------------------------------------------------------ host ops (issue 8)
+def bench_host_ops(tmp: str, quick: bool) -> dict:
+    """The cost of one host op call (a Python-registered custom op run in the worker, tensors
+    through /dev/shm) from parity's interpreter, vs calling the same op in Python eager."""
+    tests = os.path.join(ROOT, "tests", "python")
+    sys.path.insert(0, tests)
+    import custom_op_model  # registers parity_test::scaled_gelu
+    from parity_capture import capture
+
+    class OneHostOp(torch.nn.Module):
+        def forward(self, x):
+            return custom_op_model.scaled_gelu(x, 0.5)
+
+    env = dict(os.environ, PYTHONPATH=tests)
+    iters = 20 if quick else 200
+    rows = []
+    for shape in ((16, 64), (256, 1024)):
+        x = torch.randn(*shape)
+        d = os.path.join(tmp, f"host-{shape[0]}x{shape[1]}")
+        capture(OneHostOp(), (x,), d, name="one_host_op")
+        p = parity_bench("interp", d, "--iters", str(iters), "--import", "custom_op_model", env=env)
+        py = timeit(lambda: torch.ops.parity_test.scaled_gelu(x, 0.5), iters)
+        rows.append({"shape": list(shape), "mb": x.numel() * 4 / 2**20, "parity_us": p["median_s"] * 1e6, "python_us": py * 1e6})
+    return {"rows": rows}
+
+
+def render_host_ops(h: dict) -> list:
+    env = h["env"]
+    lines = ["## Host ops: one call of a Python-registered custom op", "",
+             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.",
+             "parity runs a one-node graph `parity_test::scaled_gelu(x, 0.5)` (tests/python/custom_op_model.py) through",
+             "its interpreter: the dispatcher reaches the host op's kernel, which sends the input to the persistent",
+             "Python worker through a safetensors file in /dev/shm and reads the result back. Python eager calls",
+             "`torch.ops.parity_test.scaled_gelu` directly. The difference is what a host op costs per call.", "",
+             "| input | parity (per call) | Python eager (per call) | overhead per call |", "|---|---|---|---|"]
+    for r in h["rows"]:
+        lines.append(f"| float32 {r['shape'][0]}x{r['shape'][1]} ({r['mb']:.2f} MB) | {r['parity_us']:.0f} µs | "
+                     f"{r['python_us']:.0f} µs | {r['parity_us'] - r['python_us']:.0f} µs |")
+    return lines + [""]
+
+
 # ------------------------------------------------------------------ verify (issue 3)
 def wall(cmd, env) -> float:
     t0 = time.perf_counter()
@@ -255,6 +296,8 @@ def render(results: dict) -> str:
                 lines.append(f"| {what} | {r['handwritten_gbps']:.2f} GB/s | {r['eigen_gbps']:.2f} GB/s | "
                              f"**{r['handwritten_gbps'] / r['eigen_gbps']:.1f}x** | {r['copy_gbps']:.1f} GB/s |")
             lines.append("")
+    if results.get("host_ops"):
+        lines += render_host_ops(results["host_ops"])
     v = results.get("verify")
     if v:
         env = v["env"]
@@ -314,6 +357,12 @@ def main() -> int:
             print(json.dumps(r, indent=1))
             if not a.quick:
                 results["minify"] = r
+        if "host_ops" in a.sections:
+            r = bench_host_ops(tmp, a.quick)
+            r["env"] = env
+            print(json.dumps(r, indent=1))
+            if not a.quick:
+                results["host_ops"] = r
         if "foundation" in a.sections:
             r = bench_foundation(tmp, a.quick)
             r["env"] = env

@@ -272,7 +272,7 @@ Status CheckHostOpsApproved(const ReproDir& repro, const std::vector<std::string
     const std::string where = mw + ": host op " + name + " (" + NodeCalling(repro, name) + ")";
     if (op.module.empty())
       return Error::BadInput(where + ": the manifest names no module that registers it (defined in a script run as "
-                             "__main__?): capture with imports=[\"MODULE\"] (python -m parity_capture capture --import MODULE) "
+                             "__main__?): capture with imports=[\"MODULE\"] (parity_capture.capture or dump_backend) "
                              "or set host_ops[\"" + name + "\"].module in the manifest");
     if (!Approved(op.module, approved))
       return Error::BadInput(where + " needs module " + op.module + ", which parity imports only when allowed: pass --import " +

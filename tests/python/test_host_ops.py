@@ -1,0 +1,145 @@
+"""Graphs with Python-registered custom ops (host ops): capture records them; nothing is imported
+without approval; approved ones verify (eval and train), minify and show."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_parity
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from custom_op_model import capture_custom  # noqa: E402
+
+OP = "parity_test::scaled_gelu"
+
+
+def parity(parity_bin, *args, pythonpath=HERE, home=None):
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    if home:
+        env["HOME"] = home
+        env.pop("XDG_CONFIG_HOME", None)
+        env.pop("PARITY_CONFIG", None)
+    return subprocess.run([parity_bin, *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory):
+    return capture_custom(str(tmp_path_factory.mktemp("cop") / "cop"))
+
+
+@pytest.fixture(scope="module")
+def custom_train(tmp_path_factory):
+    return capture_custom(str(tmp_path_factory.mktemp("copt") / "copt"), "train")
+
+
+def results(out_dir):
+    return [json.loads(line) for line in open(os.path.join(out_dir, "results.jsonl"))]
+
+
+def test_capture_records_the_host_op_and_its_module(custom):
+    m = json.load(open(os.path.join(custom, "manifest.json")))
+    assert m["host_ops"][OP]["module"] == "custom_op_model"
+    assert m["host_ops"][OP]["schema"].startswith(OP + "(Tensor x, float scale)")
+
+
+def test_custom_op_model_verifies_on_every_backend(parity_bin, custom, tmp_path):
+    r = parity(parity_bin, "verify", custom, "--backend", "eager", "--backend", "aot_eager", "--backend", "inductor",
+               "--import", "custom_op_model", "--output-dir", str(tmp_path / "v"), "--cache-dir", str(tmp_path / "c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [l["verification_code"] for l in results(tmp_path / "v")] == ["PASS"] * 3
+
+
+def test_train_gradients_flow_through_the_host_op(parity_bin, custom_train, tmp_path):
+    # At a tolerance far below the error a missing gradient makes (~1e-3), eager == inductor.
+    r = parity(parity_bin, "verify", custom_train, "--backend", "inductor", "--tol", "1e-6", "--import", "custom_op_model",
+               "--output-dir", str(tmp_path / "v"), "--cache-dir", str(tmp_path / "c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    grads = {o["path"]: o for o in results(tmp_path / "v")[0]["outputs"] if o["path"].startswith("grad/")}
+    assert grads["grad/param/model.lin1.weight"]["pass"]  # upstream of the host op
+
+
+def test_unapproved_module_imports_nothing(parity_bin, custom, tmp_path):
+    # A manifest may name any module; one that writes a file when imported must stay unimported.
+    evil = tmp_path / "site"
+    evil.mkdir()
+    marker = tmp_path / "imported.txt"
+    (evil / "evil_mod.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n")
+    d = tmp_path / "repro"
+    subprocess.run(["cp", "-r", custom, str(d)], check=True)
+    m = json.load(open(d / "manifest.json"))
+    m["host_ops"][OP]["module"] = "evil_mod"
+    (d / "manifest.json").write_text(json.dumps(m))
+    for args in (["verify", str(d), "--backend", "eager", "--output-dir", str(tmp_path / "v")],
+                 ["repro", "run", str(d)], ["minify", str(d), "--backend", "fault", "--out", str(tmp_path / "m")]):
+        r = parity(parity_bin, *args, pythonpath=f"{evil}:{HERE}", home=str(tmp_path))
+        assert r.returncode == 2, (args, r.stdout + r.stderr)
+        assert OP in r.stderr and "evil_mod" in r.stderr and "--import evil_mod" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+def test_missing_module_is_exit_2_naming_op_node_and_module(parity_bin, custom, tmp_path):
+    d = tmp_path / "repro"
+    subprocess.run(["cp", "-r", custom, str(d)], check=True)
+    m = json.load(open(d / "manifest.json"))
+    m["host_ops"][OP]["module"] = "no_such_module_xyz"
+    (d / "manifest.json").write_text(json.dumps(m))
+    for args in (["verify", str(d), "--backend", "eager", "--output-dir", str(tmp_path / "v")], ["repro", "run", str(d)]):
+        r = parity(parity_bin, *args, "--import", "no_such_module_xyz")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert OP in r.stderr and "%scaled_gelu" in r.stderr and "no_such_module_xyz" in r.stderr, r.stderr
+
+
+def test_config_allow_list_approves(parity_bin, custom, tmp_path):
+    cfg = tmp_path / ".config" / "parity"
+    cfg.mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({"allowed_imports": ["custom_op_model"]}))
+    r = parity(parity_bin, "repro", "run", custom, home=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (cfg / "config.json").write_text('{"allowed_imports": "custom_op_model"}')
+    r = parity(parity_bin, "repro", "run", custom, home=str(tmp_path))
+    assert r.returncode == 2 and "allowed_imports" in r.stderr and "config.json" in r.stderr
+
+
+@pytest.mark.parametrize("op", [OP, "aten::tanh"])
+def test_fault_minifies_to_the_faulty_op_among_host_ops(parity_bin, custom, tmp_path, op):
+    r = parity(parity_bin, "minify", custom, "--backend", "fault", "--backend-option", f"op={op}", "--import",
+               "custom_op_model", "-j", "2", "--out", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert [c["target"] for c in s["culprit_ops"]] == [op]
+    assert s["signature"]["kind"] == "accuracy" and s["culprit"]["target"] == op
+
+
+def test_repro_show_marks_host_ops(parity_bin, custom):
+    r = run_parity(parity_bin, "repro", "show", custom)
+    assert r.returncode == 0
+    assert f"# host op {OP}" in r.stdout and "module custom_op_model" in r.stdout
+    assert any(line.endswith("# host op") and OP in line for line in r.stdout.splitlines())
+
+
+def test_dynamo_dump_of_a_tiny_mixtral_verifies(parity_bin, tmp_path):
+    # transformers' MoE experts run in its custom op grouped_mm_fallback (registered from Python).
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from parity_capture import dump_backend
+    torch.manual_seed(0)
+    cfg = MixtralConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64)
+    cfg.use_cache = False
+    model = MixtralForCausalLM(cfg).eval()
+    out = str(tmp_path / "mixtral")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=dump_backend(out, "tiny_mixtral"))(torch.randint(0, 128, (2, 8)))
+    torch._dynamo.reset()
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    assert m["host_ops"]["transformers::grouped_mm_fallback"]["module"] == "transformers.integrations.moe"
+    r = parity(parity_bin, "verify", out, "--backend", "eager", "--backend", "aot_eager", "--backend", "inductor",
+               "--import", "transformers.integrations.moe", "--output-dir", str(tmp_path / "v"),
+               "--cache-dir", str(tmp_path / "c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [l["verification_code"] for l in results(tmp_path / "v")] == ["PASS"] * 3
