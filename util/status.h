@@ -44,7 +44,6 @@ struct Error {
   }
 };
 
-const char* ToString(ErrorKind kind);
 
 template <typename T>
 class [[nodiscard]] Expected {

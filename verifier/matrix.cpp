@@ -91,6 +91,14 @@ Status ValidateVerifyOptions(const VerifyOptions& o) {
   return Status::Ok();
 }
 
+Status ImportReproHostOps(const VerifyOptions& o, const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask) {
+  for (const auto& d : o.repro_dirs) {
+    PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(d));
+    PARITY_RETURN_IF_ERROR(ImportHostOpModules(r, o.imports, ask));
+  }
+  return Status::Ok();
+}
+
 Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
                                                    const std::function<Expected<nlohmann::json>()>& list_models) {
   PARITY_ASSIGN_OR_RETURN(NameFilter keep, MakeFilter(o));

@@ -14,6 +14,11 @@ namespace parity::verifier {
 // Includes: every repro dir loads, and the modules of its host ops are approved.
 [[nodiscard]] Status ValidateVerifyOptions(const VerifyOptions& options);
 
+// The worker imports the modules of the repro dirs' host ops (an import error is exit 2 before
+// anything runs, not an EAGER_FAILED per experiment).
+[[nodiscard]] Status ImportReproHostOps(const VerifyOptions& options,
+                                        const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask);
+
 // `list_models` answers the worker's list_models request (the worker owns the model code); it
 // is asked only when suite models are requested. Suite experiments come with `repro` empty:
 // they are captured when they run.

@@ -13,7 +13,6 @@
 #include "verifier/case.h"
 #include "verifier/console.h"
 #include "verifier/failure_repro.h"
-#include "verifier/host_ops.h"
 #include "verifier/isolation.h"
 #include "verifier/matrix.h"
 
@@ -73,17 +72,6 @@ nlohmann::json Record(const ExperimentSpec& spec, const ExperimentResult& r, boo
   return ResultRecord(spec, r, ctx);
 }
 
-// The modules of the repro dirs' host ops import in the worker (an import error is exit 2 now,
-// not an EAGER_FAILED per experiment later).
-Status CheckHostOpImports(const VerifyOptions& o, IsolatedRunner& runner) {
-  for (const auto& d : o.repro_dirs) {
-    PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(d));
-    if (r.manifest().host_ops.empty()) continue;
-    PARITY_RETURN_IF_ERROR(ImportHostOpModules(r, o.imports, [&](const nlohmann::json& req) { return runner.Ask(req); }));
-  }
-  return Status::Ok();
-}
-
 void Tally(VerifySummary& summary, Code code) {
   ++summary.total;
   if (code == Code::kPass)
@@ -106,7 +94,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
   const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
   IsolatedRunner runner(run_dir, o.timeout_s);
   Session s{o, runner, CaptureCache(o.cache_dir, [&](const nlohmann::json& req) { return runner.Ask(req); }), ""};
-  PARITY_RETURN_IF_ERROR(CheckHostOpImports(o, runner));
+  PARITY_RETURN_IF_ERROR(ImportReproHostOps(o, [&](const nlohmann::json& req) { return runner.Ask(req); }));
   PARITY_ASSIGN_OR_RETURN(auto specs, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
 
   VerifySummary summary;
