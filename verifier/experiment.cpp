@@ -90,18 +90,9 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
 }
 
 std::string ExperimentSpec::Fingerprint() const {
-  nlohmann::json j = {{"model", model},
-                      {"suite", suite},
-                      {"backend", backend},
-                      {"backend_options", backend_options},
-                      {"test", test},
-                      {"dtype", dtype},
-                      {"device", device},
-                      {"batch_size", batch_size},
-                      {"repeat", repeat},
-                      {"iterations_per_run", iterations_per_run},
-                      {"tol", tol ? nlohmann::json(*tol) : nlohmann::json(nullptr)},
-                      {"cosine", cosine}};
+  // Everything ToJson says except where things live and how failures are filtered.
+  nlohmann::json j = ToJson();
+  for (const char* where : {"repro", "cache_dir", "work_dir", "imports", "ignore_non_fp"}) j.erase(where);
   return Sha256Hex(j.dump()).substr(0, 32);
 }
 
