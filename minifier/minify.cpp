@@ -52,10 +52,7 @@ struct Pipeline {
   std::unique_ptr<Interestingness> Test(size_t gi, const std::string& name) {
     return std::make_unique<CandidateTest>(Writer(gi), Judge(name), out / "work" / name, state.original.ToJson());
   }
-  void Checkpoint(const ir::Graph& g) {
-    (void)Writer(state.graph_index).Write(g, out / "checkpoint", state.original.ToJson());  // best effort: a lost
-    (void)WriteFileAtomic(out / "state.json", state.ToJson().dump(2));                      // checkpoint costs a rerun
-  }
+  void Checkpoint(const ir::Graph& g) const { state.SaveCheckpoint(out, Writer(state.graph_index), g); }
   StepContext Context(std::ostream& log) {
     StepContext ctx{repro,   o,           runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); },
                     nullptr, out / "work"};
@@ -63,21 +60,6 @@ struct Pipeline {
     return ctx;
   }
 };
-
-// A checkpoint of the same source and backend, if there is one.
-bool Resume(Pipeline& p, std::ostream& log) {
-  auto text = ReadFile(p.out / "state.json");
-  if (!text.ok() || !fs::exists(p.out / "checkpoint" / "manifest.json")) return false;
-  auto restored = ReductionState::FromJson(json::parse(*text, nullptr, false), p.state.source, p.state.base.backend);
-  if (!restored || restored->graph_index >= p.repro.graphs().size()) return false;
-  auto cp = ReproDir::Load(p.out / "checkpoint");
-  if (!cp.ok()) return false;
-  restored->base = p.state.base;
-  restored->current = cp->graphs()[0].graph.Clone();
-  p.state = std::move(*restored);
-  log << "resuming from " << (p.out / "checkpoint").string() << " (signature: " << p.state.original.Describe() << ")\n";
-  return true;
-}
 
 // Confirm, stage, graph and node bisection; checkpointed at the end.
 Status Bisect(Pipeline& p, std::ostream& log) {
@@ -111,10 +93,13 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   PARITY_RETURN_IF_ERROR(verifier::PrepareHostOps(repro, base.imports, [&p](const json& req) { return p.runner.Ask(req); }));
   p.state.source = base.repro;
   p.state.base = base;
-  if (Resume(p, log))
+  if (auto resumed = ReductionState::LoadCheckpoint(out, base, repro.graphs().size())) {
+    p.state = std::move(*resumed);
+    log << "resuming from " << (out / "checkpoint").string() << " (signature: " << p.state.original.Describe() << ")\n";
     PARITY_RETURN_IF_ERROR(AddReferenceValues(repro, repro.graphs()[p.state.graph_index], base.device, p.tensors));
-  else
+  } else {
     PARITY_RETURN_IF_ERROR(Bisect(p, log));
+  }
   auto test = p.Test(p.state.graph_index, "candidates");
   p.state.current = RunPassesToFixedPoint(
       std::move(*p.state.current), *test, opts.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);

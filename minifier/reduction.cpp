@@ -1,5 +1,7 @@
 #include "minifier/reduction.h"
 
+#include "util/files.h"
+
 namespace parity::minifier {
 
 nlohmann::json NodeInfo(const ir::Node* n) {
@@ -29,6 +31,24 @@ std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, 
   s.culprit = j.value("culprit", nlohmann::json());
   s.passes = j.value("passes", nlohmann::json::array());
   return s;
+}
+
+std::optional<ReductionState> ReductionState::LoadCheckpoint(const std::filesystem::path& out,
+                                                             const verifier::ExperimentSpec& base, size_t graph_count) {
+  auto text = ReadFile(out / "state.json");
+  if (!text.ok() || !std::filesystem::exists(out / "checkpoint" / "manifest.json")) return std::nullopt;
+  auto restored = FromJson(nlohmann::json::parse(*text, nullptr, false), base.repro, base.backend);
+  if (!restored || restored->graph_index >= graph_count) return std::nullopt;
+  auto cp = ReproDir::Load(out / "checkpoint");
+  if (!cp.ok()) return std::nullopt;
+  restored->base = base;
+  restored->current = cp->graphs()[0].graph.Clone();
+  return restored;
+}
+
+void ReductionState::SaveCheckpoint(const std::filesystem::path& out, const CandidateWriter& writer, const ir::Graph& g) const {
+  (void)writer.Write(g, out / "checkpoint", original.ToJson());
+  (void)WriteFileAtomic(out / "state.json", ToJson().dump(2));
 }
 
 }  // namespace parity::minifier

@@ -36,6 +36,13 @@ struct ReductionState {
   nlohmann::json ToJson() const;
   // Restores a checkpoint of the same source and backend; nullopt when it is another's.
   static std::optional<ReductionState> FromJson(const nlohmann::json& j, const std::string& source, const std::string& backend);
+
+  // The checkpoint in `out` (state.json beside checkpoint/, a repro dir of the graph so far) of a
+  // run on the same source and backend, its graph restored; nullopt when there is none.
+  static std::optional<ReductionState> LoadCheckpoint(const std::filesystem::path& out, const verifier::ExperimentSpec& base,
+                                                      size_t graph_count);
+  // Saves `g` as the checkpoint (best effort: a lost checkpoint costs a rerun).
+  void SaveCheckpoint(const std::filesystem::path& out, const CandidateWriter& writer, const ir::Graph& g) const;
 };
 
 // A node as the summary names it: name, target, module path, stack trace.
