@@ -29,8 +29,9 @@ std::vector<Node*> Node::Inputs() const {
   return out;
 }
 
-std::pair<std::string, std::string> Node::OperatorName() const {
-  const std::string& t = target_;
+std::pair<std::string, std::string> Node::OperatorName() const { return SplitOperatorName(target_); }
+
+std::pair<std::string, std::string> SplitOperatorName(const std::string& t) {
   auto sep = t.find("::");
   auto dot = t.find('.', sep == std::string::npos ? 0 : sep + 2);
   if (dot == std::string::npos) return {t, ""};

@@ -127,6 +127,9 @@ struct TensorMeta {
   int64_t numel() const;
 };
 
+// "ns::op.overload" -> ("ns::op", "overload"); "ns::op" and "ns::op.default" -> ("ns::op", "").
+std::pair<std::string, std::string> SplitOperatorName(const std::string& target);
+
 class Node {
  public:
   NodeKind kind() const { return kind_; }
@@ -149,7 +152,7 @@ class Node {
   std::vector<Node*> Inputs() const;
   // "aten::add.Tensor" -> {"aten::add", "Tensor"}; "aten::relu" and "aten::relu.default" ->
   // {"aten::relu", ""} (the dispatcher spells the Python overload "default" as "").
-  std::pair<std::string, std::string> OperatorName() const;
+  std::pair<std::string, std::string> OperatorName() const;  // SplitOperatorName(target())
   bool IsOp() const { return kind_ == NodeKind::kCallFunction && target_ != kGetItem; }
   // An op run for its effect, not a value (e.g. aten::_assert_tensor_metadata, which returns
   // nothing): dead-code elimination keeps it, as FX keeps impure nodes.

@@ -36,6 +36,9 @@ struct Error {
   static Error Runtime(std::string m) { return Of(ErrorKind::kRuntime, std::move(m)); }
   static Error Internal(std::string m) { return Of(ErrorKind::kInternal, std::move(m)); }
 
+  // The message, after the foreign exception's type when there is one ("ValueError: ...").
+  std::string Text() const { return exception_type.empty() ? message : exception_type + ": " + message; }
+
   // Returns a copy with `context: ` prepended (e.g. the file being read).
   [[nodiscard]] Error With(const std::string& context) const {
     Error e = *this;
@@ -43,7 +46,6 @@ struct Error {
     return e;
   }
 };
-
 
 template <typename T>
 class [[nodiscard]] Expected {

@@ -179,8 +179,7 @@ Stop BackendFailed(ExperimentResult& r, const Error& e, const std::string& where
   // The worker's Python exception keeps its type and traceback; a C++ failure is a RuntimeError.
   r.exception_type = e.exception_type.empty() ? "RuntimeError" : e.exception_type;
   r.traceback = e.traceback;
-  const std::string shown = e.exception_type.empty() ? e.message : e.exception_type + ": " + e.message;
-  return Finish(r, Code::kExceptionRaised, where + shown);
+  return Finish(r, Code::kExceptionRaised, where + e.Text());
 }
 
 // One graph: eager twice, the fp64 reference (without it, cosine), the backend.

@@ -29,8 +29,8 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  WorkerCall call;                                      // where host op calls go
-  std::set<std::string> registered;                     // "ns::op.overload"
+  WorkerCall call;                                         // where host op calls go
+  std::set<std::string> registered;                        // "ns::op.overload"
   std::vector<std::unique_ptr<torch::Library>> libraries;  // keep the registrations alive
 };
 
@@ -79,12 +79,10 @@ json EncodeArg(const c10::IValue& v, const c10::TypePtr& type, std::vector<std::
     json out = json::array();
     c10::TypePtr elem;
     if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
-    if (type && type->kind() == c10::TypeKind::OptionalType) elem = nullptr;
     const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
     for (const auto& x : items) out.push_back(EncodeArg(x, elem, tensors, device));
     return out;
   }
-  if (v.isIntList()) return v.toIntVector();
   throw std::runtime_error("host op argument of type " + v.tagKind() + " is not supported");
 }
 
@@ -111,7 +109,7 @@ std::vector<at::Tensor> WorkerRoundTrip(nlohmann::json request, const std::vecto
   RemoveAll(in);
   if (!resp.ok()) {
     const Error& e = resp.error();
-    throw std::runtime_error("host op " + op + ": " + (e.exception_type.empty() ? "" : e.exception_type + ": ") + e.message);
+    throw std::runtime_error("host op " + op + ": " + e.Text());
   }
   auto results = safetensors::LoadAll(out);
   RemoveAll(out);
@@ -151,9 +149,9 @@ void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // arguments and returns the vector-Jacobian product for the differentiable inputs.
 struct HostBackward final : torch::autograd::Node {
   const c10::FunctionSchema* schema = nullptr;
-  std::vector<c10::IValue> args;       // detached
-  std::vector<size_t> diff;            // argument positions of the differentiable inputs
-  std::vector<at::Tensor> outputs;     // detached, for the shape of a missing grad
+  std::vector<c10::IValue> args;    // detached
+  std::vector<size_t> diff;         // argument positions of the differentiable inputs
+  std::vector<at::Tensor> outputs;  // detached, for the shape of a missing grad
   std::string name() const override { return "HostBackward(" + QualifiedName(*schema) + ")"; }
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     json jargs = json::array(), jgrads = json::array();
@@ -164,9 +162,8 @@ struct HostBackward final : torch::autograd::Node {
       at::Tensor g = k < grads.size() && grads[k].defined() ? grads[k] : at::zeros_like(outputs[k]);
       jgrads.push_back(EncodeArg(g, nullptr, tensors, device));
     }
-    auto outs = WorkerRoundTrip({{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads},
-                                 {"diff", diff}},
-                                tensors);
+    auto outs = WorkerRoundTrip(
+        {{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}}, tensors);
     for (auto& t : outs) t = device ? t.to(*device) : t;
     return outs;
   }
@@ -174,11 +171,14 @@ struct HostBackward final : torch::autograd::Node {
 
 // Autograd nodes are intrusive_ptr-owned from torch 2.13 on, shared_ptr-owned before (2.11 builds).
 constexpr bool kIntrusiveNodes = std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
-using NodePtr = std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<torch::autograd::Node>, std::shared_ptr<torch::autograd::Node>>;
+using NodePtr =
+    std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<torch::autograd::Node>, std::shared_ptr<torch::autograd::Node>>;
 template <typename N>
 auto MakeNode() {
-  if constexpr (kIntrusiveNodes) return c10::make_intrusive<N>();
-  else return std::make_shared<N>();
+  if constexpr (kIntrusiveNodes)
+    return c10::make_intrusive<N>();
+  else
+    return std::make_shared<N>();
 }
 
 // The Autograd kernel: forward below autograd; when gradients are wanted, the outputs get a
@@ -215,16 +215,14 @@ void HostAutogradKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, t
 }
 
 Status Register(const std::string& name, const HostOp& op) {
-  const auto sep = name.find("::");
-  const std::string ns = name.substr(0, sep), local = name.substr(sep + 2);
-  auto [opname, overload] = std::make_pair(name.substr(0, name.find('.')),
-                                           name.find('.') == std::string::npos ? "" : name.substr(name.find('.') + 1));
+  const std::string ns = name.substr(0, name.find("::")), local = name.substr(name.find("::") + 2);
+  const auto [opname, overload] = ir::SplitOperatorName(name);
   if (c10::Dispatcher::singleton().findSchema({opname, overload})) return Status::Ok();  // registered in C++ already
   try {
     auto lib = std::make_unique<torch::Library>(torch::Library::FRAGMENT, ns, std::nullopt, __FILE__, __LINE__);
     lib->def(op.schema.c_str());
     lib->impl(local.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
-                                     torch::CppFunction::makeFromBoxedFunction<&HostKernel>()));
+                                             torch::CppFunction::makeFromBoxedFunction<&HostKernel>()));
     lib->impl(local.c_str(),
               torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<&HostAutogradKernel>()));
     Reg().libraries.push_back(std::move(lib));
@@ -271,9 +269,11 @@ Status CheckHostOpsApproved(const ReproDir& repro, const std::vector<std::string
   for (const auto& [name, op] : repro.manifest().host_ops) {
     const std::string where = mw + ": host op " + name + " (" + NodeCalling(repro, name) + ")";
     if (op.module.empty())
-      return Error::BadInput(where + ": the manifest names no module that registers it (defined in a script run as "
+      return Error::BadInput(where +
+                             ": the manifest names no module that registers it (defined in a script run as "
                              "__main__?): capture with imports=[\"MODULE\"] (parity_capture.capture or dump_backend) "
-                             "or set host_ops[\"" + name + "\"].module in the manifest");
+                             "or set host_ops[\"" +
+                             name + "\"].module in the manifest");
     if (!Approved(op.module, approved))
       return Error::BadInput(where + " needs module " + op.module + ", which parity imports only when allowed: pass --import " +
                              op.module + " (or list it under \"allowed_imports\" in " + ConfigPath().string() + ")");
@@ -300,7 +300,10 @@ Status PrepareHostOps(const ReproDir& repro, const std::vector<std::string>& app
   std::lock_guard<std::mutex> lock(Reg().mu);
   Reg().call = std::move(call);
   for (const auto& [name, op] : ops)
-    if (Reg().registered.insert(name).second) PARITY_RETURN_IF_ERROR(Register(name, op));
+    if (!Reg().registered.count(name)) {
+      PARITY_RETURN_IF_ERROR(Register(name, op));  // a failed registration is tried again next time
+      Reg().registered.insert(name);
+    }
   return Status::Ok();
 }
 

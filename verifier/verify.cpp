@@ -50,7 +50,7 @@ ExperimentResult RunOne(ExperimentSpec& spec, Session& s, const fs::path& dir) {
       const Error& e = captured.error();
       r.code = Code::kEagerFailed;
       r.phase = "capture";
-      r.error = "capture failed: " + (e.exception_type.empty() ? "" : e.exception_type + ": ") + e.message;
+      r.error = "capture failed: " + e.Text();
       return r;
     }
     spec.repro = *captured;
