@@ -348,30 +348,17 @@ def main() -> int:
     results = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {}
     env = {"date": datetime.date.today().isoformat(), "cpu": cpu_name(), "threads": torch.get_num_threads(),
            "torch": torch.__version__}
+    sections = {"verify": lambda tmp: {"models": bench_verify(tmp, a.quick)}, "minify": lambda tmp: bench_minify(tmp, a.quick),
+                "host_ops": lambda tmp: bench_host_ops(tmp, a.quick), "foundation": lambda tmp: bench_foundation(tmp, a.quick)}
     with tempfile.TemporaryDirectory() as tmp:
-        if "verify" in a.sections:
-            r = {"models": bench_verify(tmp, a.quick), "env": env}
-            print(json.dumps(r, indent=1))
-            if not a.quick:
-                results["verify"] = r
-        if "minify" in a.sections:
-            r = bench_minify(tmp, a.quick)
+        for name, run in sections.items():
+            if name not in a.sections:
+                continue
+            r = run(tmp)
             r["env"] = env
             print(json.dumps(r, indent=1))
             if not a.quick:
-                results["minify"] = r
-        if "host_ops" in a.sections:
-            r = bench_host_ops(tmp, a.quick)
-            r["env"] = env
-            print(json.dumps(r, indent=1))
-            if not a.quick:
-                results["host_ops"] = r
-        if "foundation" in a.sections:
-            r = bench_foundation(tmp, a.quick)
-            r["env"] = env
-            print(json.dumps(r, indent=1))
-            if not a.quick:
-                results["foundation"] = r
+                results[name] = r
     if not a.quick:
         with open(RESULTS, "w") as f:
             json.dump(results, f, indent=1)
