@@ -23,7 +23,8 @@ std::string Tail(const fs::path& file, size_t max_chars) {
 
 }  // namespace
 
-Expected<Child> SpawnExperiment(ExperimentSpec spec, const fs::path& dir, const std::string& worker_socket) {
+Expected<Child> SpawnExperiment(ExperimentSpec spec, const fs::path& dir, const std::string& worker_socket,
+                                const std::vector<std::string>& env) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   spec.work_dir = fs::absolute(dir).string();
@@ -31,6 +32,7 @@ Expected<Child> SpawnExperiment(ExperimentSpec spec, const fs::path& dir, const 
   fs::remove(dir / kStatus, ec);
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(dir / kSpec, spec.ToJson().dump(2)));
   SpawnOptions so;
+  so.env = env;
   so.stdout_path = (dir / kLog).string();
   so.stderr_path = so.stdout_path;
   if (!worker_socket.empty()) so.env.push_back("PARITY_WORKER_SOCKET=" + worker_socket);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "util/subprocess.h"
 #include "verifier/experiment.h"
@@ -17,9 +18,9 @@ namespace parity::verifier {
 inline constexpr const char* kExperimentCommand = "_experiment";
 
 // Driver side: prepares DIR (spec.work_dir becomes DIR) and starts the child. `worker_socket`
-// (may be empty) is the Python worker the child talks to.
+// (may be empty) is the Python worker the child talks to; `env` extra NAME=VALUE entries.
 [[nodiscard]] Expected<Child> SpawnExperiment(ExperimentSpec spec, const std::filesystem::path& dir,
-                                              const std::string& worker_socket);
+                                              const std::string& worker_socket, const std::vector<std::string>& env = {});
 // Driver side: the result of a child that ended as `how` (`timeout_s` for the message).
 ExperimentResult CollectExperiment(const std::filesystem::path& dir, const ExitInfo& how, int timeout_s);
 

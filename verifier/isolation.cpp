@@ -1,6 +1,9 @@
 #include "verifier/isolation.h"
 
+#include <algorithm>
 #include <csignal>
+#include <deque>
+#include <sstream>
 #include <thread>
 
 #include "util/subprocess.h"
@@ -19,14 +22,38 @@ bool NeedsWorker(const ExperimentSpec& spec) {
 }
 }  // namespace
 
+std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
+                                                       int cpus) {
+  jobs = std::max(1, jobs);
+  std::vector<std::vector<std::string>> env(static_cast<size_t>(jobs));
+  if (jobs == 1) return env;
+  if (cuda) {
+    std::vector<std::string> ids;
+    std::stringstream in(visible_devices);
+    for (std::string id; std::getline(in, id, ',');)
+      if (!id.empty()) ids.push_back(id);
+    if (ids.empty())
+      for (int i = 0; i < gpus; ++i) ids.push_back(std::to_string(i));
+    if (ids.size() > 1)
+      for (size_t i = 0; i < env.size(); ++i) env[i].push_back("CUDA_VISIBLE_DEVICES=" + ids[i % ids.size()]);
+    return env;
+  }
+  const std::string threads = std::to_string(std::max(1, cpus / jobs));
+  for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
+  return env;
+}
+
 struct IsolatedRunner::Running {
   size_t index, slot;
   Child child;
+  std::chrono::steady_clock::time_point deadline;
   std::optional<ExitInfo> info;
+  fs::path child_dir;
 };
 
-IsolatedRunner::IsolatedRunner(fs::path scratch, int timeout_s, int jobs)
-    : scratch_(std::move(scratch)), timeout_s_(timeout_s), slots_(static_cast<size_t>(std::max(1, jobs))) {
+IsolatedRunner::IsolatedRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
+    : scratch_(std::move(scratch)), timeout_s_(timeout_s), slots_(std::max<size_t>(1, slot_env.size())) {
+  for (size_t i = 0; i < slot_env.size(); ++i) slots_[i].env = std::move(slot_env[i]);
   std::error_code ec;
   fs::create_directories(scratch_, ec);
 }
@@ -42,7 +69,7 @@ Status IsolatedRunner::EnsureWorker(size_t i) {
   Slot& s = slots_[i];
   if (!s.worker)
     s.worker = std::make_unique<WorkerProcess>((scratch_ / ("worker" + std::to_string(i) + ".sock")).string(),
-                                               (scratch_ / ("worker" + std::to_string(i) + ".log")).string());
+                                               (scratch_ / ("worker" + std::to_string(i) + ".log")).string(), s.env);
   if (s.worker->Check()) s.client.reset();
   return s.worker->Ensure();
 }
@@ -63,9 +90,8 @@ Expected<json> IsolatedRunner::Ask(const json& req) {
   return resp;
 }
 
-std::optional<IsolatedRunner::Running> IsolatedRunner::Start(ExperimentBatch& batch, size_t index, size_t slot,
-                                                             ExperimentResult& r) {
-  auto& [spec, dir] = batch[index];
+std::optional<IsolatedRunner::Running> IsolatedRunner::Start(const ExperimentSpec& spec, const fs::path& dir, size_t index,
+                                                             size_t slot, ExperimentResult& r) {
   std::string socket;
   if (NeedsWorker(spec)) {
     if (auto st = EnsureWorker(slot); !st.ok()) {
@@ -75,51 +101,88 @@ std::optional<IsolatedRunner::Running> IsolatedRunner::Start(ExperimentBatch& ba
     if (slot == 0) slots_[0].client.reset();  // the worker serves one connection at a time
     socket = slots_[slot].worker->socket_path();
   }
-  auto child = SpawnExperiment(spec, dir, socket);
+  auto child = SpawnExperiment(spec, dir, socket, slots_[slot].env);
   if (!child.ok()) {
     r.error = child.error().message;
     return std::nullopt;
   }
-  return Running{index, slot, std::move(*child), std::nullopt};
+  return Running{index,        slot, std::move(*child), std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_),
+                 std::nullopt, dir};
 }
 
-void IsolatedRunner::WaitAll(std::vector<Running>& running) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
-  for (bool pending = true; pending;) {
-    pending = false;
-    for (auto& run : running) {
-      if (run.info) continue;
+size_t IsolatedRunner::WaitAny(std::vector<Running>& running) {
+  while (true) {
+    for (size_t i = 0; i < running.size(); ++i) {
+      Running& run = running[i];
       run.info = run.child.Poll();
-      if (!run.info && std::chrono::steady_clock::now() >= deadline) {
+      if (!run.info && std::chrono::steady_clock::now() >= run.deadline) {
         run.child.Kill();
         ExitInfo t;
         t.timed_out = true;
         t.signal = SIGKILL;
         run.info = t;
       }
-      if (!run.info) pending = true;
+      if (run.info) return i;
     }
-    if (pending) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+ExperimentResult IsolatedRunner::Finish(const ExperimentSpec& spec, Running& run) {
+  ExperimentResult r = CollectExperiment(run.child_dir, *run.info, timeout_s_);
+  if (r.code != Code::kVerifierDidntRun || !NeedsWorker(spec)) return r;
+  // A hang or crash inside a Python backend leaves its worker busy or dead: start afresh.
+  auto ended = slots_[run.slot].worker ? slots_[run.slot].worker->Check() : std::nullopt;
+  if (ended) r.error += "; python worker " + ended->Describe();
+  RestartWorker(run.slot);
+  return r;
+}
+
+void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, const OnStart& on_start) {
+  std::deque<size_t> pending;
+  for (size_t i = 0; i < batch.size(); ++i) pending.push_back(i);
+  std::vector<int> attempts(batch.size(), 0);
+  std::vector<bool> busy(slots_.size(), false);
+  std::vector<Running> running;
+  auto dir_of = [&](size_t i) {
+    const fs::path& d = batch[i].second;
+    return attempts[i] == 0 ? d : fs::path(d.string() + ".r" + std::to_string(attempts[i]));
+  };
+  auto done = [&](size_t i, const ExperimentResult& r) {
+    if (on_done(i, r)) {
+      ++attempts[i];
+      pending.push_front(i);
+    }
+  };
+  while (!pending.empty() || !running.empty()) {
+    for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
+      if (busy[slot]) continue;
+      const size_t i = pending.front();
+      pending.pop_front();
+      ExperimentResult failed;
+      if (on_start) on_start(i);
+      if (auto run = Start(batch[i].first, dir_of(i), i, slot, failed)) {
+        running.push_back(std::move(*run));
+        busy[slot] = true;
+      } else {
+        done(i, failed);
+      }
+    }
+    if (running.empty()) continue;
+    const size_t k = WaitAny(running);
+    Running run = std::move(running[k]);
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+    busy[run.slot] = false;
+    done(run.index, Finish(batch[run.index].first, run));
   }
 }
 
 std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
   std::vector<ExperimentResult> results(batch.size());
-  for (size_t next = 0; next < batch.size();) {
-    std::vector<Running> running;
-    for (size_t slot = 0; slot < slots_.size() && next < batch.size(); ++slot, ++next)
-      if (auto run = Start(batch, next, slot, results[next])) running.push_back(std::move(*run));
-    WaitAll(running);
-    for (auto& run : running) {
-      const auto& [spec, dir] = batch[run.index];
-      ExperimentResult& r = results[run.index] = CollectExperiment(dir, *run.info, timeout_s_);
-      if (r.code != Code::kVerifierDidntRun || !NeedsWorker(spec)) continue;
-      // A hang or crash inside a Python backend leaves its worker busy or dead: start afresh.
-      auto ended = slots_[run.slot].worker ? slots_[run.slot].worker->Check() : std::nullopt;
-      if (ended) r.error += "; python worker " + ended->Describe();
-      RestartWorker(run.slot);
-    }
-  }
+  RunStream(std::move(batch), [&](size_t i, const ExperimentResult& r) {
+    results[i] = r;
+    return false;
+  });
   return results;
 }
 

@@ -18,8 +18,8 @@ std::string WorkerPython() {
   return PARITY_PYTHON_DEFAULT;
 }
 
-WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path)
-    : socket_path_(std::move(socket_path)), log_path_(std::move(log_path)) {}
+WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
+    : socket_path_(std::move(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
 
 WorkerProcess::~WorkerProcess() { Stop(); }
 
@@ -35,6 +35,7 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   std::error_code ec;
   fs::remove(socket_path_, ec);
   SpawnOptions so;
+  so.env = env_;
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
   const char* pp = std::getenv("PYTHONPATH");

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 #include "util/subprocess.h"
@@ -18,8 +19,8 @@ std::string WorkerPython();
 
 class WorkerProcess {
  public:
-  // `log_path`: the worker's stdout/stderr go there.
-  WorkerProcess(std::string socket_path, std::string log_path);
+  // `log_path`: the worker's stdout/stderr go there; `env`: extra NAME=VALUE entries.
+  WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env = {});
   ~WorkerProcess();
   // Starts the worker unless it is running; waits until it listens.
   [[nodiscard]] Status Ensure(std::chrono::seconds startup_timeout = std::chrono::seconds(120));
@@ -31,6 +32,7 @@ class WorkerProcess {
 
  private:
   std::string socket_path_, log_path_;
+  std::vector<std::string> env_;
   std::optional<Child> child_;
   int restarts_ = -1;
 };
