@@ -99,6 +99,11 @@ Status ImportReproHostOps(const VerifyOptions& o, const std::function<Expected<n
   return Status::Ok();
 }
 
+Expected<std::function<bool(const std::string&)>> ModelNameFilter(const VerifyOptions& o) {
+  PARITY_ASSIGN_OR_RETURN(NameFilter f, MakeFilter(o));
+  return std::function<bool(const std::string&)>(f);
+}
+
 Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
                                                    const std::function<Expected<nlohmann::json>()>& list_models) {
   PARITY_ASSIGN_OR_RETURN(NameFilter keep, MakeFilter(o));

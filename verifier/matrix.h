@@ -19,6 +19,9 @@ namespace parity::verifier {
 [[nodiscard]] Status ImportReproHostOps(const VerifyOptions& options,
                                         const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask);
 
+// --filter/--exclude as a predicate over model names (`parity ci` applies it to the baseline).
+[[nodiscard]] Expected<std::function<bool(const std::string&)>> ModelNameFilter(const VerifyOptions& options);
+
 // `list_models` answers the worker's list_models request (the worker owns the model code); it
 // is asked only when suite models are requested. Suite experiments come with `repro` empty:
 // they are captured when they run.

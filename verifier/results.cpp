@@ -67,7 +67,20 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
   if (!r.phase.empty() && r.code != Code::kPass) line["phase"] = r.phase;
   if (!c.repro_input.empty()) line["repro_input"] = c.repro_input;
   if (!c.repro_dir.empty()) line["repro_dir"] = c.repro_dir;
+  if (r.timed_out) line["timed_out"] = true;
+  if (c.graphs > 0) line["graph_breaks"] = c.graphs - 1;
+  if (!c.attempts.empty()) line["attempts"] = c.attempts;
   return line;
+}
+
+nlohmann::json AttemptJson(const ExperimentResult& r) {
+  nlohmann::json a = {{"verification_code", ToString(r.code)}};
+  if (r.code == Code::kPass) return a;
+  if (!r.phase.empty()) a["phase"] = r.phase;
+  if (r.timed_out) a["timed_out"] = true;
+  if (!r.exception_type.empty()) a["exception_type"] = r.exception_type;
+  if (!r.error.empty()) a["error"] = r.error.substr(0, 300);
+  return a;
 }
 
 Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line) {

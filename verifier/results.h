@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -26,9 +27,15 @@ struct RecordContext {
   std::string accelerator_model;  // CPU model name or CUDA device name
   int batch_size = 0;             // the batch size the capture used
   double wall_time_s = 0.0;
-  std::string repro_input;  // the repro dir verified, when the case came from one
-  std::string repro_dir;    // the failure's repro dir, when one was written
+  std::string repro_input;               // the repro dir verified, when the case came from one
+  std::string repro_dir;                 // the failure's repro dir, when one was written
+  int graphs = 0;                        // graphs in the repro dir (graph_breaks = graphs - 1), 0 when unknown
+  std::vector<nlohmann::json> attempts;  // AttemptJson of every attempt, when the experiment ran more than once
 };
+
+// What the record keeps of each attempt of an experiment that ran more than once:
+// verification_code, phase, timed_out, exception_type and the start of the error.
+nlohmann::json AttemptJson(const ExperimentResult& result);
 
 // The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape.
 nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& result, const RecordContext& context);

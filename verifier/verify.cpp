@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <ostream>
 #include <set>
+#include <thread>
 
 #include "repro/repro_dir.h"
 #include "util/files.h"
@@ -20,6 +22,8 @@ namespace parity::verifier {
 namespace fs = std::filesystem;
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // One verify run's collaborators.
 struct Session {
@@ -36,39 +40,81 @@ std::string AcceleratorModel(Session& s) {
   return s.accelerator = resp.ok() ? resp->value("device_name", std::string("cuda")) : std::string("cuda");
 }
 
-// Captures a suite model when needed, then runs the experiment in an isolated child.
-ExperimentResult RunOne(ExperimentSpec& spec, Session& s, const fs::path& dir) {
-  ExperimentResult r;
-  if (spec.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
-    r.code = Code::kVerifierSkipped;
-    r.error = "CUDA is not available on this machine/build";
-    return r;
-  }
-  if (spec.repro.empty()) {
-    auto captured = s.captures.Get(spec);
-    if (!captured.ok()) {
-      const Error& e = captured.error();
-      r.code = Code::kEagerFailed;
-      r.phase = "capture";
-      r.error = "capture failed: " + e.Text();
-      return r;
-    }
-    spec.repro = *captured;
-  }
-  return s.runner.Run(spec, dir);
+std::vector<std::vector<std::string>> SlotEnv(const VerifyOptions& o) {
+  const bool cuda = o.device.rfind("cuda", 0) == 0;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const int gpus = cuda && o.jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  return SlotEnvironments(o.jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-// The record of one experiment; a FAIL or EXCEPTION_RAISED also gets its repro dir.
-nlohmann::json Record(const ExperimentSpec& spec, const ExperimentResult& r, bool from_repro, double wall_s, Session& s) {
+// This shard's part of the matrix, balanced by the costs of earlier runs.
+std::vector<ExperimentSpec> SelectShard(std::vector<ExperimentSpec> specs, const VerifyOptions& o, std::ostream& out) {
+  if (o.shard.count <= 1) return specs;
+  std::vector<std::string> keys;
+  for (const auto& s : specs) keys.push_back(s.Fingerprint());
+  const auto known = KnownCosts(o.cost_files);
+  std::vector<ExperimentSpec> mine;
+  for (size_t i : ShardItems(keys, CostsFor(keys, known), o.shard)) mine.push_back(std::move(specs[i]));
+  out << "shard " << o.shard.Text() << (o.shard.source.empty() ? "" : " (from " + o.shard.source + ")") << ": " << mine.size()
+      << " of " << keys.size() << " experiments" << (known.empty() ? "" : ", balanced by earlier wall times") << "\n";
+  return mine;
+}
+
+// One experiment of this run and its attempts.
+struct Item {
+  ExperimentSpec spec;
+  bool from_repro = false;                // a repro dir given by the user, not a capture
+  std::optional<ExperimentResult> early;  // decided before it could run
+  std::vector<ExperimentResult> attempts;
+  Clock::time_point started = Clock::now();
+  double wall_s = 0.0;  // of the first attempt
+};
+
+// Suite models are captured (once, cached) before anything runs; an experiment that cannot run
+// here gets its result now.
+void Prepare(std::vector<Item>& items, Session& s) {
+  for (Item& item : items) {
+    ExperimentSpec& spec = item.spec;
+    item.from_repro = !spec.repro.empty();
+    if (spec.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+      ExperimentResult r;
+      r.code = Code::kVerifierSkipped;
+      r.error = "CUDA is not available on this machine/build";
+      item.early = r;
+    } else if (spec.repro.empty()) {
+      auto captured = s.captures.Get(spec);
+      if (captured.ok()) {
+        spec.repro = *captured;
+        continue;
+      }
+      ExperimentResult r;
+      r.code = Code::kEagerFailed;
+      r.phase = "capture";
+      r.error = "capture failed: " + captured.error().Text();
+      item.early = r;
+    }
+  }
+}
+
+// The record of one experiment (its first attempt); a FAIL or EXCEPTION_RAISED also gets its
+// repro dir.
+nlohmann::json Record(const Item& item, Session& s) {
+  const ExperimentSpec& spec = item.spec;
+  const ExperimentResult& r = item.attempts.front();
   RecordContext ctx;
   ctx.accelerator_model = AcceleratorModel(s);
-  ctx.wall_time_s = wall_s;
+  ctx.wall_time_s = item.wall_s;
   ctx.batch_size = spec.batch_size;
-  if (ctx.batch_size == 0 && !from_repro && !spec.repro.empty())
-    if (auto repro = ReproDir::Load(spec.repro); repro.ok()) ctx.batch_size = repro->manifest().batch_size;
+  if (!spec.repro.empty())
+    if (auto repro = ReproDir::Load(spec.repro); repro.ok()) {
+      if (ctx.batch_size == 0 && !item.from_repro) ctx.batch_size = repro->manifest().batch_size;
+      ctx.graphs = static_cast<int>(repro->graphs().size());
+    }
   if ((r.code == Code::kFail || r.code == Code::kExceptionRaised) && !spec.repro.empty())
     if (auto dir = WriteFailureRepro(s.o.output_dir, spec, r); dir.ok()) ctx.repro_dir = dir->string();
-  if (from_repro) ctx.repro_input = spec.repro;
+  if (item.from_repro) ctx.repro_input = spec.repro;
+  if (item.attempts.size() > 1)
+    for (const auto& a : item.attempts) ctx.attempts.push_back(AttemptJson(a));
   return ResultRecord(spec, r, ctx);
 }
 
@@ -82,9 +128,48 @@ void Tally(VerifySummary& summary, Code code) {
     ++summary.failed;
 }
 
+// Runs the experiments, `jobs` at once, recording each as it ends (after its retries).
+Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, const VerifyHooks& hooks, VerifySummary& summary,
+              VerifyConsole& console) {
+  Status status = Status::Ok();
+  // One attempt ended; false when the experiment is done (recorded).
+  auto finish = [&](size_t i, const ExperimentResult& r) {
+    Item& item = items[i];
+    if (item.attempts.empty()) item.wall_s = std::chrono::duration<double>(Clock::now() - item.started).count();
+    item.attempts.push_back(r);
+    if (hooks.retry && hooks.retry(item.spec, item.attempts)) return true;
+    nlohmann::json line = Record(item, s);
+    if (auto st = AppendJsonLine(summary.results_file, line); !st.ok() && status.ok()) status = st;
+    summary.lines.push_back(std::move(line));
+    Tally(summary, item.attempts.front().code);
+    console.Finished(i + 1, item.spec, item.attempts.front(), item.wall_s);
+    return false;
+  };
+  ExperimentBatch batch;
+  std::vector<size_t> index_of;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].early) {
+      console.Started(i + 1, items[i].spec);
+      while (finish(i, *items[i].early)) {
+      }
+      continue;
+    }
+    batch.emplace_back(items[i].spec, run_dir / ("exp" + std::to_string(i + 1)));
+    index_of.push_back(i);
+  }
+  s.runner.RunStream(
+      std::move(batch), [&](size_t k, const ExperimentResult& r) { return finish(index_of[k], r); },
+      [&](size_t k) {
+        Item& item = items[index_of[k]];
+        if (item.attempts.empty()) item.started = Clock::now();
+        console.Started(index_of[k] + 1, item.spec);
+      });
+  return status;
+}
+
 }  // namespace
 
-Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
+Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, const VerifyHooks& hooks) {
   VerifyOptions o = opts;
   o.cache_dir = fs::absolute(o.cache_dir.empty() ? DefaultCacheDir() : o.cache_dir);
   PARITY_RETURN_IF_ERROR(ValidateVerifyOptions(o));
@@ -92,32 +177,29 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out) {
   fs::create_directories(o.output_dir, ec);
   if (ec) return Error::BadInput("--output-dir " + o.output_dir.string() + ": " + ec.message());
   const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
-  IsolatedRunner runner(run_dir, o.timeout_s);
+  IsolatedRunner runner(run_dir, o.timeout_s, SlotEnv(o));
   Session s{o, runner, CaptureCache(o.cache_dir, [&](const nlohmann::json& req) { return runner.Ask(req); }), ""};
   PARITY_RETURN_IF_ERROR(ImportReproHostOps(o, [&](const nlohmann::json& req) { return runner.Ask(req); }));
-  PARITY_ASSIGN_OR_RETURN(auto specs, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
+  PARITY_ASSIGN_OR_RETURN(auto all, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
 
   VerifySummary summary;
+  summary.matrix = static_cast<int>(all.size());
   summary.results_file = o.output_dir / "results.jsonl";
   const std::set<std::string> done = DoneFingerprints(summary.results_file);
-  VerifyConsole console(out, o.progress, specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    ExperimentSpec& spec = specs[i];
+  std::vector<Item> items;
+  for (auto& spec : SelectShard(std::move(all), o, out)) {
     if (done.count(spec.Fingerprint())) {
       ++summary.resumed;
+      summary.fingerprints.push_back(spec.Fingerprint());
       continue;
     }
-    console.Started(i + 1, spec);
-    const bool from_repro = !spec.repro.empty();
-    const auto t0 = std::chrono::steady_clock::now();
-    ExperimentResult r = RunOne(spec, s, run_dir / ("exp" + std::to_string(i + 1)));
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    nlohmann::json line = Record(spec, r, from_repro, wall, s);
-    PARITY_RETURN_IF_ERROR(AppendJsonLine(summary.results_file, line));
-    summary.lines.push_back(std::move(line));
-    Tally(summary, r.code);
-    console.Finished(i + 1, spec, r, wall);
+    summary.fingerprints.push_back(spec.Fingerprint());
+    items.emplace_back();
+    items.back().spec = std::move(spec);
   }
+  VerifyConsole console(out, o.progress, items.size());
+  Prepare(items, s);
+  PARITY_RETURN_IF_ERROR(RunAll(items, s, run_dir, hooks, summary, console));
   RemoveAll(run_dir);
   console.Summary(summary);
   return summary;

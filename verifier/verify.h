@@ -1,18 +1,21 @@
 // `parity verify`: the experiment matrix (models or repro dirs x backends x tests x dtypes),
-// each experiment in an isolated child process with a timeout, results appended atomically to
-// results.jsonl, resumable by experiment fingerprint, a repro dir written for every FAIL and
-// EXCEPTION_RAISED.
+// this shard's part of it (verifier/shard.h), each experiment in an isolated child process
+// with a timeout, `jobs` at once, results appended atomically to results.jsonl as they end,
+// resumable by experiment fingerprint, a repro dir written for every FAIL and EXCEPTION_RAISED.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "util/status.h"
+#include "verifier/experiment.h"
+#include "verifier/shard.h"
 
 namespace parity::verifier {
 
@@ -32,17 +35,29 @@ struct VerifyOptions {
   bool cosine = false;
   int timeout_s = 1800;
   std::filesystem::path output_dir = "parity-results";
-  std::filesystem::path cache_dir;  // default DefaultCacheDir()
-  bool progress = false;            // live status line (a TTY)
-  std::vector<std::string> imports;  // approved host-op modules (--import + config; verifier/host_ops.h)
+  std::filesystem::path cache_dir;                // default DefaultCacheDir()
+  bool progress = false;                          // live status line (a TTY)
+  std::vector<std::string> imports;               // approved host-op modules (--import + config; verifier/host_ops.h)
+  Shard shard;                                    // this process's part of the matrix
+  std::vector<std::filesystem::path> cost_files;  // earlier results: wall times that balance the shards
+  int jobs = 1;                                   // experiments at once (one GPU each on CUDA)
+};
+
+// What a caller adds to the flow (`parity ci`: retries of failures).
+struct VerifyHooks {
+  // After each run of an experiment (`attempts`, oldest first); true runs it again. The record
+  // keeps the first attempt and, when there were more, every attempt's code ("attempts").
+  std::function<bool(const ExperimentSpec& spec, const std::vector<ExperimentResult>& attempts)> retry;
 };
 
 struct VerifySummary {
   int total = 0, passed = 0, failed = 0, skipped = 0, resumed = 0;
-  std::vector<nlohmann::json> lines;  // the records written by this run
+  int matrix = 0;                         // experiments in the whole matrix (before sharding)
+  std::vector<nlohmann::json> lines;      // the records written by this run
+  std::vector<std::string> fingerprints;  // this shard's experiments (run now or resumed)
   std::filesystem::path results_file;
 };
 
-[[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, std::ostream& out);
+[[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, std::ostream& out, const VerifyHooks& hooks = {});
 
 }  // namespace parity::verifier

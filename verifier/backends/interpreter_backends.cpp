@@ -4,9 +4,14 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full_like.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -39,6 +44,9 @@ class EagerBackend final : public Backend {
 //   occurrence=N          only the N-th node (graph order, 1-based) calling the op; default all
 //   in=backend|eager      where to inject: the backend under test (default) or the verifier's
 //                         own eager reference runs (EAGER_FAILED, NONDETERMINISTIC_EAGER_RUN)
+//   once=PATH             a flaky backend: only the first experiment to create PATH injects
+//   rendezvous=DIR parties=N   each run waits (up to 120 s) until N experiments are in DIR at
+//                         once, else raises: proves that experiments run in parallel
 //   op2, kind2, delta2, occurrence2   a second, independent fault (two bugs in one graph)
 class FaultBackend final : public Backend {
  public:
@@ -56,7 +64,7 @@ class FaultBackend final : public Backend {
     try {
       for (const char* k : {"delta", "delta2"})
         if (ctx.options.contains(k)) (void)std::stod(ctx.options[k].get<std::string>());
-      for (const char* k : {"occurrence", "occurrence2"})
+      for (const char* k : {"occurrence", "occurrence2", "parties"})
         if (ctx.options.contains(k)) (void)std::stoi(ctx.options[k].get<std::string>());
     } catch (const std::exception&) {
       return Error::BadInput("backend fault: delta and occurrence must be numbers");
@@ -69,10 +77,27 @@ class FaultBackend final : public Backend {
   }
 
   Expected<BackendRun> Run(const ExperimentContext& ctx) override {
+    PARITY_RETURN_IF_ERROR(Rendezvous(ctx));
     return RunInterpreter(ctx, ctx.options.value("in", "backend") == "backend" ? MakeHook(ctx) : nullptr);
   }
 
  private:
+  static Status Rendezvous(const ExperimentContext& ctx) {
+    if (!ctx.options.contains("rendezvous")) return Status::Ok();
+    const std::filesystem::path dir = ctx.options["rendezvous"].get<std::string>();
+    const size_t parties = static_cast<size_t>(std::stoi(ctx.options.value("parties", std::string("2"))));
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream(dir / std::to_string(::getpid()));
+    for (int i = 0; i < 1200; ++i) {
+      size_t n = 0;
+      for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); ++it) ++n;
+      if (n >= parties) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return Error::Runtime("fault rendezvous: fewer than " + std::to_string(parties) + " experiments ran at once");
+  }
+
   // One fault rule from the options with `suffix` ("" or "2"); none when op<suffix> is absent.
   static interp::NodeHook RuleHook(const ExperimentContext& ctx, const std::string& suffix) {
     if (!ctx.options.contains("op" + suffix)) return nullptr;
@@ -110,7 +135,17 @@ class FaultBackend final : public Backend {
     };
   }
 
+  // once=PATH: true for the one run that creates PATH (O_EXCL), false for every later one.
+  static bool FirstRun(const ExperimentContext& ctx) {
+    if (!ctx.options.contains("once")) return true;
+    const int fd = ::open(ctx.options["once"].get<std::string>().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    ::close(fd);
+    return true;
+  }
+
   static interp::NodeHook MakeHook(const ExperimentContext& ctx) {
+    if (!FirstRun(ctx)) return nullptr;
     interp::NodeHook first = RuleHook(ctx, ""), second = RuleHook(ctx, "2");
     if (!second) return first;
     return [first, second](const ir::Node& n, c10::IValue& v) -> Status {
