@@ -1,0 +1,206 @@
+#include "ci/ci.h"
+
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <set>
+
+#include "ci/merge.h"
+#include "ci/statuses.h"
+#include "minifier/minify.h"
+#include "util/files.h"
+#include "verifier/experiment.h"
+#include "verifier/matrix.h"
+
+namespace parity::ci {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Runs verify's matrix with retries of failures that do not match the baseline; the records
+// of this shard's experiments (this run's and those resumed from results.jsonl).
+Expected<std::vector<json>> RunMatrix(const CiOptions& o, Baseline& baseline, std::ostream& out) {
+  verifier::VerifyOptions vo = o.verify;
+  if (fs::exists(baseline.StatsPath())) vo.cost_files.push_back(baseline.StatsPath());
+  verifier::VerifyHooks hooks;
+  hooks.retry = [&](const verifier::ExperimentSpec& spec, const std::vector<verifier::ExperimentResult>& attempts) {
+    const std::string config = ConfigOfSpec(spec);
+    if (!baseline.LoadConfigs({config}).ok()) return false;  // reported when the gate loads it
+    std::vector<std::string> statuses;
+    for (const auto& a : attempts) statuses.push_back(StatusOfResult(a));
+    const bool again =
+        ShouldRetry(statuses, baseline.ExpectedStatus(config, spec.model), baseline.IsFlaky(spec.model), o.retries);
+    if (again)
+      out << "  " << spec.model << " " << spec.backend << ": " << statuses.back() << ", expected "
+          << *baseline.ExpectedStatus(config, spec.model) << ": rerun " << attempts.size() << " of " << o.retries << "\n";
+    return again;
+  };
+  PARITY_ASSIGN_OR_RETURN(auto summary, verifier::Verify(vo, out, hooks));
+  const std::set<std::string> mine(summary.fingerprints.begin(), summary.fingerprints.end());
+  PARITY_ASSIGN_OR_RETURN(auto all, ReadRecords(summary.results_file));
+  std::vector<json> records;
+  for (auto& r : all)
+    if (mine.count(r["fingerprint"].get<std::string>())) records.push_back(std::move(r));
+  return records;
+}
+
+Expected<std::vector<json>> ReadAll(const std::vector<fs::path>& files) {
+  std::vector<json> records;
+  for (const auto& f : files) {
+    PARITY_ASSIGN_OR_RETURN(auto rs, ReadRecords(f));
+    for (auto& r : rs) records.push_back(std::move(r));
+  }
+  return records;
+}
+
+Expected<GateScope> ScopeOf(const CiOptions& o) {
+  GateScope scope;
+  const auto& m = o.verify.models;
+  const bool all_models = std::find(m.begin(), m.end(), "all") != m.end();  // repro dirs and named models are a choice
+  scope.complete = !o.results.empty() || (o.verify.shard.count <= 1 && all_models);
+  PARITY_ASSIGN_OR_RETURN(scope.wanted, verifier::ModelNameFilter(o.verify));
+  return scope;
+}
+
+void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& out) {
+  std::string config;
+  for (const auto& row : g.rows) {
+    if (row.config != config) {
+      config = row.config;
+      out << "\n" << config << " (" << baseline.FileOf(config).string() << ")\n";
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-34s %-9s", row.name.c_str(), ToString(row.verdict));
+    out << line;
+    if (row.verdict != Verdict::kPass) {
+      if (!row.status.empty()) out << " accuracy=" << row.status;
+      if (!row.expected.empty()) out << (row.status.empty() ? " " : ", ") << "expected=" << row.expected;
+    }
+    if (!row.note.empty()) out << "  " << row.note;
+    out << "\n";
+  }
+  out << "\ngate:";
+  const char* sep = " ";
+  for (const auto& [v, n] : g.counts) {
+    out << sep << n << " " << ToString(v);
+    sep = ", ";
+  }
+  out << (g.failed ? " -> FAILED\n" : " -> passed\n");
+}
+
+// The innermost user frame of a node's stack trace: `File "x.py", line 12, in f` and its code.
+std::string SourceLine(const std::string& stack_trace) {
+  std::string frame, code;
+  std::istringstream in(stack_trace);
+  for (std::string line, prev; std::getline(in, line); prev = line) {
+    const auto start = line.find_first_not_of(' ');
+    if (start == std::string::npos) continue;
+    if (line.compare(start, 5, "File ") == 0) {
+      frame = line.substr(start);
+      code.clear();
+    } else if (!frame.empty() && code.empty()) {
+      code = line.substr(start);
+    }
+  }
+  return frame.empty() ? "" : frame + (code.empty() ? "" : ": " + code);
+}
+
+// --minify: each FAIL with a repro dir is minified; the culprit op and its source line are
+// printed and kept in the gate's json.
+void MinifyFailures(const CiOptions& o, GateResult& g, json& rows, std::ostream& out) {
+  for (size_t i = 0; i < g.rows.size(); ++i) {
+    const GateRow& row = g.rows[i];
+    if (row.verdict != Verdict::kFail || row.repro_dir.empty()) continue;
+    minifier::MinifyOptions mo;
+    mo.repro_dir = row.repro_dir;
+    mo.out_dir = row.repro_dir + "-minify";
+    mo.cache_dir = o.verify.cache_dir;
+    mo.imports = o.verify.imports;
+    mo.jobs = std::max(1, o.verify.jobs);
+    mo.timeout_s = o.verify.timeout_s;
+    std::error_code ec;
+    fs::create_directories(mo.out_dir, ec);
+    std::ofstream log(mo.out_dir / "minify.log");
+    out << "minify " << row.name << " (" << row.config << "): ";
+    auto m = minifier::Minify(mo, log);
+    if (!m.ok()) {
+      out << "failed: " << m.error().Text() << " (log: " << (mo.out_dir / "minify.log").string() << ")\n";
+      continue;
+    }
+    const json& s = m->summary;
+    json culprit = s.value("culprit", json());
+    if (culprit.is_null() && s.contains("culprit_ops") && s["culprit_ops"].size() == 1) culprit = s["culprit_ops"][0];
+    rows[i]["minified_dir"] = s.value("minified_dir", std::string());
+    out << s.value("ops_before", 0) << " -> " << s.value("ops_after", 0) << " ops, " << s.value("minified_dir", std::string())
+        << "\n";
+    if (culprit.is_object()) {
+      const std::string where = SourceLine(culprit.value("stack_trace", std::string()));
+      rows[i]["culprit"] = {{"op", culprit.value("target", std::string())}, {"source", where}};
+      out << "  culprit: " << culprit.value("target", std::string()) << " (%" << culprit.value("node", std::string()) << ")"
+          << (where.empty() ? "" : "\n  from: " + where) << "\n";
+    }
+  }
+}
+
+json GateJson(const GateResult& g) {
+  json rows = json::array();
+  for (const auto& r : g.rows) {
+    json j = {{"config", r.config}, {"name", r.name},         {"verdict", ToString(r.verdict)},
+              {"status", r.status}, {"expected", r.expected}, {"runs", r.runs},
+              {"passes", r.passes}};
+    if (!r.note.empty()) j["note"] = r.note;
+    if (!r.repro_dir.empty()) j["repro_dir"] = r.repro_dir;
+    if (r.record) j["fingerprint"] = r.record->value("fingerprint", std::string());
+    rows.push_back(j);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string UpdateCommand(const CiOptions& o) {
+  std::string cmd = "parity ci --expected " + o.expected.string() + " --results";
+  if (o.results.empty()) cmd += " " + (o.verify.output_dir / "results.jsonl").string();
+  for (const auto& r : o.results) cmd += " " + r.string();
+  return cmd + " --update-expected";
+}
+
+Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
+  PARITY_ASSIGN_OR_RETURN(Baseline baseline, Baseline::Load(o.expected, o.update_expected));
+  PARITY_ASSIGN_OR_RETURN(GateScope scope, ScopeOf(o));
+  CiOutcome outcome;
+  if (o.results.empty()) {
+    PARITY_ASSIGN_OR_RETURN(outcome.records, RunMatrix(o, baseline, out));
+  } else {
+    PARITY_ASSIGN_OR_RETURN(outcome.records, ReadAll(o.results));
+  }
+  std::set<std::string> configs;
+  for (const auto& r : outcome.records) configs.insert(ConfigOf(r));
+  PARITY_RETURN_IF_ERROR(baseline.LoadConfigs(configs));
+  outcome.gate = Gate(outcome.records, baseline, o.gate, scope);
+  PrintVerdicts(outcome.gate, baseline, out);
+  if (o.update_expected) {
+    std::set<ConfigModel> missing;
+    for (const auto& row : outcome.gate.rows)
+      if (row.verdict == Verdict::kMissing) missing.insert({row.config, row.name});
+    PARITY_ASSIGN_OR_RETURN(auto changes, baseline.Update(outcome.records, missing));
+    for (const auto& c : changes) out << c << "\n";
+    if (changes.empty()) out << "baseline unchanged\n";
+    out << "baseline statistics: " << baseline.StatsPath().string() << "\n";
+    outcome.exit_code = 0;
+  } else {
+    if (outcome.gate.failed) out << FailureMessage(outcome.gate, o.gate, UpdateCommand(o));
+    outcome.exit_code = outcome.gate.failed ? 1 : 0;
+  }
+  json rows = GateJson(outcome.gate);
+  if (o.minify && !o.update_expected) MinifyFailures(o, outcome.gate, rows, out);
+  std::error_code ec;
+  fs::create_directories(o.verify.output_dir, ec);
+  PARITY_RETURN_IF_ERROR(WriteFileAtomic(
+      o.verify.output_dir / "gate.json",
+      json({{"passed", !outcome.gate.failed}, {"expected", o.expected.string()}, {"rows", rows}}).dump(2) + "\n"));
+  return outcome;
+}
+
+}  // namespace parity::ci

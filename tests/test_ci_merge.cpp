@@ -1,0 +1,66 @@
+#include "ci/merge.h"
+
+#include <gtest/gtest.h>
+
+#include "ci_records.h"
+#include "test_helpers.h"
+
+namespace parity::ci {
+namespace {
+
+using testing::Rec;
+
+void WriteResults(const std::filesystem::path& dir, const std::vector<nlohmann::json>& records) {
+  std::filesystem::create_directories(dir);
+  std::string text;
+  for (const auto& r : records) text += r.dump() + "\n";
+  testing::Spit(dir / "results.jsonl", text);
+}
+
+TEST(Merge, DeduplicatesByFingerprintAndKeepsConflictsAsAttempts) {
+  testing::TempDir dir;
+  WriteResults(dir / "s1", {Rec("a", "PASS"), Rec("b", "FAIL", "compare")});
+  WriteResults(dir / "s2", {Rec("c", "PASS"), Rec("a", "PASS"), Rec("b", "PASS")});
+  auto s = Merge(dir / "out", {dir / "s1", dir / "s2" / "results.jsonl"});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->records, 3);
+  EXPECT_EQ(s->duplicates, 2);
+  ASSERT_EQ(s->conflicts.size(), 1u);
+  EXPECT_NE(s->conflicts[0].find("FAIL in"), std::string::npos) << s->conflicts[0];
+  auto merged = ReadRecords(dir / "out" / "results.jsonl");
+  ASSERT_TRUE(merged.ok());
+  ASSERT_EQ(merged->size(), 3u);
+  EXPECT_EQ((*merged)[1]["verification_code"], "FAIL");
+  ASSERT_EQ((*merged)[1]["attempts"].size(), 2u);
+  EXPECT_EQ((*merged)[1]["attempts"][1]["verification_code"], "PASS");
+}
+
+TEST(Merge, CopiesReproDirsFromWhereTheShardsArtifactsAreNow) {
+  testing::TempDir dir;
+  auto r = Rec("b", "FAIL", "compare");
+  r["repro_dir"] = "/ci/runner-7/out/repros/b-fault";  // where the shard wrote it, elsewhere
+  WriteResults(dir / "s1", {r});
+  testing::WriteSmallRepro(dir / "s1" / "repros" / "b-fault");
+  auto s = Merge(dir / "out", {dir / "s1"});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->repros, 1);
+  auto merged = ReadRecords(dir / "out" / "results.jsonl");
+  ASSERT_TRUE(merged.ok());
+  const std::filesystem::path copied = (*merged)[0]["repro_dir"].get<std::string>();
+  EXPECT_EQ(copied, dir / "out" / "repros" / "b-fault");
+  EXPECT_TRUE(std::filesystem::exists(copied / "manifest.json"));
+}
+
+TEST(Merge, BadInputNamesTheFileAndLineAndNothingIsOverwritten) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "s1");
+  testing::Spit(dir / "s1" / "results.jsonl", Rec("a", "PASS").dump() + "\n{\"model\": 1}\n");
+  EXPECT_TRUE(testing::FailsWith(Merge(dir / "out", {dir / "s1"}), {"results.jsonl:2", "verification_code"}));
+  EXPECT_TRUE(testing::FailsWith(Merge(dir / "out", {dir / "nope"}), {"nope", "no such"}));
+  WriteResults(dir / "s2", {Rec("a", "PASS")});
+  ASSERT_TRUE(Merge(dir / "out", {dir / "s2"}).ok());
+  EXPECT_TRUE(testing::FailsWith(Merge(dir / "out", {dir / "s2"}), {"exists"}));
+}
+
+}  // namespace
+}  // namespace parity::ci

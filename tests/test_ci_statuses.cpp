@@ -1,0 +1,66 @@
+#include "ci/statuses.h"
+
+#include <gtest/gtest.h>
+
+#include "ci_records.h"
+#include "verifier/experiment.h"
+
+namespace parity::ci {
+namespace {
+
+using testing::Rec;
+
+TEST(Statuses, EveryCodeMapsToADynamoRunnerStatus) {
+  EXPECT_EQ(StatusOf(Rec("m", "PASS")), "pass");
+  EXPECT_EQ(StatusOf(Rec("m", "FAIL", "compare")), "fail_accuracy");
+  EXPECT_EQ(StatusOf(Rec("m", "NONDETERMINISTIC_EAGER_RUN", "eager_2nd_run")), "eager_two_runs_differ");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_SKIPPED", "capability")), "pass_due_to_skip");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "capture")), "model_fail_to_load");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "load")), "model_fail_to_load");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "eager")), "eager_1st_run_fail");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "eager_2nd_run")), "eager_2nd_run_fail");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "fp64_reference")), "eager_fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "EXCEPTION_RAISED", "backend")), "fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_DIDNT_RUN", "backend")), "fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_DIDNT_RUN", "eager")), "eager_fail_to_run");
+  auto t = Rec("m", "VERIFIER_DIDNT_RUN", "backend");
+  t["timed_out"] = true;
+  EXPECT_EQ(StatusOf(t), "timeout");
+  for (const auto& r : {Rec("m", "PASS"), Rec("m", "FAIL"), t}) EXPECT_TRUE(IsKnownStatus(StatusOf(r)));
+}
+
+TEST(Statuses, OutOfMemoryIsOOM) {
+  auto r = Rec("m", "EXCEPTION_RAISED", "backend");
+  r["exception_type"] = "torch.OutOfMemoryError";
+  EXPECT_EQ(StatusOf(r), "OOM");
+  auto e = Rec("m", "EAGER_FAILED", "eager");
+  e["error"] = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  EXPECT_EQ(StatusOf(e), "eager_1st_run_OOM");
+  e["phase"] = "eager_2nd_run";
+  EXPECT_EQ(StatusOf(e), "eager_2nd_run_OOM");
+}
+
+TEST(Statuses, ResultsMapLikeRecords) {
+  verifier::ExperimentResult r;
+  r.code = verifier::Code::kVerifierDidntRun;
+  r.timed_out = true;
+  EXPECT_EQ(StatusOfResult(r), "timeout");
+  r.code = verifier::Code::kFail;
+  EXPECT_EQ(StatusOfResult(r), "fail_accuracy");
+}
+
+TEST(Statuses, ConfigNamesFollowPyTorchsExpectedFiles) {
+  EXPECT_EQ(ConfigName("inductor", "huggingface", "float32", "eval", "cuda"), "inductor_huggingface_inference");
+  EXPECT_EQ(ConfigName("inductor", "timm", "amp", "train", "cuda:1"), "inductor_timm_amp_training");
+  EXPECT_EQ(ConfigName("inductor", "torchbench", "float32", "eval", "cpu"), "cpu_inductor_torchbench_inference");
+  EXPECT_EQ(ConfigName("torch_compile:my_npu", "huggingface", "bfloat16", "eval", "cpu"),
+            "cpu_my_npu_huggingface_bfloat16_inference");
+  EXPECT_EQ(ConfigOf(Rec("m", "PASS")), testing::kConfig);
+  verifier::ExperimentSpec spec;
+  spec.backend = "fault";
+  spec.suite = "repro";
+  EXPECT_EQ(ConfigOfSpec(spec), testing::kConfig);
+}
+
+}  // namespace
+}  // namespace parity::ci
