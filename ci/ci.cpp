@@ -8,6 +8,7 @@
 #include "ci/merge.h"
 #include "ci/statuses.h"
 #include "minifier/minify.h"
+#include "report/reports.h"
 #include "util/files.h"
 #include "verifier/experiment.h"
 #include "verifier/matrix.h"
@@ -22,6 +23,7 @@ namespace {
 // of this shard's experiments (this run's and those resumed from results.jsonl).
 Expected<std::vector<json>> RunMatrix(const CiOptions& o, Baseline& baseline, std::ostream& out) {
   verifier::VerifyOptions vo = o.verify;
+  vo.reports = false;  // written once, with the verdicts
   if (fs::exists(baseline.StatsPath())) vo.cost_files.push_back(baseline.StatsPath());
   verifier::VerifyHooks hooks;
   hooks.retry = [&](const verifier::ExperimentSpec& spec, const std::vector<verifier::ExperimentResult>& attempts) {
@@ -200,6 +202,8 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(
       o.verify.output_dir / "gate.json",
       json({{"passed", !outcome.gate.failed}, {"expected", o.expected.string()}, {"rows", rows}}).dump(2) + "\n"));
+  PARITY_RETURN_IF_ERROR(report::WriteReports(o.verify.output_dir, report::Entries(outcome.records, rows),
+                                              std::string("parity ci: ") + (outcome.gate.failed ? "FAILED" : "passed")));
   return outcome;
 }
 

@@ -18,6 +18,7 @@ void set_minify_command(CLI::App& app, int& exit_code);
 void set_experiment_command(CLI::App& app, int& exit_code);
 void set_ci_command(CLI::App& app, int& exit_code);
 void set_merge_command(CLI::App& app, int& exit_code);
+void set_report_command(CLI::App& app, int& exit_code);
 
 // Throws Failure when `e` holds an error, else returns the value.
 template <typename T>

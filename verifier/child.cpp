@@ -39,6 +39,12 @@ Expected<Child> SpawnExperiment(ExperimentSpec spec, const fs::path& dir, const 
   return Child::Spawn({SelfExe(), kExperimentCommand, "--dir", fs::absolute(dir).string()}, so);
 }
 
+std::string CurrentPhase(const fs::path& dir) {
+  std::string phase = Tail(dir / kStatus, 200);
+  while (!phase.empty() && (phase.back() == '\n' || phase.back() == ' ')) phase.pop_back();
+  return phase;
+}
+
 ExperimentResult CollectExperiment(const fs::path& dir, const ExitInfo& how, int timeout_s) {
   if (how.exited && how.code == 0) {
     auto text = ReadFile(dir / kResult);
@@ -46,8 +52,7 @@ ExperimentResult CollectExperiment(const fs::path& dir, const ExitInfo& how, int
     if (j.is_object()) return ExperimentResult::FromJson(j);
   }
   ExperimentResult r;
-  std::string phase = Tail(dir / kStatus, 200);
-  while (!phase.empty() && (phase.back() == '\n' || phase.back() == ' ')) phase.pop_back();
+  const std::string phase = CurrentPhase(dir);
   r.code = Code::kVerifierDidntRun;
   r.phase = phase;
   r.signal = how.timed_out ? 0 : how.signal;

@@ -21,6 +21,8 @@ inline constexpr const char* kExperimentCommand = "_experiment";
 // (may be empty) is the Python worker the child talks to; `env` extra NAME=VALUE entries.
 [[nodiscard]] Expected<Child> SpawnExperiment(ExperimentSpec spec, const std::filesystem::path& dir,
                                               const std::string& worker_socket, const std::vector<std::string>& env = {});
+// Driver side: the phase a running child is in ("" before its first).
+std::string CurrentPhase(const std::filesystem::path& dir);
 // Driver side: the result of a child that ended as `how` (`timeout_s` for the message).
 ExperimentResult CollectExperiment(const std::filesystem::path& dir, const ExitInfo& how, int timeout_s);
 

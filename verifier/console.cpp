@@ -1,5 +1,7 @@
 #include "verifier/console.h"
 
+#include "verifier/child.h"
+
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
@@ -34,11 +36,28 @@ void Row(std::ostream& out, const std::vector<std::string>& r) {
 
 }  // namespace
 
-void VerifyConsole::Started(size_t index, const ExperimentSpec& spec) {
-  if (progress_) out_ << "\r\033[K[" << index << "/" << total_ << "] " << Label(spec) << " ..." << std::flush;
+void VerifyConsole::Started(size_t index, const ExperimentSpec& spec, const std::filesystem::path& dir) {
+  running_[index] = {Label(spec), dir, std::chrono::steady_clock::now()};
+  Tick();
+}
+
+void VerifyConsole::Tick() {
+  if (!progress_) return;
+  std::ostringstream os;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [index, r] : running_) {
+    const std::string phase = r.dir.empty() ? "" : CurrentPhase(r.dir);
+    const int s = static_cast<int>(std::chrono::duration<double>(now - r.started).count());
+    if (os.tellp() > 0) os << " | ";
+    os << "[" << index << "/" << total_ << "] " << r.label << ": " << (phase.empty() ? "starting" : phase) << " " << s << "s";
+  }
+  std::string line = os.str();
+  if (line.size() > 200) line.resize(200);
+  out_ << "\r\033[K" << line << std::flush;
 }
 
 void VerifyConsole::Finished(size_t index, const ExperimentSpec& spec, const ExperimentResult& r, double wall_s) {
+  running_.erase(index);
   if (progress_) out_ << "\r\033[K";
   out_ << "[" << index << "/" << total_ << "] " << Label(spec) << ": " << ToString(r.code) << " (" << Fixed(wall_s, 1) << " s)";
   if (!r.error.empty() && r.code != Code::kPass) out_ << "  " << r.error.substr(0, 160);

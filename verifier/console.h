@@ -1,8 +1,12 @@
-// What `parity verify` prints: a line per experiment as it ends (with a live status line before
-// it on a TTY), then the table and the totals.
+// What `parity verify` prints: a line per experiment as it ends, then the table and the totals;
+// on a TTY also a live status line: each running experiment (i/N), its current phase and its
+// elapsed time.
 #pragma once
 
+#include <chrono>
+#include <filesystem>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,7 +18,9 @@ namespace parity::verifier {
 class VerifyConsole {
  public:
   VerifyConsole(std::ostream& out, bool progress, size_t total) : out_(out), progress_(progress), total_(total) {}
-  void Started(size_t index, const ExperimentSpec& spec);
+  // `dir`: the experiment child's dir (its phase is read from there); empty when none runs.
+  void Started(size_t index, const ExperimentSpec& spec, const std::filesystem::path& dir = {});
+  void Tick();  // redraws the status line (a TTY only)
   void Finished(size_t index, const ExperimentSpec& spec, const ExperimentResult& result, double wall_s);
   void Summary(const VerifySummary& summary);
 
@@ -23,6 +29,12 @@ class VerifyConsole {
   bool progress_;
   size_t total_;
   std::vector<std::vector<std::string>> rows_;
+  struct Running {
+    std::string label;
+    std::filesystem::path dir;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<size_t, Running> running_;
 };
 
 }  // namespace parity::verifier

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "compare/histogram.h"
 #include "compare/same.h"
 #include "interpreter/interpreter.h"
 #include "util/digest.h"
@@ -254,6 +255,7 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
   for (size_t k = 0; k < c.ref.size(); ++k) {
     const auto& [name, want] = c.ref[k];
     compare::Verdict v;
+    nlohmann::json hist;  // the error distribution, for reports
     auto it = got.find(name);
     if (it == got.end()) {
       v.pass = false;
@@ -263,11 +265,13 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
       std::optional<at::Tensor> f;
       if (c.fp64_ok) f = c.fp64[k].second.to(at::kCPU);
       v = compare::SameTensor(want.to(at::kCPU), it->second.to(at::kCPU), f, so);
+      if (f) hist = compare::ErrorHistogram(want.to(at::kCPU), it->second.to(at::kCPU), *f);
     }
     v.path = c.shown[k];
     if (!v.pass && first_failure.empty()) first_failure = c.shown[k] + ": " + v.message;
     all = all && v.pass;
     r.outputs.push_back(v.ToJson());
+    if (!hist.is_null()) r.outputs.back()["error_hist"] = std::move(hist);
   }
   if (got.size() > c.ref.size() && all)
     return Finish(r, Code::kFail,

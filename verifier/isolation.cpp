@@ -110,8 +110,13 @@ std::optional<IsolatedRunner::Running> IsolatedRunner::Start(const ExperimentSpe
                  std::nullopt, dir};
 }
 
-size_t IsolatedRunner::WaitAny(std::vector<Running>& running) {
+size_t IsolatedRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick) {
+  auto next_tick = std::chrono::steady_clock::now();
   while (true) {
+    if (on_tick && std::chrono::steady_clock::now() >= next_tick) {
+      on_tick();
+      next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+    }
     for (size_t i = 0; i < running.size(); ++i) {
       Running& run = running[i];
       run.info = run.child.Poll();
@@ -138,7 +143,7 @@ ExperimentResult IsolatedRunner::Finish(const ExperimentSpec& spec, Running& run
   return r;
 }
 
-void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, const OnStart& on_start) {
+void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, const OnStart& on_start, const OnTick& on_tick) {
   std::deque<size_t> pending;
   for (size_t i = 0; i < batch.size(); ++i) pending.push_back(i);
   std::vector<int> attempts(batch.size(), 0);
@@ -160,7 +165,7 @@ void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, con
       const size_t i = pending.front();
       pending.pop_front();
       ExperimentResult failed;
-      if (on_start) on_start(i);
+      if (on_start) on_start(i, dir_of(i));
       if (auto run = Start(batch[i].first, dir_of(i), i, slot, failed)) {
         running.push_back(std::move(*run));
         busy[slot] = true;
@@ -169,7 +174,7 @@ void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, con
       }
     }
     if (running.empty()) continue;
-    const size_t k = WaitAny(running);
+    const size_t k = WaitAny(running, on_tick);
     Running run = std::move(running[k]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
     busy[run.slot] = false;

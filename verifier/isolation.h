@@ -54,9 +54,11 @@ class IsolatedRunner final : public ExperimentRunner {
   // Called in the driver's thread as each experiment ends, in the order they end; returning
   // true runs that experiment again (in `<dir>.rN`), e.g. a retry of a failure.
   using OnDone = std::function<bool(size_t index, const ExperimentResult& result)>;
-  using OnStart = std::function<void(size_t index)>;
+  using OnStart = std::function<void(size_t index, const std::filesystem::path& dir)>;
+  using OnTick = std::function<void()>;  // while experiments run, about 4 times a second
   // Keeps every slot busy until the batch is done (a new experiment starts as soon as one ends).
-  void RunStream(ExperimentBatch batch, const OnDone& on_done, const OnStart& on_start = nullptr);
+  void RunStream(ExperimentBatch batch, const OnDone& on_done, const OnStart& on_start = nullptr,
+                 const OnTick& on_tick = nullptr);
   int jobs() const override { return static_cast<int>(slots_.size()); }
 
  private:
@@ -72,7 +74,7 @@ class IsolatedRunner final : public ExperimentRunner {
   std::optional<Running> Start(const ExperimentSpec& spec, const std::filesystem::path& dir, size_t index, size_t slot,
                                ExperimentResult& result);
   // Waits until one of `running` ends (or passes its deadline) and returns its position.
-  size_t WaitAny(std::vector<Running>& running);
+  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick);
   ExperimentResult Finish(const ExperimentSpec& spec, Running& run);
   std::filesystem::path scratch_;
   int timeout_s_;

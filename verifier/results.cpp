@@ -96,6 +96,18 @@ Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& l
   return Status::Ok();
 }
 
+std::vector<nlohmann::json> ReadResults(const std::filesystem::path& file) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string() && j.contains("model") &&
+        j["model"].is_object() && j.contains("experiment") && j["experiment"].is_object())
+      records.push_back(std::move(j));
+  }
+  return records;
+}
+
 std::set<std::string> DoneFingerprints(const std::filesystem::path& file) {
   std::set<std::string> done;
   std::ifstream in(file);

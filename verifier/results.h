@@ -43,7 +43,10 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
 // Appends one JSON line with a single write(2) to an O_APPEND file, then fsync: a killed run
 // leaves whole lines only.
 [[nodiscard]] Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line);
-// Fingerprints of the lines already in a results file (torn trailing lines are ignored).
+// The records of a results file (torn or foreign lines are ignored; `parity ci --results` reads
+// strictly with ci/merge.h's ReadRecords).
+std::vector<nlohmann::json> ReadResults(const std::filesystem::path& file);
+// Fingerprints of the lines already in a results file.
 std::set<std::string> DoneFingerprints(const std::filesystem::path& file);
 
 }  // namespace parity::verifier

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "report/reports.h"
 #include "repro/repro_dir.h"
 #include "util/files.h"
 #include "verifier/captures.h"
@@ -159,11 +160,12 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
   }
   s.runner.RunStream(
       std::move(batch), [&](size_t k, const ExperimentResult& r) { return finish(index_of[k], r); },
-      [&](size_t k) {
+      [&](size_t k, const fs::path& dir) {
         Item& item = items[index_of[k]];
         if (item.attempts.empty()) item.started = Clock::now();
-        console.Started(index_of[k] + 1, item.spec);
-      });
+        console.Started(index_of[k] + 1, item.spec, dir);
+      },
+      [&] { console.Tick(); });
   return status;
 }
 
@@ -202,6 +204,9 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   PARITY_RETURN_IF_ERROR(RunAll(items, s, run_dir, hooks, summary, console));
   RemoveAll(run_dir);
   console.Summary(summary);
+  if (o.reports)
+    PARITY_RETURN_IF_ERROR(
+        report::WriteReports(o.output_dir, report::Entries(ReadResults(summary.results_file), nullptr), "parity verify"));
   return summary;
 }
 

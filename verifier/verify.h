@@ -1,7 +1,8 @@
 // `parity verify`: the experiment matrix (models or repro dirs x backends x tests x dtypes),
 // this shard's part of it (verifier/shard.h), each experiment in an isolated child process
 // with a timeout, `jobs` at once, results appended atomically to results.jsonl as they end,
-// resumable by experiment fingerprint, a repro dir written for every FAIL and EXCEPTION_RAISED.
+// resumable by experiment fingerprint, a repro dir written for every FAIL and EXCEPTION_RAISED,
+// then the reports of the whole results file (report/reports.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,7 @@ struct VerifyOptions {
   Shard shard;                                    // this process's part of the matrix
   std::vector<std::filesystem::path> cost_files;  // earlier results: wall times that balance the shards
   int jobs = 1;                                   // experiments at once (one GPU each on CUDA)
+  bool reports = true;                            // accuracy.csv, junit.xml, summary.md beside results.jsonl (report/reports.h)
 };
 
 // What a caller adds to the flow (`parity ci`: retries of failures).

@@ -18,6 +18,12 @@ std::string WorkerPython() {
   return PARITY_PYTHON_DEFAULT;
 }
 
+std::vector<std::string> PythonEnv() {
+  const char* pp = std::getenv("PYTHONPATH");
+  return {std::string("PYTHONPATH=") + PARITY_SOURCE_DIR + "/tools" + (pp && *pp ? std::string(":") + pp : ""),
+          "PYTHONUNBUFFERED=1"};
+}
+
 WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
     : socket_path_(std::move(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
 
@@ -38,9 +44,7 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   so.env = env_;
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
-  const char* pp = std::getenv("PYTHONPATH");
-  so.env.push_back(std::string("PYTHONPATH=") + PARITY_SOURCE_DIR + "/tools" + (pp && *pp ? std::string(":") + pp : ""));
-  so.env.push_back("PYTHONUNBUFFERED=1");
+  for (auto& e : PythonEnv()) so.env.push_back(e);
   so.env.push_back("TORCHINDUCTOR_FALLBACK_RANDOM=1");
   auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_}, so);
   if (!child.ok()) return child.error();

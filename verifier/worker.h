@@ -16,6 +16,8 @@ namespace parity::verifier {
 
 // The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
 std::string WorkerPython();
+// The environment parity's Python runs with: PYTHONPATH with tools/ (parity_capture) first.
+std::vector<std::string> PythonEnv();
 
 class WorkerProcess {
  public:

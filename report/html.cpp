@@ -1,0 +1,63 @@
+#include "report/html.h"
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "ci/merge.h"
+#include "report/reports.h"
+#include "util/files.h"
+#include "util/subprocess.h"
+#include "verifier/worker.h"
+
+namespace parity::report {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const fs::path& out, const std::string& title) {
+  json data = {{"title", title}, {"sources", json::array()}, {"entries", json::array()}};
+  HtmlSummary s;
+  for (const auto& in : inputs) {
+    const fs::path file = fs::is_directory(in) ? in / "results.jsonl" : in;
+    PARITY_ASSIGN_OR_RETURN(auto records, ci::ReadRecords(file));
+    json rows = nullptr;
+    if (fs::exists(file.parent_path() / "gate.json")) {
+      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(file.parent_path() / "gate.json"));
+      json gate = json::parse(text, nullptr, false);
+      if (!gate.is_object() || !gate.contains("rows") || !gate["rows"].is_array())
+        return Error::BadInput((file.parent_path() / "gate.json").string() + ": field \"rows\" missing or not an array");
+      rows = gate["rows"];
+    }
+    for (auto& e : Entries(records, rows)) {
+      s.with_verdicts += e.gate.is_object();
+      data["entries"].push_back({{"record", std::move(e.record)}, {"gate", std::move(e.gate)}});
+      ++s.experiments;
+    }
+    data["sources"].push_back(file.string());
+  }
+  const fs::path tmp = fs::temp_directory_path() / ("parity-report-" + std::to_string(::getpid()) + ".json");
+  PARITY_RETURN_IF_ERROR(WriteFileAtomic(tmp, data.dump()));
+  const fs::path log = tmp.string() + ".log";
+  SpawnOptions so;
+  so.env = verifier::PythonEnv();
+  so.stdout_path = log.string();
+  so.stderr_path = log.string();
+  const fs::path partial = out.string() + ".partial";
+  auto child = Child::Spawn({verifier::WorkerPython(), "-m", "parity_capture.report", tmp.string(), partial.string()}, so);
+  if (!child.ok()) return child.error();
+  const ExitInfo how = child->Wait(std::chrono::minutes(10));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (!how.exited || how.code != 0) {
+    auto text = ReadFile(log);
+    fs::remove(log, ec);
+    fs::remove(partial, ec);
+    return Error::Runtime("the report renderer (" + verifier::WorkerPython() + " -m parity_capture.report) failed: " +
+                          how.Describe() + (text.ok() ? "; " + text->substr(text->size() > 2000 ? text->size() - 2000 : 0) : ""));
+  }
+  fs::remove(log, ec);
+  fs::rename(partial, out, ec);
+  if (ec) return Error::Runtime("cannot write " + out.string() + ": " + ec.message());
+  return s;
+}
+
+}  // namespace parity::report

@@ -1,0 +1,145 @@
+"""`parity report`: one self-contained HTML file from verify/ci results. The C++ side gathers
+the experiments (records and, after a gate, their verdicts) into a JSON file; this renders it
+with Jinja2 (templates/report.html) and draws each failing or drifting experiment's error
+distributions with matplotlib as inline SVG: no scripts, no network, opens offline.
+
+    python -m parity_capture.report DATA.json OUT.html
+"""
+import io
+import json
+import math
+import sys
+from collections import OrderedDict
+
+import jinja2
+import matplotlib
+
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller files, selectable
+
+# What a cell is coloured by: the gate's verdict when one ran, else the verification code.
+GOOD = {"PASS", "XFAIL"}
+WARN = {"FLAKY", "DRIFT", "VERIFIER_SKIPPED", "IMPROVED", "NEW", "MISSING"}
+
+
+def css_class(label: str) -> str:
+    return "good" if label in GOOD else "warn" if label in WARN else "bad"
+
+
+def label_of(entry) -> str:
+    gate = entry.get("gate")
+    return gate["verdict"] if isinstance(gate, dict) and gate.get("verdict") else entry["record"]["verification_code"]
+
+
+def histogram_svg(path: str, hist: dict) -> str:
+    """|res - fp64| and |ref - fp64| per log10 bin, as step curves on one axis."""
+    lo, hi, bins = hist["lo"], hist["hi"], hist["bins"]
+    edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    fig, ax = plt.subplots(figsize=(6.4, 2.6), dpi=100)
+    for key, colour, name in (("ref", "#4c78a8", "eager |ref − fp64|"), ("res", "#e45756", "backend |res − fp64|")):
+        counts, xs = hist[key], [10 ** e for e in edges]
+        if key == "ref":  # eager's own error: the floor the backend is judged against
+            ax.stairs(counts, xs, color=colour, fill=True, alpha=0.3)
+        ax.stairs(counts, xs, color=colour, linewidth=1.6, label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("absolute error vs the fp64 reference")
+    ax.set_ylabel("elements")
+    ax.set_title(path, fontsize=10)
+    extra = []
+    for key in ("ref", "res"):
+        if hist.get(f"{key}_zero"):
+            extra.append(f"{key}: {hist[key + '_zero']} exact")
+        if hist.get(f"{key}_nonfinite"):
+            extra.append(f"{key}: {hist[key + '_nonfinite']} NaN/Inf")
+    if extra:
+        ax.text(0.99, 0.95, ", ".join(extra), transform=ax.transAxes, ha="right", va="top", fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]  # drop the XML prolog: it is inlined into HTML
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return "0" if v == 0 else (f"{v:.3g}" if 1e-3 <= abs(v) < 1e4 else f"{v:.2e}")
+    return str(v)
+
+
+def build(data: dict) -> dict:
+    entries = data["entries"]
+    columns, rows = OrderedDict(), OrderedDict()
+    for e in entries:
+        r = e["record"]
+        ex = r["experiment"]
+        col = f'{ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}'
+        columns[col] = True
+        cell = {"label": label_of(e), "cls": css_class(label_of(e)), "anchor": r["fingerprint"]}
+        gate = e.get("gate") or {}
+        if gate.get("expected") and gate.get("status") and gate["expected"] != gate["status"]:
+            cell["change"] = f'{gate["expected"]} → {gate["status"]}'
+        rows.setdefault(r["model"]["model_name"], {})[col] = cell
+    details = []
+    for e in entries:
+        label = label_of(e)
+        if css_class(label) == "good" and label != "XFAIL":
+            continue
+        if label in ("VERIFIER_SKIPPED",):
+            continue
+        r = e["record"]
+        gate = e.get("gate") or {}
+        outputs = []
+        for o in r.get("outputs", []):
+            st = o.get("stats") or {}
+            outputs.append({"path": o.get("path"), "pass": o.get("pass", True), "rule": o.get("rule", ""),
+                            "message": o.get("message", ""),
+                            "cells": [fmt(st.get(k)) for k in ("numel", "max_abs_err", "max_rel_err", "rmse_res_vs_fp64",
+                                                               "rmse_ref_vs_fp64", "cosine", "mismatches")],
+                            "plot": histogram_svg(o.get("path", "output"), o["error_hist"]) if o.get("error_hist") and (
+                                not o.get("pass", True) or label == "DRIFT") else None})
+        # A drifting output passes; plot the first outputs anyway when none failed.
+        if not any(o["plot"] for o in outputs):
+            for o, raw in zip(outputs, r.get("outputs", [])):
+                if raw.get("error_hist"):
+                    o["plot"] = histogram_svg(raw.get("path", "output"), raw["error_hist"])
+                    break
+        ex = r["experiment"]
+        details.append({"anchor": r["fingerprint"], "label": label, "cls": css_class(label),
+                        "title": f'{r["model"]["model_name"]} · {ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}',
+                        "error": r.get("error", ""), "note": gate.get("note", ""), "repro_dir": r.get("repro_dir", ""),
+                        "expected": gate.get("expected", ""), "status": gate.get("status", ""),
+                        "culprit": gate.get("culprit"), "outputs": outputs[:24], "more": max(0, len(outputs) - 24)})
+    counts = OrderedDict()
+    for e in entries:
+        counts[label_of(e)] = counts.get(label_of(e), 0) + 1
+    return {"title": data.get("title", "parity report"), "sources": data.get("sources", []), "columns": list(columns),
+            "rows": rows, "details": details, "counts": [(k, v, css_class(k)) for k, v in counts.items()],
+            "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"]}
+
+
+def render(data: dict) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("parity_capture", "templates"),
+                             autoescape=jinja2.select_autoescape(["html"]))
+    return env.get_template("report.html").render(**build(data))
+
+
+def main(argv) -> int:
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        data = json.load(f)
+    html = render(data)
+    with open(argv[2], "w") as f:
+        f.write(html)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
