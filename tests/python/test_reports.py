@@ -94,3 +94,16 @@ def test_html_report_renders_offline_with_its_plots(parity_bin, gated, tmp_path)
     assert count((0x4c, 0x78, 0xa8)) > 50, "eager's error curve did not draw"
     # The matrix drew too: the FAIL cell's red and the PASS cell's green.
     assert count((0xf8, 0xd0, 0xcd), 6) > 50 and count((0xd9, 0xf2, 0xdc), 6) > 50
+
+
+def test_progress_on_a_tty_plain_lines_otherwise(parity_bin, dirs, tmp_path):  # noqa: F811
+    if not shutil.which("script"):
+        pytest.skip("no script(1) to give parity a terminal")
+    args = [parity_bin, "verify", dirs["mlp"], *fault("op=aten::gelu", "kind=hang"), "--timeout", "3",
+            "--output-dir", str(tmp_path / "tty")]
+    tty = subprocess.run(["script", "-qec", " ".join(map(str, args)), "/dev/null"], capture_output=True, text=True,
+                         timeout=120)
+    # The live line: experiment i/N, its current phase (read from the running child), elapsed seconds.
+    assert re.search(r"[\r\n]\x1b\[K\[1/1\] mlp fault eval float32: backend \d+s", tty.stdout), repr(tty.stdout[-800:])
+    plain = parity(parity_bin, *args[1:-2], "--output-dir", tmp_path / "plain")
+    assert "\x1b[K" not in plain.stdout and "[1/1] mlp fault eval float32: VERIFIER_DIDNT_RUN" in plain.stdout, plain.stdout
