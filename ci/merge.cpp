@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "util/files.h"
+#include "util/json.h"
 
 namespace parity::ci {
 namespace fs = std::filesystem;
@@ -17,9 +18,12 @@ Expected<std::vector<json>> ReadRecords(const fs::path& file) {
   for (std::string line; std::getline(in, line);) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j = json::parse(line, nullptr, false);
     const std::string where = file.string() + ":" + std::to_string(n);
-    if (!j.is_object()) return Error::BadInput(where + ": not a JSON object (a results.jsonl record)");
+    auto parsed = ParseJson(line, where);
+    if (!parsed.ok() || !parsed->is_object())
+      return Error::BadInput(where + ": not a JSON object (a results.jsonl record)" +
+                             (parsed.ok() ? "" : ": " + parsed.error().message.substr(where.size() + 2)));
+    json j = std::move(*parsed);
     for (const char* key : {"verification_code", "fingerprint"})
       if (!j.contains(key) || !j[key].is_string())
         return Error::BadInput(where + ": field \"" + key + "\" missing or not a string");

@@ -215,7 +215,8 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
                            std::to_string(kGraphFormatVersion));
   if (!j.contains("nodes") || !j["nodes"].is_array())
     return Error::BadInput(where + ": field \"nodes\" is missing or not an array");
-  Graph g(j.value("name", std::string("graph")));
+  if (j.contains("name") && !j["name"].is_string()) return Error::BadInput(where + ": field \"name\" is not a string");
+  Graph g(j.contains("name") ? j["name"].get<std::string>() : std::string("graph"));
   Parser p{where, g};
   const json& nodes = j["nodes"];
   for (size_t k = 0; k < nodes.size(); ++k) {
@@ -230,8 +231,8 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
     if (!jn.contains("op") || !jn["op"].is_string()) return p.Bad(field + ".op", "missing or not a string");
     auto kind = ParseKind(jn["op"].get<std::string>());
     if (!kind.ok()) return p.Bad(field + ".op", kind.error().message);
-    std::string target = jn.value("target", std::string());
     if (jn.contains("target") && !jn["target"].is_string()) return p.Bad(field + ".target", "not a string");
+    std::string target = jn.contains("target") ? jn["target"].get<std::string>() : std::string();
     if (*kind == NodeKind::kPlaceholder && target.empty()) target = name;
     if ((*kind == NodeKind::kCallFunction || *kind == NodeKind::kGetAttr) && target.empty())
       return p.Bad(field + ".target", "missing or empty");

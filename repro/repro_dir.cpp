@@ -4,6 +4,7 @@
 
 #include "repro/graph_json.h"
 #include "util/files.h"
+#include "util/json.h"
 
 namespace parity {
 namespace fs = std::filesystem;
@@ -20,6 +21,10 @@ Expected<std::string> GetString(const json& j, const char* key, const std::strin
   if (!j[key].is_string()) return Error::BadInput(where + ": field \"" + key + "\" is not a string");
   return j[key].get<std::string>();
 }
+
+// Caps on what the loader reads (a manifest or graph file is JSON text; tensors are mapped).
+constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxGraphBytes = uint64_t{4} << 30;
 
 // A path from the manifest must be relative and stay inside the repro dir.
 Status CheckInside(const fs::path& root, const std::string& rel, const std::string& where) {
@@ -100,9 +105,9 @@ Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (j.contains("host_ops")) {
     PARITY_ASSIGN_OR_RETURN(m.host_ops, ReadHostOps(j["host_ops"], mw));
   }
-  static const std::set<std::string> known = {"format",  "version", "torch_version", "producer", "model",  "suite",
-                                              "batch_size", "mode", "dtype", "device", "tensors", "backend",
-                                              "failure", "graphs", "host_ops"};
+  static const std::set<std::string> known = {"format",  "version",    "torch_version", "producer", "model",
+                                              "suite",   "batch_size", "mode",          "dtype",    "device",
+                                              "tensors", "backend",    "failure",       "graphs",   "host_ops"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key())) m.extra[it.key()] = it.value();
   return m;
@@ -134,9 +139,8 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const fs::path& dir, const s
   PARITY_RETURN_IF_ERROR(ReadStringList(jg, "expected_outputs", gw, e.expected_outputs));
   PARITY_RETURN_IF_ERROR(ReadStringList(jg, "output_names", gw, e.output_names));
   const fs::path gpath = dir / e.file;
-  PARITY_ASSIGN_OR_RETURN(std::string gtext, ReadFile(gpath));
-  json gj = json::parse(gtext, nullptr, false);
-  if (gj.is_discarded()) return Error::BadInput(gpath.string() + ": not valid JSON");
+  PARITY_ASSIGN_OR_RETURN(std::string gtext, ReadFile(gpath, kMaxGraphBytes));
+  PARITY_ASSIGN_OR_RETURN(json gj, ParseJson(gtext, gpath.string()));
   PARITY_ASSIGN_OR_RETURN(e.graph, ir::GraphFromJson(gj, gpath.string()));
   e.graph.set_name(e.name);
   return e;
@@ -181,13 +185,21 @@ Status CheckGraphTensors(const GraphEntry& e, const safetensors::File& tensors, 
 }  // namespace
 
 Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
+  try {
+    return LoadChecked(dir);
+  } catch (const nlohmann::json::exception& e) {  // a JSON accessor missed by the typed checks: still bad input
+    return Error::BadInput((dir / "manifest.json").string() + " (or a file it names): unexpected JSON type: " + e.what());
+  }
+}
+
+Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
   ReproDir r;
   r.root_ = dir;
   const std::string mw = (dir / "manifest.json").string();
   if (!fs::is_directory(dir)) return Error::BadInput(dir.string() + ": not a directory");
-  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "manifest.json"));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error::BadInput(mw + ": not valid JSON");
+  PARITY_RETURN_IF_ERROR(CheckInside(dir, "manifest.json", mw));  // the same rule as every path the manifest names
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "manifest.json", kMaxManifestBytes));
+  PARITY_ASSIGN_OR_RETURN(json j, ParseJson(text, mw));
   if (!j.is_object()) return Error::BadInput(mw + ": top level is not a JSON object");
   PARITY_ASSIGN_OR_RETURN(r.manifest_, ReadManifestFields(j, mw));
   PARITY_RETURN_IF_ERROR(CheckInside(dir, r.manifest_.tensors_file, mw + ": field \"tensors\""));

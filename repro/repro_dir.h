@@ -31,8 +31,8 @@ struct GraphEntry {
 
 // A graph op that is not ATen, registered from Python (torch.library): run in the Python worker.
 struct HostOp {
-  std::string schema;  // its FunctionSchema, e.g. "mylib::scale(Tensor x, float s) -> Tensor"
-  std::string module;  // the module whose import registers it ("" = unknown: needs --import)
+  std::string schema;         // its FunctionSchema, e.g. "mylib::scale(Tensor x, float s) -> Tensor"
+  std::string module;         // the module whose import registers it ("" = unknown: needs --import)
   std::string path = "host";  // how capture kept it: "host" (called in the worker)
 };
 
@@ -50,7 +50,7 @@ struct Manifest {
   std::optional<std::string> backend;
   nlohmann::json backend_options = nlohmann::json::object();
   nlohmann::json failure;                           // null when none recorded
-  std::map<std::string, HostOp> host_ops;  // "ns::op.overload" -> what makes it callable
+  std::map<std::string, HostOp> host_ops;           // "ns::op.overload" -> what makes it callable
   nlohmann::json extra = nlohmann::json::object();  // fields parity does not interpret, kept on rewrite
 };
 
@@ -71,6 +71,7 @@ class ReproDir {
   [[nodiscard]] Expected<std::vector<at::Tensor>> ExpectedOutputs(const GraphEntry& g) const;
 
  private:
+  [[nodiscard]] static Expected<ReproDir> LoadChecked(const std::filesystem::path& dir);
   std::filesystem::path root_;
   Manifest manifest_;
   std::vector<GraphEntry> graphs_;

@@ -85,12 +85,16 @@ namespace {
 // The whole file, mapped copy-on-write (tensors view it without copying).
 Expected<std::shared_ptr<Mapping>> MapFile(const fs::path& path) {
   const std::string where = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) return Error::BadInput(where + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     return Error::BadInput(where + ": cannot stat: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error::BadInput(where + ": not a regular file");
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {

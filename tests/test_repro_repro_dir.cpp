@@ -2,6 +2,7 @@
 
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <functional>
 #include <regex>
@@ -104,6 +105,51 @@ INSTANTIATE_TEST_SUITE_P(
     ::
         testing::
             Values(
+                Corruption{"deep_manifest_value",
+                           [](const fs::path& d) {
+                             std::string m = Slurp(d / "manifest.json");
+                             Spit(d / "manifest.json", "{\"deep\": " + std::string(100000, '[') + std::string(100000, ']') +
+                                                           ", " + m.substr(m.find('{') + 1));
+                           },
+                           {"manifest.json", "nested deeper than 200"}},
+                Corruption{"deep_node_argument",
+                           [](const fs::path& d) {
+                             std::string g = Slurp(d / "graphs/g.json");
+                             const auto at = g.find('[', g.find("\"args\"")) + 1;
+                             Spit(d / "graphs/g.json", g.substr(0, at) + std::string(30000, '[') + std::string(30000, ']') + ", " +
+                                                           g.substr(at));
+                           },
+                           {"g.json", "nested deeper than 200"}},
+                Corruption{"fifo_manifest",
+                           [](const fs::path& d) {
+                             fs::remove(d / "manifest.json");
+                             ASSERT_EQ(::mkfifo((d / "manifest.json").c_str(), 0644), 0);
+                           },
+                           {"manifest.json", "not a regular file"}},
+                Corruption{"fifo_graph",
+                           [](const fs::path& d) {
+                             fs::remove(d / "graphs/g.json");
+                             ASSERT_EQ(::mkfifo((d / "graphs/g.json").c_str(), 0644), 0);
+                           },
+                           {"g.json", "not a regular file"}},
+                Corruption{"fifo_tensors",
+                           [](const fs::path& d) {
+                             fs::remove(d / "tensors.safetensors");
+                             ASSERT_EQ(::mkfifo((d / "tensors.safetensors").c_str(), 0644), 0);
+                           },
+                           {"tensors.safetensors", "not a regular file"}},
+                Corruption{"manifest_symlink_to_dev_zero",
+                           [](const fs::path& d) {
+                             fs::remove(d / "manifest.json");
+                             fs::create_symlink("/dev/zero", d / "manifest.json");
+                           },
+                           {"manifest.json", "outside the repro dir"}},
+                Corruption{"int_node_target",
+                           [](const fs::path& d) { EditGraph(d, [](json& j) { j["nodes"][1]["target"] = 5; }); },
+                           {"g.json", ".target", "not a string"}},
+                Corruption{"int_graph_name",
+                           [](const fs::path& d) { EditGraph(d, [](json& j) { j["name"] = 3; }); },
+                           {"g.json", "\"name\" is not a string"}},
                 Corruption{
                     "no_manifest", [](const fs::path& d) { fs::remove(d / "manifest.json"); }, {"manifest.json", "cannot open"}},
                 Corruption{"manifest_not_json",

@@ -1,10 +1,12 @@
 #include "util/files.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,13 +14,30 @@
 namespace parity {
 namespace fs = std::filesystem;
 
-Expected<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::BadInput(path.string() + ": cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error::BadInput(path.string() + ": read error");
-  return ss.str();
+Expected<std::string> ReadFile(const fs::path& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) return Error::BadInput(path.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error::BadInput(path.string() + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return Error::BadInput(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                           std::to_string(max_bytes) + " this file may have");
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != data.size()) return Error::BadInput(path.string() + ": read error (file changed while read?)");
+  return data;
 }
 
 Status WriteFileAtomic(const fs::path& path, const std::string& data) {
@@ -71,6 +90,22 @@ std::string FileNameSlug(const std::string& s) {
   std::string out;
   for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   return out;
+}
+
+int RemoveDeadProcessDirs(const fs::path& parent, const std::string& prefix) {
+  int removed = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    RemoveAll(it->path());
+    removed += !fs::exists(it->path(), ec);
+  }
+  return removed;
 }
 
 }  // namespace parity

@@ -1,6 +1,7 @@
 // Small filesystem helpers. Nothing here knows about repro dirs or torch.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -8,7 +9,9 @@
 
 namespace parity {
 
-[[nodiscard]] Expected<std::string> ReadFile(const std::filesystem::path& path);
+// The whole of a regular file (a FIFO, device or directory is kBadInput, and opening never
+// blocks) of at most `max_bytes` (larger is kBadInput naming the limit).
+[[nodiscard]] Expected<std::string> ReadFile(const std::filesystem::path& path, uint64_t max_bytes = uint64_t{4} << 30);
 
 // Writes to a temporary file next to `path`, then renames it over `path`: readers never see a
 // partial file.
@@ -22,6 +25,10 @@ void RemoveAll(const std::filesystem::path& path);
 // `s` with every character other than letters, digits, '-', '_' and '.' replaced by '_': safe
 // as one file name component.
 std::string FileNameSlug(const std::string& s);
+
+// Removes the directories under `parent` named `prefix`<pid> whose process no longer exists
+// (scratch left by a killed run); returns how many.
+int RemoveDeadProcessDirs(const std::filesystem::path& parent, const std::string& prefix);
 
 // True when `child`, after resolving "..", symlinks and the like, lies inside `root`.
 bool IsInside(const std::filesystem::path& root, const std::filesystem::path& child);
