@@ -17,6 +17,7 @@ struct CompareArgs {
 
 int RunCompare(const CompareArgs& a) {
   compare::CompareFilesOptions o;
+  Unwrap(compare::CheckTolerance(a.tol, "--tol"));
   o.same.tol = a.tol;
   o.same.cos_similarity = a.cosine;
   o.same.equal_nan = a.equal_nan;

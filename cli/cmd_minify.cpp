@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "compare/same.h"
 #include "minifier/delta.h"
 #include "minifier/minify.h"
 #include "verifier/backend.h"
@@ -14,7 +15,8 @@ namespace {
 struct MinifyArgs {
   std::string dir, out, backend, device, check;
   std::vector<std::string> backend_options, imports;
-  double tol = -1;
+  double tol = 0;
+  bool tol_given = false;
   int jobs = 1, timeout = 600, confirm = 3;
   bool strict = false, majority = false, no_stage_bisect = false, print_passes = false;
 };
@@ -31,7 +33,10 @@ int RunMinify(const MinifyArgs& a) {
   if (!a.backend.empty()) o.backend = a.backend;
   if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
   o.device = a.device;
-  if (a.tol >= 0) o.tol = a.tol;
+  if (a.tol_given) {
+    Unwrap(compare::CheckTolerance(a.tol, "--tol"));
+    o.tol = a.tol;
+  }
   o.strict = a.strict;
   if (a.jobs < 1) throw Failure{Error::BadInput("--jobs must be at least 1")};
   o.jobs = a.jobs;
@@ -56,7 +61,8 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", a->backend, "backend (default: the manifest's)");
   cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE (default: the manifest's)");
   cmd->add_option("--device", a->device, "device (default: the manifest's)");
-  cmd->add_option("--tol", a->tol, "tolerance (default: the manifest's failure tol, else the suite's)");
+  cmd->add_option("--tol", a->tol, "tolerance (default: the manifest's failure tol, else the suite's)")
+      ->each([a](const std::string&) { a->tol_given = true; });
   cmd->add_flag("--strict", a->strict, "accuracy: integer/bool outputs that differ count too");
   cmd->add_option("--jobs,-j", a->jobs, "candidates tested at once (isolated processes, one worker each)");
   cmd->add_option("--timeout", a->timeout, "seconds per backend run (default 600)");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "compare/same.h"
 #include "repro/graph_json.h"
 #include "repro/repro_dir.h"
 #include "util/files.h"
@@ -26,7 +27,8 @@ struct ReproRunArgs {
   std::vector<std::string> backend_options, imports;
   std::string dtype;
   std::string device;
-  double tol = -1;
+  double tol = 1e-4;
+  bool tol_given = false;
   bool equal_nan = false;
   bool cosine = false;
   bool no_fp64 = false;
@@ -40,7 +42,7 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
   co.backend = a.backend;
   if (!a.backend_options.empty()) co.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
   if (!a.device.empty()) co.device = a.device;
-  if (a.tol >= 0) co.tol = a.tol;
+  if (a.tol_given) co.tol = a.tol;
   co.cosine = a.cosine;
   co.imports = Unwrap(verifier::ApprovedImports(a.imports));
   verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, co));
@@ -64,6 +66,7 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
 }
 
 int RunReproRun(const ReproRunArgs& a) {
+  Unwrap(compare::CheckTolerance(a.tol, "--tol"));
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
   if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro);
   Unwrap(verifier::PrepareHostOps(repro, Unwrap(verifier::ApprovedImports(a.imports)),
@@ -76,7 +79,7 @@ int RunReproRun(const ReproRunArgs& a) {
   } catch (const std::exception&) {
     throw Failure{Error::BadInput("--device \"" + a.device + "\" is not a device")};
   }
-  o.same.tol = a.tol >= 0 ? a.tol : 1e-4;
+  o.same.tol = a.tol;
   o.same.equal_nan = a.equal_nan;
   o.same.cos_similarity = a.cosine;
   o.fp64_reference = !a.no_fp64;
@@ -132,7 +135,9 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   run->add_option("--backend-option", run_args->backend_options, "KEY=VALUE (default: the manifest's, for its backend)");
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
   run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ...");
-  run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)");
+  run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)")->each([run_args](const std::string&) {
+    run_args->tol_given = true;
+  });
   run->add_flag("--equal-nan", run_args->equal_nan, "NaNs in the same places compare equal");
   run->add_flag("--cosine", run_args->cosine, "compare by cosine similarity");
   run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "compare/same.h"
 #include "verifier/backend.h"
 #include "verifier/host_ops.h"
 
@@ -24,7 +25,8 @@ void AddVerifyOptions(CLI::App* cmd, VerifyArgs& a) {
   cmd->add_option("--iterations-per-run", a.iterations, "iterations per repetition (default 1)");
   cmd->add_option("--filter", a.filter, "only models matching this regex");
   cmd->add_option("--exclude", a.exclude, "skip models matching this regex");
-  cmd->add_option("--tol", a.tol, "tolerance (default: per suite, test and dtype; docs/verify.md)");
+  cmd->add_option("--tol", a.tol, "tolerance (default: per suite, test and dtype; docs/verify.md)")
+      ->each([&a](const std::string&) { a.tol_given = true; });
   cmd->add_flag("--cosine", a.cosine, "compare by cosine similarity");
   cmd->add_option("--timeout", a.timeout, "seconds per experiment (default 1800)");
   cmd->add_option("--output-dir", a.output_dir, "where results.jsonl and repros/ go (default parity-results)");
@@ -52,7 +54,10 @@ verifier::VerifyOptions ToVerifyOptions(const VerifyArgs& a) {
   o.iterations_per_run = a.iterations;
   o.filter = a.filter;
   o.exclude = a.exclude;
-  if (a.tol >= 0) o.tol = a.tol;
+  if (a.tol_given) {
+    Unwrap(compare::CheckTolerance(a.tol, "--tol"));
+    o.tol = a.tol;
+  }
   o.cosine = a.cosine;
   o.timeout_s = a.timeout;
   o.output_dir = a.output_dir;

@@ -16,8 +16,8 @@ struct VerifyArgs {
       shard_costs;
   std::string device = "cpu", filter, exclude, output_dir = "parity-results", cache_dir, shard;
   int batch_size = 0, repeat = 1, iterations = 1, timeout = 1800, jobs = 1, shards = 0;
-  double tol = -1;
-  bool cosine = false;
+  double tol = 0;
+  bool tol_given = false, cosine = false;
 };
 
 void AddVerifyOptions(CLI::App* cmd, VerifyArgs& a);

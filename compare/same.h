@@ -23,6 +23,10 @@
 
 namespace parity::compare {
 
+// The one rule for a tolerance given on the command line (`flag` names it): a finite number
+// >= 0, else kBadInput.
+[[nodiscard]] Status CheckTolerance(double tol, const std::string& flag);
+
 struct SameOptions {
   double tol = 1e-4;
   bool cos_similarity = false;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "repro/safetensors.h"
 #include "test_helpers.h"
@@ -24,6 +25,27 @@ TEST(Same, AllcloseFirst) {
   EXPECT_FALSE(v.pass);
   EXPECT_EQ(v.rule, Rule::kAllcloseFailed);  // no fp64 reference: fp64_ref = ref, not float64
   EXPECT_EQ(v.stats->mismatches, 100);
+}
+
+TEST(Same, Float8ComparesAsItsFloat32Values) {
+  for (auto type : {at::kFloat8_e4m3fn, at::kFloat8_e5m2}) {
+    at::Tensor a = at::randn({64}).to(type);
+    SameOptions o;
+    EXPECT_TRUE(SameTensor(a, a.clone(), std::nullopt, o).pass) << c10::toString(type);
+    EXPECT_TRUE(SameTensor(a, a.clone(), a.to(at::kDouble), o).pass) << c10::toString(type);
+    EXPECT_FALSE(SameTensor(a, (a.to(at::kFloat) + 1).to(type), a.to(at::kDouble), o).pass) << c10::toString(type);
+  }
+}
+
+TEST(Same, ToleranceMustBeAFiniteNonNegativeNumber) {
+  EXPECT_TRUE(CheckTolerance(0, "--tol").ok());
+  EXPECT_TRUE(CheckTolerance(1e-3, "--tol").ok());
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    Status st = CheckTolerance(bad, "--tol");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().kind, ErrorKind::kBadInput);
+    EXPECT_NE(st.error().message.find("--tol"), std::string::npos);
+  }
 }
 
 TEST(Same, RmseAgainstFp64Reference) {

@@ -53,6 +53,7 @@ a = torch.randn(1000, generator=g)
 save_file({"a": a, "b": a * 2}, f"{d}/ref.safetensors")
 save_file({"a": a, "b": a * 2 + 1e-2}, f"{d}/res.safetensors")
 save_file({"a": a.double(), "b": (a * 2).double()}, f"{d}/fp64.safetensors")
+save_file({"e4m3": a.to(torch.float8_e4m3fn), "e5m2": a.to(torch.float8_e5m2)}, f"{d}/f8.safetensors")
 PY
 expect 1 "compare perturbed" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors"
 grep -q "FAIL" "$tmp/out" || { echo "FAIL: no FAIL line"; fails=$((fails + 1)); }
@@ -60,6 +61,12 @@ expect 0 "compare perturbed with a per-tensor tolerance" -- "$PARITY" compare "$
 expect 1 "compare --json with fp64 ref" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors" --fp64-ref "$tmp/fp64.safetensors" --json
 grep -q '"rule": "rmse"' "$tmp/out" || { echo "FAIL: --json lacks the rmse rule"; cat "$tmp/out"; fails=$((fails + 1)); }
 expect 2 "bad --tol-override" -- "$PARITY" compare "$f" "$f" --tol-override nonsense
+# float8 tensors (documented safetensors dtypes) compare as their float32 values.
+expect 0 "compare float8 files" -- "$PARITY" compare "$tmp/f8.safetensors" "$tmp/f8.safetensors"
+for bad in nan -1 inf; do
+  expect 2 "compare --tol $bad" -- "$PARITY" compare "$f" "$f" --tol "$bad"
+  expect_err "--tol"
+done
 
 echo "cli: $fails failed"
 [ "$fails" = 0 ]
