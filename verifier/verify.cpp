@@ -178,6 +178,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   std::error_code ec;
   fs::create_directories(o.output_dir, ec);
   if (ec) return Error::BadInput("--output-dir " + o.output_dir.string() + ": " + ec.message());
+  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
   const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
   IsolatedRunner runner(run_dir, o.timeout_s, SlotEnv(o));
   Session s{o, runner, CaptureCache(o.cache_dir, [&](const nlohmann::json& req) { return runner.Ask(req); }), ""};
