@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -56,6 +57,10 @@ int main(int argc, char** argv) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
   CLI::App app{"parity: is the compiled model still computing the right numbers?"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags may follow the subcommand
+  app.add_flag_callback(
+      "--no-verify-digests", [] { ::setenv("PARITY_NO_VERIFY_DIGESTS", "1", 1); },
+      "load repro dirs whose tensors do not match the manifest's tensors_sha256 (also for the children)");
   app.set_version_flag("--version", std::string("parity 0.1.0 (built against torch ") + PARITY_TORCH_VERSION_BUILT + ")");
   int exit_code = 0;
   parity::cli::set_repro_command(app, exit_code);

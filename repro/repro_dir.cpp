@@ -1,5 +1,7 @@
 #include "repro/repro_dir.h"
 
+#include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include "repro/graph_json.h"
@@ -91,6 +93,10 @@ Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   PARITY_ASSIGN_OR_RETURN(m.dtype, GetString(j, "dtype", mw, false, "float32"));
   PARITY_ASSIGN_OR_RETURN(m.device, GetString(j, "device", mw, false, "cpu"));
   PARITY_ASSIGN_OR_RETURN(m.tensors_file, GetString(j, "tensors", mw, false, "tensors.safetensors"));
+  PARITY_ASSIGN_OR_RETURN(m.tensors_sha256, GetString(j, "tensors_sha256", mw, false, ""));
+  if (!m.tensors_sha256.empty() &&
+      (m.tensors_sha256.size() != 64 || m.tensors_sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+    return Error::BadInput(mw + ": field \"tensors_sha256\" is not a lower-case hex SHA-256");
   if (j.contains("backend") && !j["backend"].is_null()) {
     const json& b = j["backend"];
     if (!b.is_object()) return Error::BadInput(mw + ": field \"backend\" is not an object");
@@ -144,6 +150,32 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const fs::path& dir, const s
   PARITY_ASSIGN_OR_RETURN(e.graph, ir::GraphFromJson(gj, gpath.string()));
   e.graph.set_name(e.name);
   return e;
+}
+
+// The tensors file is the one captured (a flipped bit would otherwise pass: the fp64 reference
+// is recomputed from the same data). Checked once per process per (path, size, mtime).
+Status CheckDigest(const Manifest& m, const safetensors::File& tensors, const std::string& mw) {
+  const char* skip = std::getenv("PARITY_NO_VERIFY_DIGESTS");
+  if (m.tensors_sha256.empty() || (skip && *skip && std::string(skip) != "0")) return Status::Ok();
+  static std::mutex mu;
+  static std::set<std::string> verified;
+  std::error_code ec;
+  const auto size = fs::file_size(tensors.path(), ec);
+  const auto mtime = fs::last_write_time(tensors.path(), ec).time_since_epoch().count();
+  const std::string key = fs::weakly_canonical(tensors.path(), ec).string() + "|" + std::to_string(size) + "|" +
+                          std::to_string(mtime) + "|" + m.tensors_sha256;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (verified.count(key)) return Status::Ok();
+  }
+  const std::string got = tensors.Sha256();
+  if (got != m.tensors_sha256)
+    return Error::BadInput(tensors.path().string() + ": SHA-256 " + got + " does not match " + mw +
+                           " field \"tensors_sha256\" (" + m.tensors_sha256 +
+                           "): the tensors changed since capture (parity --no-verify-digests loads them anyway)");
+  std::lock_guard<std::mutex> lock(mu);
+  verified.insert(key);
+  return Status::Ok();
 }
 
 // Every tensor the graph reads exists and agrees with the captured metadata; every input names
@@ -215,6 +247,7 @@ Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
     PARITY_RETURN_IF_ERROR(CheckGraphTensors(e, *r.tensors_, dir, gw));
     r.graphs_.push_back(std::move(e));
   }
+  PARITY_RETURN_IF_ERROR(CheckDigest(r.manifest_, *r.tensors_, mw));  // last: structural errors are named first
   return r;
 }
 
@@ -257,6 +290,7 @@ json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& gra
   j["dtype"] = m.dtype;
   j["device"] = m.device;
   j["tensors"] = m.tensors_file;
+  if (!m.tensors_sha256.empty()) j["tensors_sha256"] = m.tensors_sha256;
   if (m.backend) j["backend"] = {{"name", *m.backend}, {"options", m.backend_options}};
   if (!m.failure.is_null()) j["failure"] = m.failure;
   for (const auto& [name, op] : m.host_ops)
@@ -281,7 +315,10 @@ Status WriteReproDir(const fs::path& dir, const Manifest& manifest, const std::v
     PARITY_RETURN_IF_ERROR(WriteFileAtomic(dir / g->file, ir::GraphToJson(g->graph).dump(1) + "\n"));
   }
   PARITY_RETURN_IF_ERROR(safetensors::Save(dir / manifest.tensors_file, tensors));
-  return WriteFileAtomic(dir / "manifest.json", ManifestToJson(manifest, graphs).dump(2) + "\n");
+  PARITY_ASSIGN_OR_RETURN(safetensors::File written, safetensors::File::Open(dir / manifest.tensors_file));
+  Manifest m = manifest;
+  m.tensors_sha256 = written.Sha256();
+  return WriteFileAtomic(dir / "manifest.json", ManifestToJson(m, graphs).dump(2) + "\n");
 }
 
 }  // namespace parity

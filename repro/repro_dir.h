@@ -47,6 +47,7 @@ struct Manifest {
   std::string dtype = "float32";
   std::string device = "cpu";
   std::string tensors_file = "tensors.safetensors";
+  std::string tensors_sha256;  // the tensors file's SHA-256, written at capture, checked on load; empty: none recorded
   std::optional<std::string> backend;
   nlohmann::json backend_options = nlohmann::json::object();
   nlohmann::json failure;                           // null when none recorded
@@ -56,6 +57,9 @@ struct Manifest {
 
 class ReproDir {
  public:
+  // Checks the tensors file against the manifest's tensors_sha256 unless $PARITY_NO_VERIFY_DIGESTS
+  // is set (`parity --no-verify-digests`); a file already checked in this process (same path,
+  // size and mtime) is not hashed again.
   [[nodiscard]] static Expected<ReproDir> Load(const std::filesystem::path& dir);
 
   const std::filesystem::path& root() const { return root_; }

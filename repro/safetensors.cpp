@@ -1,5 +1,7 @@
 #include "repro/safetensors.h"
 
+#include "util/digest.h"
+
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/ScalarType.h>
@@ -216,6 +218,10 @@ Status CheckTiling(const std::vector<TensorInfo>& infos, const std::string& wher
 }
 
 }  // namespace
+
+std::string File::Sha256() const {
+  return Sha256Hex(std::string_view(reinterpret_cast<const char*>(mapping_->bytes()), mapping_->size()));
+}
 
 Expected<File> File::Open(const fs::path& path) {
   const std::string where = path.string();

@@ -38,6 +38,7 @@ class File {
 
   const std::filesystem::path& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return infos_; }  // in file order
+  std::string Sha256() const;  // of the whole file, as mapped at Open
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   // A CPU tensor viewing the file (copy-on-write) when the data is aligned, else a copy.

@@ -20,7 +20,8 @@ def main(out: str) -> None:
     for name in MODELS:
         d = os.path.join(out, "models", name)
         m = os.path.join(d, "manifest.json")
-        if os.path.exists(m) and json.load(open(m)).get("torch_version") == torch.__version__:
+        if os.path.exists(m) and json.load(open(m)).get("torch_version") == torch.__version__ \
+                and "tensors_sha256" in json.load(open(m)):
             continue
         spec, model, args, kwargs = models.build(name)
         capture(model, args, d, name=name, example_kwargs=kwargs)

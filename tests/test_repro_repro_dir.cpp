@@ -269,5 +269,26 @@ TEST(ReproDirOps, ArgumentsThatDoNotFitTheSchema) {
                         {"node \"sum\"", "argument \"dim\"", "expected int[], got a list"}));
 }
 
+TEST(ReproDir, TheTensorsDigestCatchesFlippedBits) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  EXPECT_EQ(json::parse(Slurp(dir / "manifest.json"))["tensors_sha256"].get<std::string>().size(), 64u);
+  ASSERT_TRUE(ReproDir::Load(dir.path()).ok());
+  std::string bytes = Slurp(dir / "tensors.safetensors");
+  bytes[bytes.size() - 3] ^= 0x40;  // one bit of the last tensor's data: the header stays valid
+  Spit(dir / "tensors.safetensors", bytes);
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(r.error().message.find("tensors.safetensors: SHA-256"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("--no-verify-digests"), std::string::npos) << r.error().message;
+  ::setenv("PARITY_NO_VERIFY_DIGESTS", "1", 1);
+  const bool loads = ReproDir::Load(dir.path()).ok();
+  ::unsetenv("PARITY_NO_VERIFY_DIGESTS");
+  EXPECT_TRUE(loads);
+  EditManifest(dir.path(), [](json& j) { j["tensors_sha256"] = "xyz"; });
+  EXPECT_TRUE(testing::FailsWith(ReproDir::Load(dir.path()), {"tensors_sha256", "hex"}));
+}
+
 }  // namespace
 }  // namespace parity

@@ -1,6 +1,8 @@
 // `parity repro run`: runs every graph of a repro dir on its captured inputs and checks the
 // outputs against the eager outputs stored at capture, with same() semantics (the fp64
-// reference comes from the interpreter's float64 mode).
+// reference comes from the interpreter's float64 mode), except that the fp64 rule cannot pass
+// an output allclose fails: that reference is recomputed from the same tensors, so corrupted
+// data would excuse itself (the manifest's tensors_sha256 catches it first).
 #pragma once
 
 #include <c10/core/Device.h>

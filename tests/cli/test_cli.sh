@@ -61,6 +61,26 @@ expect 0 "compare perturbed with a per-tensor tolerance" -- "$PARITY" compare "$
 expect 1 "compare --json with fp64 ref" -- "$PARITY" compare "$tmp/ref.safetensors" "$tmp/res.safetensors" --fp64-ref "$tmp/fp64.safetensors" --json
 grep -q '"rule": "rmse"' "$tmp/out" || { echo "FAIL: --json lacks the rmse rule"; cat "$tmp/out"; fails=$((fails + 1)); }
 expect 2 "bad --tol-override" -- "$PARITY" compare "$f" "$f" --tol-override nonsense
+# Integrity: a parameter with flipped bits is caught by the manifest's digest (exit 2), not PASS.
+cp -r "$DATA/models/resnet" "$tmp/flipped"
+"$PYTHON" - "$tmp/flipped/tensors.safetensors" <<'PY'
+import sys, torch
+from safetensors.torch import load_file, save_file
+p = sys.argv[1]
+t = load_file(p)
+name = max((k for k in t if k.startswith("param/") and t[k].dtype == torch.float32), key=lambda k: t[k].numel())
+bits = t[name].flatten().view(torch.int32)
+bits[:64] ^= 1 << 29  # 64 flipped exponent bits in the largest parameter
+save_file(t, p)
+PY
+expect 2 "repro run on flipped parameters" -- "$PARITY" repro run "$tmp/flipped"
+expect_err "tensors_sha256"
+expect 2 "verify on flipped parameters" -- "$PARITY" verify "$tmp/flipped" --backend eager --output-dir "$tmp/vflip"
+expect_err "tensors_sha256"
+# Without the digest check, the self-check itself must not let the recomputed fp64 reference excuse the change.
+expect 1 "repro run --no-verify-digests on flipped parameters" -- "$PARITY" --no-verify-digests repro run "$tmp/flipped"
+grep -q "cannot excuse\|FAIL" "$tmp/out" || { echo "FAIL: no reason given"; cat "$tmp/out"; fails=$((fails + 1)); }
+
 # float8 tensors (documented safetensors dtypes) compare as their float32 values.
 expect 0 "compare float8 files" -- "$PARITY" compare "$tmp/f8.safetensors" "$tmp/f8.safetensors"
 for bad in nan -1 inf; do

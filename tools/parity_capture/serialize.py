@@ -1,6 +1,7 @@
 """FX graph -> parity graph JSON, and the repro-dir writer (docs/format.md)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import operator
@@ -141,7 +142,12 @@ def write_repro_dir(out_dir: str, manifest: Dict[str, Any], graphs: Sequence[Tup
     tmp = os.path.join(out_dir, ".tensors.safetensors.tmp")
     save_file(flat, tmp)
     os.replace(tmp, os.path.join(out_dir, "tensors.safetensors"))
+    digest = hashlib.sha256()
+    with open(os.path.join(out_dir, "tensors.safetensors"), "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            digest.update(block)
     m = dict(manifest)
-    m.update(format="parity.repro", version=FORMAT_VERSION, tensors="tensors.safetensors", graphs=entries)
+    m.update(format="parity.repro", version=FORMAT_VERSION, tensors="tensors.safetensors",
+             tensors_sha256=digest.hexdigest(), graphs=entries)
     _atomic_write(os.path.join(out_dir, "manifest.json"), (json.dumps(m, indent=2) + "\n").encode())
     return out_dir
