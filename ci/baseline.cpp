@@ -161,8 +161,10 @@ const json* Baseline::Stats(const std::string& config, const std::string& name) 
 }
 
 Expected<std::vector<std::string>> Baseline::Update(const std::vector<json>& records, const std::set<ConfigModel>& missing) {
+  std::map<ConfigModel, const json*> latest;  // one row per model: the last record wins, as in the gate
+  for (const auto& r : records) latest[{ConfigOf(r), r["model"].value("model_name", std::string())}] = &r;
   std::map<std::string, std::vector<const json*>> by_config;
-  for (const auto& r : records) by_config[ConfigOf(r)].push_back(&r);
+  for (const auto& [key, r] : latest) by_config[key.first].push_back(r);
   if (single_file_ && by_config.size() > 1) {
     std::string names;
     for (const auto& [c, rs] : by_config) names += " " + c;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "util/files.h"
+#include "verifier/backend.h"
 #include "verifier/experiment.h"
 
 namespace parity::ci {
@@ -70,7 +71,11 @@ std::string StatusOfResult(const verifier::ExperimentResult& r) {
 std::string ConfigName(const std::string& backend, const std::string& suite, const std::string& dtype, const std::string& test,
                        const std::string& device) {
   const std::string type = device.substr(0, device.find(':'));
-  std::string b = backend.rfind("torch_compile:", 0) == 0 ? backend.substr(14) : backend;
+  // A dynamo backend is named as PyTorch names it, unless parity has a backend of that name:
+  // torch_compile:aot_eager and parity's aot_eager must not share an expected file.
+  std::string b = backend;
+  if (backend.rfind("torch_compile:", 0) == 0)
+    b = verifier::FindBackend(backend.substr(14)).ok() ? "torch_compile_" + backend.substr(14) : backend.substr(14);
   std::string name = (type == "cuda" ? "" : type + "_") + b + "_" + suite;
   if (dtype != "float32") name += "_" + dtype;
   name += test == "train" ? "_training" : "_inference";

@@ -80,6 +80,14 @@ TEST(Baseline, AFlakyRecordThatMatchedKeepsTheBaseline) {
   EXPECT_EQ(b->ExpectedStatus(kConfig, "mlp"), "pass");
 }
 
+TEST(Baseline, TwoRecordsOfOneModelMakeOneRow) {
+  testing::TempDir dir;
+  auto b = Baseline::Load(dir.path(), true);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(b->Update({Rec("a", "FAIL", "compare"), Rec("a", "PASS")}, {}).ok());
+  EXPECT_EQ(testing::Slurp(dir / (std::string(kConfig) + ".csv")), "name,accuracy,graph_breaks\na,pass,0\n");
+}
+
 TEST(Baseline, OneFileHoldsOneConfiguration) {
   testing::TempDir dir;
   auto b = Baseline::Load(dir / "mine.csv", true);

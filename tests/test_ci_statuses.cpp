@@ -55,6 +55,10 @@ TEST(Statuses, ConfigNamesFollowPyTorchsExpectedFiles) {
   EXPECT_EQ(ConfigName("inductor", "torchbench", "float32", "eval", "cpu"), "cpu_inductor_torchbench_inference");
   EXPECT_EQ(ConfigName("torch_compile:my_npu", "huggingface", "bfloat16", "eval", "cpu"),
             "cpu_my_npu_huggingface_bfloat16_inference");
+  EXPECT_EQ(ConfigName("torch_compile:aot_eager", "repro", "float32", "eval", "cpu"),
+            "cpu_torch_compile_aot_eager_repro_inference");  // parity has its own aot_eager
+  EXPECT_NE(ConfigName("torch_compile:aot_eager", "repro", "float32", "eval", "cpu"),
+            ConfigName("aot_eager", "repro", "float32", "eval", "cpu"));
   EXPECT_EQ(ConfigOf(Rec("m", "PASS")), testing::kConfig);
   verifier::ExperimentSpec spec;
   spec.backend = "fault";
