@@ -5,6 +5,7 @@
 
 #include "util/files.h"
 #include "util/json.h"
+#include "verifier/results.h"
 
 namespace parity::ci {
 namespace fs = std::filesystem;
@@ -19,17 +20,8 @@ Expected<std::vector<json>> ReadRecords(const fs::path& file) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = file.string() + ":" + std::to_string(n);
-    auto parsed = ParseJson(line, where);
-    if (!parsed.ok() || !parsed->is_object())
-      return Error::BadInput(where + ": not a JSON object (a results.jsonl record)" +
-                             (parsed.ok() ? "" : ": " + parsed.error().message.substr(where.size() + 2)));
-    json j = std::move(*parsed);
-    for (const char* key : {"verification_code", "fingerprint"})
-      if (!j.contains(key) || !j[key].is_string())
-        return Error::BadInput(where + ": field \"" + key + "\" missing or not a string");
-    for (const char* key : {"model", "experiment"})
-      if (!j.contains(key) || !j[key].is_object())
-        return Error::BadInput(where + ": field \"" + key + "\" missing or not an object");
+    PARITY_ASSIGN_OR_RETURN(json j, ParseJson(line, where));
+    if (std::string problem = verifier::RecordProblem(j); !problem.empty()) return Error::BadInput(where + ": " + problem);
     records.push_back(std::move(j));
   }
   return records;

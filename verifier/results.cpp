@@ -96,14 +96,21 @@ Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& l
   return Status::Ok();
 }
 
+std::string RecordProblem(const nlohmann::json& j) {
+  if (!j.is_object()) return "not a JSON object (a results.jsonl record)";
+  for (const char* key : {"verification_code", "fingerprint"})
+    if (!j.contains(key) || !j[key].is_string()) return std::string("field \"") + key + "\" missing or not a string";
+  for (const char* key : {"model", "experiment"})
+    if (!j.contains(key) || !j[key].is_object()) return std::string("field \"") + key + "\" missing or not an object";
+  return "";
+}
+
 std::vector<nlohmann::json> ReadResults(const std::filesystem::path& file) {
   std::vector<nlohmann::json> records;
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string() && j.contains("model") &&
-        j["model"].is_object() && j.contains("experiment") && j["experiment"].is_object())
-      records.push_back(std::move(j));
+    if (RecordProblem(j).empty()) records.push_back(std::move(j));
   }
   return records;
 }

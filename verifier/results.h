@@ -43,6 +43,9 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
 // Appends one JSON line with a single write(2) to an O_APPEND file, then fsync: a killed run
 // leaves whole lines only.
 [[nodiscard]] Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line);
+// Empty when `j` has the shape of a record (string verification_code and fingerprint, object
+// model and experiment), else what is wrong with it, naming the field.
+std::string RecordProblem(const nlohmann::json& j);
 // The records of a results file (torn or foreign lines are ignored; `parity ci --results` reads
 // strictly with ci/merge.h's ReadRecords).
 std::vector<nlohmann::json> ReadResults(const std::filesystem::path& file);
