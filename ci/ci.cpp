@@ -200,7 +200,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
   std::error_code ec;
   fs::create_directories(o.verify.output_dir, ec);
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(
-      o.verify.output_dir / "gate.json",
+      o.verify.output_dir / kGateFile,
       json({{"passed", !outcome.gate.failed}, {"expected", o.expected.string()}, {"rows", rows}}).dump(2) + "\n"));
   PARITY_RETURN_IF_ERROR(report::WriteReports(o.verify.output_dir, report::Entries(outcome.records, rows),
                                               std::string("parity ci: ") + (outcome.gate.failed ? "FAILED" : "passed")));

@@ -16,6 +16,9 @@
 
 namespace parity::ci {
 
+// The verdicts' file in the output dir (`parity report` reads it beside results.jsonl).
+inline constexpr const char* kGateFile = "gate.json";
+
 struct CiOptions {
   verifier::VerifyOptions verify;
   std::filesystem::path expected;              // --expected: a directory of expected files, or one

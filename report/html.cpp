@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "ci/ci.h"
 #include "ci/merge.h"
 #include "report/reports.h"
 #include "util/files.h"
@@ -20,16 +21,19 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
     const fs::path file = fs::is_directory(in) ? in / "results.jsonl" : in;
     PARITY_ASSIGN_OR_RETURN(auto records, ci::ReadRecords(file));
     json rows = nullptr;
-    if (fs::exists(file.parent_path() / "gate.json")) {
-      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(file.parent_path() / "gate.json"));
+    const fs::path gate_file = file.parent_path() / ci::kGateFile;
+    if (fs::exists(gate_file)) {
+      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(gate_file));
       json gate = json::parse(text, nullptr, false);
       if (!gate.is_object() || !gate.contains("rows") || !gate["rows"].is_array())
-        return Error::BadInput((file.parent_path() / "gate.json").string() + ": field \"rows\" missing or not an array");
+        return Error::BadInput(gate_file.string() + ": field \"rows\" missing or not an array");
       rows = gate["rows"];
     }
     for (auto& e : Entries(records, rows)) {
       s.with_verdicts += e.gate.is_object();
-      data["entries"].push_back({{"record", std::move(e.record)}, {"gate", std::move(e.gate)}});
+      const Outcome o = OutcomeOf(e);
+      data["entries"].push_back(
+          {{"record", std::move(e.record)}, {"gate", std::move(e.gate)}, {"outcome", {{"kind", o.kind}, {"label", o.label}}}});
       ++s.experiments;
     }
     data["sources"].push_back(file.string());

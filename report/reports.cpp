@@ -73,10 +73,7 @@ std::string Md(std::string s) {
   return s;
 }
 
-// What an experiment amounts to: "pass", "fail", "error" or "skipped", and its headline.
-struct Outcome {
-  std::string kind, label;
-};
+}  // namespace
 
 Outcome OutcomeOf(const Entry& e) {
   const std::string code = Str(e.record, "verification_code");
@@ -89,8 +86,6 @@ Outcome OutcomeOf(const Entry& e) {
   if (code == "VERIFIER_SKIPPED") return {"skipped", code};
   return {code == "FAIL" ? "fail" : "error", code};
 }
-
-}  // namespace
 
 std::vector<Entry> Entries(const std::vector<json>& records, const json& gate_rows) {
   std::map<std::string, json> rows;

@@ -20,6 +20,13 @@ struct Entry {
   nlohmann::json gate;  // null when no gate ran; else {verdict, status, expected, note, ...}
 };
 
+// What an experiment amounts to for every report: `kind` pass, skipped, fail or error (the
+// gate's verdict when one ran: XFAIL, FLAKY and DRIFT pass), `label` the verdict or code shown.
+struct Outcome {
+  std::string kind, label;
+};
+Outcome OutcomeOf(const Entry& entry);
+
 // The records of `results` (the last record of each fingerprint), each with its gate row from
 // `gate_rows` (matched by fingerprint) when given.
 std::vector<Entry> Entries(const std::vector<nlohmann::json>& records, const nlohmann::json& gate_rows);

@@ -19,18 +19,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller files, selectable
 
-# What a cell is coloured by: the gate's verdict when one ran, else the verification code.
-GOOD = {"PASS", "XFAIL"}
-WARN = {"FLAKY", "DRIFT", "VERIFIER_SKIPPED", "IMPROVED", "NEW", "MISSING"}
-
-
-def css_class(label: str) -> str:
-    return "good" if label in GOOD else "warn" if label in WARN else "bad"
-
-
+# Each entry's outcome (kind: pass, skipped, fail, error; label: the gate's verdict, else the
+# code) is decided once, in C++ (report/reports.h); here it only picks a colour.
 def label_of(entry) -> str:
-    gate = entry.get("gate")
-    return gate["verdict"] if isinstance(gate, dict) and gate.get("verdict") else entry["record"]["verification_code"]
+    return entry["outcome"]["label"]
+
+
+def css_class_of(entry) -> str:
+    kind, label = entry["outcome"]["kind"], entry["outcome"]["label"]
+    if kind == "pass":
+        return "good" if label in ("PASS", "XFAIL") else "warn"
+    # A baseline to update (IMPROVED, NEW) fails the gate but is not a regression: amber, not red.
+    return "warn" if kind == "skipped" or label in ("IMPROVED", "NEW") else "bad"
 
 
 def histogram_svg(path: str, hist: dict) -> str:
@@ -80,17 +80,15 @@ def build(data: dict) -> dict:
         ex = r["experiment"]
         col = f'{ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}'
         columns[col] = True
-        cell = {"label": label_of(e), "cls": css_class(label_of(e)), "anchor": r["fingerprint"]}
+        cell = {"label": label_of(e), "cls": css_class_of(e), "anchor": r["fingerprint"]}
         gate = e.get("gate") or {}
         if gate.get("expected") and gate.get("status") and gate["expected"] != gate["status"]:
             cell["change"] = f'{gate["expected"]} → {gate["status"]}'
         rows.setdefault(r["model"]["model_name"], {})[col] = cell
     details = []
     for e in entries:
-        label = label_of(e)
-        if css_class(label) == "good" and label != "XFAIL":
-            continue
-        if label in ("VERIFIER_SKIPPED",):
+        label, cls = label_of(e), css_class_of(e)
+        if (cls == "good" and label != "XFAIL") or e["outcome"]["kind"] == "skipped":
             continue
         r = e["record"]
         gate = e.get("gate") or {}
@@ -110,16 +108,17 @@ def build(data: dict) -> dict:
                     o["plot"] = histogram_svg(raw.get("path", "output"), raw["error_hist"])
                     break
         ex = r["experiment"]
-        details.append({"anchor": r["fingerprint"], "label": label, "cls": css_class(label),
+        details.append({"anchor": r["fingerprint"], "label": label, "cls": cls,
                         "title": f'{r["model"]["model_name"]} · {ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}',
                         "error": r.get("error", ""), "note": gate.get("note", ""), "repro_dir": r.get("repro_dir", ""),
                         "expected": gate.get("expected", ""), "status": gate.get("status", ""),
                         "culprit": gate.get("culprit"), "outputs": outputs[:24], "more": max(0, len(outputs) - 24)})
-    counts = OrderedDict()
+    counts, classes = OrderedDict(), {}
     for e in entries:
         counts[label_of(e)] = counts.get(label_of(e), 0) + 1
+        classes[label_of(e)] = css_class_of(e)
     return {"title": data.get("title", "parity report"), "sources": data.get("sources", []), "columns": list(columns),
-            "rows": rows, "details": details, "counts": [(k, v, css_class(k)) for k, v in counts.items()],
+            "rows": rows, "details": details, "counts": [(k, v, classes[k]) for k, v in counts.items()],
             "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"]}
 
 
