@@ -52,8 +52,16 @@ target_compile_definitions(parity_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${_tw_a
 # ATen's parallel_for is a header template over OpenMP (AT_PARALLEL_OPENMP): code that calls it
 # must be compiled with -fopenmp or it silently runs serially. At run time the rpath resolves
 # libgomp.so.1 to the wheel's own copy, the one libtorch_cpu uses.
-target_compile_options(parity_torch INTERFACE -fopenmp)
-target_link_options(parity_torch INTERFACE -fopenmp)
+# Clang's -fopenmp emits calls into LLVM's libomp (__kmpc_*), a second runtime beside the
+# wheel's libgomp; so a clang build (the sanitizer and fuzz build) compiles without it: omp.h
+# (libomp-dev) still declares the omp_* calls, libgomp answers them, and parity's own
+# parallel_for loops run serially there (`omp simd` still vectorizes: -fopenmp-simd).
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(parity_torch INTERFACE -fopenmp-simd)
+else()
+  target_compile_options(parity_torch INTERFACE -fopenmp)
+  target_link_options(parity_torch INTERFACE -fopenmp)
+endif()
 # --no-as-needed: libtorch_cuda registers its kernels from static initialisers; nothing
 # references it by symbol, so an as-needed link would drop it.
 target_link_options(parity_torch INTERFACE "LINKER:--no-as-needed" "LINKER:-rpath,${PARITY_TORCH_DIR}/lib")

@@ -260,7 +260,8 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
                            std::to_string(sargs.size()) + ": " + c10::toString(schema));
   std::map<std::string, const Arg*> kw;
   for (const auto& [k, v] : n.kwargs) {
-    auto it = std::find_if(sargs.begin(), sargs.end(), [&](const c10::Argument& sa) { return sa.name() == k; });
+    const std::string& key = k;  // clang < 16 cannot capture a structured binding
+    auto it = std::find_if(sargs.begin(), sargs.end(), [&](const c10::Argument& sa) { return sa.name() == key; });
     if (it == sargs.end())
       return Error::BadInput(ow + ": unknown keyword argument \"" + k + "\" for schema " + c10::toString(schema));
     if (static_cast<size_t>(it - sargs.begin()) < n.args.size())

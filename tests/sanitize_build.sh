@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Configures (once) and builds the sanitizer build: clang, ASan + UBSan on parity's code, the
+# binary, the unit tests and the libFuzzer targets (fuzz/). Run by ctest as the `sanitize_build` fixture.
+#   tests/sanitize_build.sh SOURCE_DIR BUILD_DIR PYTHON
+set -euo pipefail
+src=$1 dir=$2 py=$3
+export CCACHE_DIR=${CCACHE_DIR:-$src/.cache/ccache}
+if [ ! -f "$dir/build.ninja" ]; then
+  CXX=clang++ cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARITY_FUZZ=ON \
+    -DPARITY_BUILD_BENCH=OFF -DPARITY_PYTHON="$py" >/dev/null
+fi
+cmake --build "$dir" -j "${PARITY_JOBS:-2}" --target parity parity_tests fuzz_safetensors fuzz_graph_json fuzz_manifest fuzz_compare \
+  | { grep -vE '^\[[0-9]+/[0-9]+\] ' || true; }
+exit "${PIPESTATUS[0]}"
