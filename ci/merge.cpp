@@ -21,6 +21,7 @@ Expected<std::vector<json>> ReadRecords(const fs::path& file) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = file.string() + ":" + std::to_string(n);
     PARITY_ASSIGN_OR_RETURN(json j, ParseJson(line, where));
+    if (verifier::IsProfileRecord(j)) continue;  // `parity profile`'s, not a verification
     if (std::string problem = verifier::RecordProblem(j); !problem.empty()) return Error::BadInput(where + ": " + problem);
     records.push_back(std::move(j));
   }

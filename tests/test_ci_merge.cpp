@@ -35,6 +35,16 @@ TEST(Merge, DeduplicatesByFingerprintAndKeepsConflictsAsAttempts) {
   EXPECT_EQ((*merged)[1]["attempts"][1]["verification_code"], "PASS");
 }
 
+TEST(Merge, ProfileRecordsInTheResultsAreNotVerifications) {
+  testing::TempDir dir;
+  nlohmann::json profile = {{"kind", "profile"}, {"model", {{"model_name", "a"}}}, {"profile", nlohmann::json::object()}};
+  WriteResults(dir / "s1", {Rec("a", "PASS"), profile});
+  auto records = ReadRecords(dir / "s1" / "results.jsonl");
+  ASSERT_TRUE(records.ok()) << records.error().message;
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ((*records)[0]["verification_code"], "PASS");
+}
+
 TEST(Merge, CopiesReproDirsFromWhereTheShardsArtifactsAreNow) {
   testing::TempDir dir;
   auto r = Rec("b", "FAIL", "compare");

@@ -96,6 +96,8 @@ Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& l
   return Status::Ok();
 }
 
+bool IsProfileRecord(const nlohmann::json& j) { return j.is_object() && j.contains("kind") && j["kind"] == kProfileRecordKind; }
+
 std::string RecordProblem(const nlohmann::json& j) {
   if (!j.is_object()) return "not a JSON object (a results.jsonl record)";
   for (const char* key : {"verification_code", "fingerprint"})

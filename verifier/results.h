@@ -40,6 +40,11 @@ nlohmann::json AttemptJson(const ExperimentResult& result);
 // The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape.
 nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& result, const RecordContext& context);
 
+// `parity profile` records share results.jsonl ("kind": "profile", no verification_code):
+// readers of verification records skip them.
+inline constexpr const char* kProfileRecordKind = "profile";
+bool IsProfileRecord(const nlohmann::json& j);
+
 // Appends one JSON line with a single write(2) to an O_APPEND file, then fsync: a killed run
 // leaves whole lines only.
 [[nodiscard]] Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& line);

@@ -1,0 +1,101 @@
+"""`parity profile` end to end on the CPU: a suite model's capture profiled with Inductor (the
+categories, every kernel mapped to graph nodes, the trace, the records), and --kernel."""
+import csv
+import json
+import re
+
+import pytest
+
+from conftest import run_parity
+
+
+@pytest.fixture(scope="module")
+def llama(parity_bin, test_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("profile")
+    r = run_parity(parity_bin, "profile", f"{test_data}/models/llama", "--backend", "inductor", "--json",
+                   "--iterations", "10", "--profile-iterations", "3", "--trace", str(out / "trace.json"),
+                   "--output-dir", str(out / "results"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout), out
+
+
+def graph_nodes(test_data):
+    with open(f"{test_data}/models/llama/graphs/graph_0.json") as f:
+        return {n["name"] for n in json.load(f)["nodes"]}
+
+
+def test_categories_share_the_whole_time(llama):
+    report, _ = llama
+    cats = report["breakdown"]["categories"]
+    assert {c["category"] for c in cats} <= {"pointwise", "reduction", "persistent_reduction", "template", "extern", "other"}
+    assert sum(c["share"] for c in cats) == pytest.approx(1.0, abs=1e-6)
+    assert sum(r["share"] for r in report["breakdown"]["rows"]) == pytest.approx(1.0, abs=1e-6)
+    assert any(c["category"] == "extern" and c["share"] > 0 for c in cats)  # llama's matmuls
+    assert any(c["category"] == "pointwise" and c["kernels"] > 0 for c in cats)
+
+
+def test_every_kernel_maps_to_graph_nodes_and_a_model_line(llama, test_data):
+    report, _ = llama
+    assert report["provenance"] is True
+    nodes = graph_nodes(test_data)
+    kernels = [r for r in report["breakdown"]["rows"] if r["kernel"]]
+    assert len(kernels) >= 5
+    for row in kernels:
+        assert row["nodes"], f"{row['name']} maps to no graph node"
+        assert set(row["nodes"]) <= nodes, row
+    # The model lines come from the capture's stack traces (transformers' modeling_llama.py).
+    assert any(re.match(r"modeling_llama\.py:\d+ ", r["source"]) for r in kernels), [r["source"] for r in kernels]
+
+
+def test_trace_opens_as_chrome_json_with_eager_and_backend(llama):
+    _, out = llama
+    with open(out / "trace.json") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    procs = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert any(p.startswith("eager") for p in procs) and any(p.startswith("backend inductor") for p in procs), procs
+    names = {e.get("name", "") for e in events if e.get("ph") == "X"}
+    assert any("cpp_fused" in n for n in names)  # Inductor's C++ kernels
+    assert "aten::mm" in names or "aten::addmm" in names or "aten::linear" in names
+
+
+def test_records_carry_speed_as_the_runner_reports_it(llama):
+    report, out = llama
+    with open(out / "results" / "results.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    assert len(records) == 1 and records[0]["kind"] == "profile"
+    speed = records[0]["profile"]["speed"]
+    assert speed["eager"]["median_ms"] > 0 and speed["backend"]["median_ms"] > 0
+    assert speed["speedup"] == pytest.approx(speed["eager"]["median_ms"] / speed["backend"]["median_ms"])
+    assert speed["compile_s"] > 0 and speed["eager"]["samples"] == 10
+    with open(out / "results" / "performance.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency",
+                             "compression_ratio", "eager_peak_mem", "dynamo_peak_mem"]
+    assert rows[0]["dev"] == "cpu" and rows[0]["name"] == "llama" and float(rows[0]["abs_latency"]) > 0
+
+
+def test_kernel_alone_reports_time_and_bandwidth(parity_bin, test_data, tmp_path):
+    mlp = f"{test_data}/models/mlp"
+    common = ["--iterations", "3", "--profile-iterations", "1", "--output-dir", str(tmp_path)]
+    bad = run_parity(parity_bin, "profile", mlp, "--kernel", "no_such_kernel", *common)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    known = re.search(r"kernels: ([\w, ]+)", bad.stderr)
+    assert known, bad.stderr
+    name = known.group(1).split(", ")[0]
+    r = run_parity(parity_bin, "profile", mlp, "--kernel", name, "--json", *common)
+    assert r.returncode == 0, r.stdout + r.stderr
+    bench = json.loads(r.stdout)["kernel_bench"]
+    assert bench["name"] == name and len(bench["runs"]) == 1
+    run = bench["runs"][0]
+    assert all(t > 0 for t in run["times_ms"]) and run["bytes"] > 0
+
+
+def test_bad_input_is_exit_2_before_anything_runs(parity_bin, test_data, tmp_path):
+    mlp = f"{test_data}/models/mlp"
+    r = run_parity(parity_bin, "profile", mlp, "--backend", "torchscript")
+    assert r.returncode == 2 and "torch.compile" in r.stderr, r.stderr
+    r = run_parity(parity_bin, "profile", mlp, "--iterations", "0")
+    assert r.returncode == 2 and "--iterations" in r.stderr
+    r = run_parity(parity_bin, "profile", mlp, "--kernel-option", "max_autotune=True")
+    assert r.returncode == 2 and "--kernel" in r.stderr

@@ -1,0 +1,555 @@
+"""`parity profile`'s Python side: where a compiled graph spends its time, next to eager.
+
+    python -m parity_capture.profile REQUEST.json RESULT.json
+
+One process per profile, started by parity with a deadline, so a backend that crashes or hangs
+ends this process and not parity. It reports facts; parity (profile/) turns them into shares,
+categories, tables and records.
+
+Request: repro, graph (default: the first), backend (a dynamo backend name), options (its
+options), device, mode (eval | train), warmup, iterations, profile_iterations, trace (a path or
+null), kernel (a compiled kernel's name or null), kernel_options (backend options for a second
+compile of that kernel, e.g. {"max_autotune": "True"}), imports (modules registering host ops).
+
+Result:
+  eager / backend: {times_ms: [...], peak_mem_bytes}; backend also compile_s
+  profile: {iterations, wall_ms (one profiled iteration), rows (time_us: self device time on
+            CUDA, self CPU time on the CPU, per iteration): [{name, key, time_us, calls,
+            category, kernel, post_grad_nodes, nodes, device_kernels}], device_busy_us}
+  eager_profile: {iterations, wall_ms, rows: [{name, time_us, calls}]}
+  kernels: {name: category} for every kernel the backend generated
+  provenance: true when Inductor's provenance tracking answered (kernel -> graph nodes)
+  trace: the merged chrome trace written, or null
+  kernel_bench: {name, runs: [{options, times_ms, bytes}]} for --kernel
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from .standalone import parse_option
+
+# Inductor names a CPU kernel's profiler record "graph_<id>_<kernel>".
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+# Inductor's extern kernels (ATen calls it makes instead of generating code) that do matmul,
+# convolution or attention work (also any op named *conv* or _scaled_dot_product*); any other
+# ATen op seen in a compiled run is "other".
+_MATMUL_CONV = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "linear", "_int_mm", "_linear_pointwise",
+                "mkl_linear", "_weight_int8pack_mm", "_flash_attention_forward", "_efficient_attention_forward"}
+# Runtime API events the profiler may hang device kernels on; the op above them launched them.
+_RUNTIME_API = ("cudaLaunch", "cuLaunch", "hipLaunch", "hipExtModuleLaunch", "cudaMemcpy", "cudaMemset")
+
+
+def kernel_category(source: str) -> str:
+    """The category of a generated kernel from its source, as Inductor decided it when it wrote
+    the kernel: Triton kernels carry their heuristics decorator (pointwise, reduction,
+    persistent_reduction, template, foreach); C++ kernels are reductions when they keep an
+    accumulator, templates when they are GEMM templates, else pointwise."""
+    m = re.search(r"@triton_heuristics\.(\w+)\(", source)
+    if m:
+        kind = m.group(1)
+        return {"pointwise": "pointwise", "reduction": "reduction", "persistent_reduction": "persistent_reduction",
+                "template": "template", "foreach": "pointwise", "split_scan": "reduction",
+                "cooperative_reduction": "reduction", "user_autotune": "template"}.get(kind, "other")
+    if "@triton.jit" in source:
+        return "template"
+    if "CppMicroGemm" in source or "cpp_template" in source or "GemmTemplate" in source:
+        return "template"
+    if "tmp_acc" in source:
+        return "reduction"
+    return "pointwise"
+
+
+def generated_kernels(codes: List[str]) -> Dict[str, str]:
+    """name -> category of every kernel defined in the compiled modules' source."""
+    out = {}
+    for code in codes:
+        # `<name> = async_compile.<kind>('<name>', ...source...)` up to the next definition.
+        starts = [(m.start(), m.group(1)) for m in re.finditer(r"^(\w+) = async_compile\.\w+\(", code, re.M)]
+        for i, (pos, name) in enumerate(starts):
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(code)
+            out[name] = kernel_category(code[pos:end])
+    return out
+
+
+def op_short_name(name: str) -> str:
+    """'aten::addmm', 'extern_kernels.addmm', 'aten.addmm.default', 'torch.ops.aten.addmm.default'
+    -> 'addmm'."""
+    parts = name.split("::")[-1].split(".")
+    if parts[:2] == ["torch", "ops"] and len(parts) >= 4:
+        return parts[3]
+    if parts[0] in ("extern_kernels", "aten") and len(parts) > 1:
+        return parts[1]
+    return parts[0]
+
+
+class Provenance:
+    """Inductor's provenance tracking (config.trace.provenance_tracking_level): which post-grad
+    nodes each kernel came from and which of the input graph's nodes each post-grad node came
+    from. Collected from every graph compiled while it is active (forward and backward)."""
+
+    def __init__(self):
+        self.kernel_to_post: Dict[str, List[str]] = {}
+        self.post_to_pre: Dict[str, List[str]] = {}
+        self.answered = False
+
+    @contextlib.contextmanager
+    def collecting(self):
+        try:
+            import torch._inductor.debug as dbg
+            original = dbg.dump_inductor_provenance_info
+        except (ImportError, AttributeError):  # a torch without provenance tracking
+            yield
+            return
+
+        def wrapped():
+            info = original()
+            self.answered = True
+            for k, nodes in (info.get("cppCodeToPost") or {}).items():
+                self.kernel_to_post.setdefault(k.rsplit(":", 1)[0], []).extend(nodes)
+            for post, pres in (info.get("postToPre") or {}).items():
+                self.post_to_pre.setdefault(post, []).extend(pres)
+            return info
+
+        dbg.dump_inductor_provenance_info = wrapped
+        try:
+            yield
+        finally:
+            dbg.dump_inductor_provenance_info = original
+
+    def lookup(self, row_name: str) -> Optional[str]:
+        """The provenance key of a profiler row: a generated kernel by name, an extern call by op."""
+        key = _GRAPH_PREFIX.sub("", row_name)
+        if key in self.kernel_to_post:
+            return key
+        short = op_short_name(row_name)
+        for k in self.kernel_to_post:
+            if not k.startswith(("cpp_", "triton_")) and op_short_name(k) == short:
+                return k
+        return None
+
+    def nodes(self, key: str) -> Dict[str, List[str]]:
+        post = []
+        for k in self.kernel_to_post:
+            if k == key or (not k.startswith(("cpp_", "triton_")) and op_short_name(k) == op_short_name(key)):
+                post += [n for n in self.kernel_to_post[k] if n not in post]
+        pre = []
+        for p in post:
+            pre += [n for n in self.post_to_pre.get(p, []) if n not in pre]
+        return {"post_grad_nodes": post, "nodes": pre}
+
+
+def _sync(device: str) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def _timed(step: Callable[[], Any], sync: Callable[[], None], n: int) -> List[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _peak_memory(step: Callable[[], Any], device: str, sync: Callable[[], None]) -> int:
+    """Peak bytes allocated during one step: the caching allocator's high-water mark on CUDA (as
+    the dynamo runner reads it), the profiler's allocation events on the CPU."""
+    if device.startswith("cuda"):
+        sync()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step()
+        sync()
+        return int(torch.cuda.max_memory_allocated() - base)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    # Every allocation and free, in time order (FunctionEvents fold them into the ops).
+    mem = sorted(((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"))
+    live = peak = 0
+    for _, nbytes in mem:
+        live += nbytes
+        peak = max(peak, live)
+    return int(peak)
+
+
+def _activities(device: str):
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    return acts
+
+
+def _profile(step, device, sync, iterations, trace_path=None):
+    """`iterations` profiled steps after one profiler warm-up step (its start-up cost is not the
+    model's). Returns (events, wall_ms): wall_ms is one profiled step's wall time, the profiler's
+    recording overhead included, its result processing not."""
+    done = []
+
+    def ready(p):
+        if trace_path:
+            p.export_chrome_trace(trace_path)
+        done.append(p.events())
+
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=iterations, repeat=1)
+    wall = 0.0
+    with torch.profiler.profile(activities=_activities(device), schedule=schedule, on_trace_ready=ready) as prof:
+        for i in range(iterations + 1):
+            t0 = time.perf_counter()
+            step()
+            sync()
+            if i > 0:
+                wall += time.perf_counter() - t0
+            prof.step()
+    return done[0], wall * 1e3 / iterations
+
+
+def _launcher(e):
+    """The op an event's device kernels belong to (past runtime API events)."""
+    while e.name.startswith(_RUNTIME_API) and e.cpu_parent is not None:
+        e = e.cpu_parent
+    return e
+
+
+def profile_rows(events, device: str, iterations: int) -> Dict[str, Any]:
+    """Per profiler key: self time (device time of the kernels it launched on CUDA, self CPU time
+    on the CPU), calls per iteration and the device kernels it ran. Self times partition the
+    total, so the rows' times sum to the profiled time."""
+    from torch.autograd import DeviceType
+    cuda = device.startswith("cuda")
+    rows: Dict[str, Dict[str, Any]] = {}
+    busy = 0.0
+    for e in events:
+        if e.device_type != DeviceType.CPU:
+            busy += e.time_range.elapsed_us()
+            continue
+        if e.name == "[memory]":
+            continue
+        if cuda:
+            if not e.kernels:
+                continue
+            owner = _launcher(e)
+            us = sum(k.duration for k in e.kernels)
+            row = rows.setdefault(owner.name, {"name": owner.name, "time_us": 0.0, "calls": 0, "device_kernels": []})
+            row["time_us"] += us
+            row["calls"] += len(e.kernels)
+            for k in e.kernels:
+                if k.name not in row["device_kernels"]:
+                    row["device_kernels"].append(k.name)
+        else:
+            us = e.self_cpu_time_total
+            if us <= 0:
+                continue
+            row = rows.setdefault(e.name, {"name": e.name, "time_us": 0.0, "calls": 0, "device_kernels": []})
+            row["time_us"] += us
+            row["calls"] += 1
+    for row in rows.values():
+        row["time_us"] /= iterations
+        row["calls"] = row["calls"] / iterations
+    out = sorted(rows.values(), key=lambda r: -r["time_us"])
+    return {"rows": out, "device_busy_us": busy / iterations if cuda else None}
+
+
+def classify(rows, kernels: Dict[str, str], provenance: Provenance) -> None:
+    """Adds category, kernel (the generated kernel or ATen call it is) and nodes to each row. An
+    ATen op the compiled module calls (an extern kernel or a fallback) is a kernel when
+    provenance names it: "extern" for matmul, convolution and attention, else "other"."""
+    for row in rows:
+        key = _GRAPH_PREFIX.sub("", row["name"])
+        pkey = provenance.lookup(row["name"])
+        if key in kernels:
+            row["category"], row["kernel"] = kernels[key], key
+        elif pkey or is_matmul_conv(row["name"]):
+            row["category"] = "extern" if is_matmul_conv(row["name"]) else "other"
+            row["kernel"] = row["name"]
+        else:
+            row["category"], row["kernel"] = "other", None
+        row.update(provenance.nodes(pkey) if pkey else {"post_grad_nodes": [], "nodes": []})
+
+
+def is_matmul_conv(name: str) -> bool:
+    op = op_short_name(name)
+    return name.startswith(("aten::", "mkldnn::", "mkl::", "onednn::")) and (
+        op in _MATMUL_CONV or op.startswith("_scaled_dot_product") or "conv" in op)
+
+
+def merge_traces(parts: List[tuple], out_path: str) -> None:
+    """One chrome/Perfetto trace of several profiles: each part's processes renamed
+    '<label>: <name>' and their pids moved apart so the parts do not interleave."""
+    events = []
+    for i, (label, path) in enumerate(parts):
+        with open(path) as f:
+            data = json.load(f)
+        offset = i * 10_000_000
+        named = set()
+        for ev in data.get("traceEvents", []):
+            if isinstance(ev.get("pid"), int):
+                ev["pid"] += offset
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                ev.setdefault("args", {})["name"] = f"{label}: {ev.get('args', {}).get('name', '')}".rstrip(": ")
+                named.add(ev.get("pid"))
+            events.append(ev)
+        for pid in {ev.get("pid") for ev in data.get("traceEvents", []) if isinstance(ev.get("pid"), int)} - named:
+            events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": label}})
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+    os.replace(tmp, out_path)
+
+
+class KernelRecorder:
+    """Records the arguments of the first call of one generated kernel (a module global of the
+    compiled module: a C++ kernel function, or a Triton kernel whose `.run` is called), so it
+    can be run alone."""
+
+    def __init__(self, name: str):
+        self.name, self.call = name, None
+        self._undo: List[Callable[[], None]] = []
+
+    def install(self) -> bool:
+        import types
+        # Inductor loads each compiled module into sys.modules (torch._inductor.runtime.compile_tasks.<key>).
+        mods = {id(m): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
+        for mod in mods.values():
+            fn = vars(mod).get(self.name)
+            if fn is None or not (callable(fn) or hasattr(fn, "run")):
+                continue
+            if hasattr(fn, "run"):  # a Triton kernel (CachingAutotuner)
+                original = fn.run
+
+                def run(*args, _orig=original, **kwargs):
+                    if self.call is None:
+                        self.call = (lambda: _orig(*args, **kwargs), args)
+                    return _orig(*args, **kwargs)
+                fn.run = run
+                self._undo.append(lambda fn=fn, o=original: setattr(fn, "run", o))
+            else:
+                def call(*args, _orig=fn):
+                    if self.call is None:
+                        self.call = (lambda: _orig(*args), args)
+                    return _orig(*args)
+                setattr(mod, self.name, call)
+                self._undo.append(lambda mod=mod, o=fn: setattr(mod, self.name, o))
+        return bool(self._undo)
+
+    def uninstall(self):
+        for undo in self._undo:
+            undo()
+        self._undo = []
+
+    def bench(self, sync, reps: int) -> Dict[str, Any]:
+        run, args = self.call
+        nbytes = sum(a.untyped_storage().nbytes() for a in args if isinstance(a, torch.Tensor))
+        for _ in range(3):
+            run()
+        sync()
+        # Each sample times enough calls to last about a millisecond.
+        t0 = time.perf_counter()
+        run()
+        sync()
+        one = max(time.perf_counter() - t0, 1e-7)
+        inner = max(1, min(1000, int(1e-3 / one)))
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                run()
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3 / inner)
+        return {"times_ms": times, "bytes": nbytes}
+
+
+def _inductor_patch(options: Dict[str, Any], extra: Dict[str, Any]):
+    import torch._inductor.config as cfg
+    patch = {k: parse_option(v) for k, v in options.items()}
+    patch.update(extra)
+    return cfg.patch(patch)
+
+
+def _compile(gm, backend: str, options: Dict[str, Any], profiling: bool):
+    """torch.compile as `parity verify` runs the backend. For Inductor, profiling settings: the
+    caches off (so code is generated, and provenance recorded, in this process), descriptive
+    kernel names, a profiler record around each C++ kernel, provenance tracking on."""
+    if backend == "inductor":
+        extra = {"force_disable_caches": True, "triton.unique_kernel_names": True} if profiling else {}
+        if profiling:
+            extra["cpp.enable_kernel_profile"] = True
+            extra["trace.provenance_tracking_level"] = 1
+        compiled = torch.compile(gm, backend="inductor", fullgraph=True)
+        return compiled, lambda: _inductor_patch(options, extra)
+    kw = {"options": {k: parse_option(v) for k, v in options.items()}} if options else {}
+    return torch.compile(gm, backend=backend, fullgraph=True, **kw), contextlib.nullcontext
+
+
+def _step(fn, inputs, train: bool):
+    if not train:
+        def step():
+            with torch.no_grad():
+                return fn(*inputs)
+        return step
+
+    def step():
+        out = fn(*inputs)
+        loss = out[0] if isinstance(out, (tuple, list)) else out
+        (loss if loss.numel() == 1 else loss.sum()).backward()
+        return out
+    return step
+
+
+def _stats(times: List[float]) -> Dict[str, Any]:
+    return {"times_ms": times, "median_ms": statistics.median(times) if times else None}
+
+
+def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
+    from torch._inductor.utils import run_and_get_code
+
+    from .reader import graph_from_json, load_repro
+    import importlib
+    for m in req.get("imports", []):
+        importlib.import_module(m)
+    device = req.get("device", "cpu")
+    train = req.get("mode") == "train"
+    backend, options = req["backend"], req.get("options", {})
+    warmup, iters = int(req.get("warmup", 3)), int(req.get("iterations", 20))
+    prof_iters = int(req.get("profile_iterations", 5))
+    repro = load_repro(req["repro"])
+    g = next((x for x in repro.graphs if x.name == req.get("graph")), repro.graphs[0])
+    if train:
+        with open(os.path.join(req["repro"], g.entry["file"])) as f:
+            g.module = graph_from_json(json.load(f), repro.tensors, parameters=True)
+    gm = g.module.to(device)
+    inputs = []
+    for t in g.inputs():
+        t = t.to(device)
+        if train and t.is_floating_point():
+            t = t.detach().clone().requires_grad_(True)
+        inputs.append(t)
+    sync = _sync(device)
+    result: Dict[str, Any] = {"device": device, "backend": backend, "graph": g.name, "torch_version": torch.__version__,
+                              "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}
+    trace_parts = []
+    tmp_dir = req.get("scratch") or os.path.dirname(os.path.abspath(req.get("trace") or "."))
+
+    # Eager: the captured ATen graph run op by op.
+    eager = _step(gm, inputs, train)
+    _timed(eager, sync, warmup)
+    result["eager"] = _stats(_timed(eager, sync, iters))
+    result["eager"]["peak_mem_bytes"] = _peak_memory(eager, device, sync)
+    eager_trace = os.path.join(tmp_dir, "eager.trace.json") if req.get("trace") else None
+    prof, wall = _profile(eager, device, sync, prof_iters, eager_trace)
+    result["eager_profile"] = dict(profile_rows(prof, device, prof_iters), iterations=prof_iters, wall_ms=wall)
+    if eager_trace:
+        trace_parts.append(("eager", eager_trace))
+
+    # The backend: compiled once (timed), then warm iterations.
+    torch._dynamo.reset()
+    provenance = Provenance()
+    compiled, config = _compile(gm, backend, options, profiling=True)
+    step = _step(compiled, inputs, train)
+    with config(), provenance.collecting():
+        t0 = time.perf_counter()
+        if backend == "inductor":
+            _, codes = run_and_get_code(step)
+        else:
+            step()
+            codes = []
+        sync()
+        result["backend"] = {"compile_s": time.perf_counter() - t0}
+        _timed(step, sync, warmup)
+        result["backend"].update(_stats(_timed(step, sync, iters)))
+        result["backend"]["peak_mem_bytes"] = _peak_memory(step, device, sync)
+        backend_trace = os.path.join(tmp_dir, "backend.trace.json") if req.get("trace") else None
+        prof, wall = _profile(step, device, sync, prof_iters, backend_trace)
+        if backend_trace:
+            trace_parts.append((f"backend {backend}", backend_trace))
+        kernels = generated_kernels(codes)
+        rows = profile_rows(prof, device, prof_iters)
+        classify(rows["rows"], kernels, provenance)
+        result["profile"] = dict(rows, iterations=prof_iters, wall_ms=wall)
+        result["kernels"] = kernels
+        result["provenance"] = provenance.answered
+        if req.get("kernel"):
+            result["kernel_bench"] = bench_kernel(req, gm, inputs, train, sync, step, kernels)
+    if req.get("trace"):
+        merge_traces(trace_parts, req["trace"])
+        for _, p in trace_parts:
+            os.unlink(p)
+        result["trace"] = req["trace"]
+    return result
+
+
+def bench_kernel(req, gm, inputs, train, sync, step, kernels) -> Dict[str, Any]:
+    """Runs one generated kernel alone on the arguments it got in the model, with the backend's
+    options and, if given, once more compiled with `kernel_options` changed."""
+    from torch._inductor.utils import run_and_get_code
+    name = _GRAPH_PREFIX.sub("", req["kernel"])
+    if name not in kernels:
+        known = ", ".join(sorted(kernels)) or "none"
+        raise LookupError(f"--kernel {req['kernel']}: no generated kernel of that name (kernels: {known})")
+    sync_ = sync
+    reps = int(req.get("kernel_reps", 30))
+    runs = []
+
+    def measure(run_step, label):
+        rec = KernelRecorder(name)
+        if not rec.install():
+            raise LookupError(f"--kernel {name}: the compiled module holding it was not found")
+        try:
+            run_step()
+            sync_()
+        finally:
+            rec.uninstall()
+        if rec.call is None:
+            raise LookupError(f"--kernel {name}: not called in an iteration")
+        out = rec.bench(sync_, reps)
+        out["options"] = label
+        runs.append(out)
+
+    measure(step, dict(req.get("options", {})))
+    if req.get("kernel_options"):
+        torch._dynamo.reset()
+        options = dict(req.get("options", {}), **req["kernel_options"])
+        compiled, config = _compile(gm, req["backend"], options, profiling=True)
+        step2 = _step(compiled, inputs, train)
+        with config():
+            _, codes = run_and_get_code(step2)
+            if name not in generated_kernels(codes):
+                raise LookupError(f"--kernel {name}: compiled with {req['kernel_options']}, the module has no kernel of "
+                                  f"that name (kernels: {', '.join(sorted(generated_kernels(codes)))})")
+            measure(step2, options)
+    return {"name": name, "category": kernels[name], "runs": runs}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m parity_capture.profile REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    import warnings
+    warnings.filterwarnings("ignore")
+    with open(argv[0]) as f:
+        req = json.load(f)
+    try:
+        result = {"ok": True, **run_profile(req)}
+    except Exception as e:  # reported to parity with its type; the exit status stays 0
+        import traceback
+        result = {"ok": False, "error_type": type(e).__name__, "error": str(e).strip()[:4000],
+                  "traceback": traceback.format_exc()[-8000:]}
+    tmp = argv[1] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
