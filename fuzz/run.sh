@@ -27,7 +27,8 @@ rc=$?
 set -e
 grep -E '^#[0-9]+.*(DONE|pulse)|^stat::|^Done ' "$work/log" | tail -12 || true
 if [ "$rc" -eq 0 ] && [ -z "$(ls -A "$work/artifacts")" ]; then
-  echo "fuzz_$target: no finding in ${seconds} s"
+  runs=$(grep -o 'number_of_executed_units: *[0-9]*' "$work/log" | grep -o '[0-9]*$' || echo "?")
+  echo "fuzz_$target: no finding in $runs executions"
   exit 0
 fi
 keep=$bin_dir/findings/$target

@@ -166,7 +166,8 @@ std::string SourceLineOf(const std::vector<std::string>& nodes, const ir::Graph&
       const size_t q = line.find('"', 6);
       const std::string path = q == std::string::npos ? "" : line.substr(6, q - 6);
       const size_t ln = line.find(", line ");
-      if (path.find("/torch/") == std::string::npos && ln != std::string::npos) {
+      // Not torch's own files, nor generated code ("<eval_with_key>.3": an FX module's forward).
+      if (path.find("/torch/") == std::string::npos && !path.empty() && path[0] != '<' && ln != std::string::npos) {
         std::string num = line.substr(ln + 7);
         num = num.substr(0, num.find(','));
         std::string code = l.substr(std::min(l.find_first_not_of(' '), l.size()));
@@ -276,7 +277,8 @@ std::string ReportText(const Report& r, int top) {
       if (!t.ok()) continue;
       const double gbs = run.value("bytes", 0.0) / (t->median_ms * 1e-3) / 1e9;
       o << "  " << Ms(t->median_ms) << " [" << Fmt("%.4g", t->p25_ms) << "-" << Fmt("%.4g", t->p75_ms) << "]  "
-        << Fmt("%.2f GB/s", gbs) << "  options " << run.value("options", json::object()).dump() << "\n";
+        << Fmt("%.2f GB/s", gbs) << "  " << run.value("kernel", "") << "  options " << run.value("options", json::object()).dump()
+        << "\n";
     }
   }
   if (r.trace) o << "\ntrace: " << *r.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";

@@ -80,7 +80,7 @@ struct Report {
 [[nodiscard]] Expected<Report> ReportOf(const nlohmann::json& child, const ir::Graph* graph);
 
 // The model line a set of nodes comes from: the innermost frame of their stack traces outside
-// torch itself, as "file.py:LINE code"; "" when none is recorded.
+// torch itself and generated code, as "file.py:LINE code"; "" when none is recorded.
 std::string SourceLineOf(const std::vector<std::string>& nodes, const ir::Graph& graph);
 
 // The terminal report: speed, categories, the top `top` kernels (with nodes and source line),

@@ -118,8 +118,11 @@ TEST(Breakdown, SourceLineIsTheInnermostFrameOutsideTorch) {
       "File \"/home/u/model.py\", line 40, in forward\n    x = self.proj(x)\n"
       "  File \"/venv/site-packages/torch/nn/modules/linear.py\", line 134, in forward\n    return F.linear(input, self.weight)";
   g.Append(ir::NodeKind::kCallFunction, "plain", "aten::relu");
+  ir::Node* gen = g.Append(ir::NodeKind::kCallFunction, "generated", "aten::mm");
+  gen->stack_trace = "File \"<eval_with_key>.42\", line 13, in forward\n    matmul = torch.ops.aten.matmul.default(a, b)";
   EXPECT_EQ(SourceLineOf({"missing", "plain", "linear"}, g), "model.py:40 x = self.proj(x)");
   EXPECT_EQ(SourceLineOf({"plain"}, g), "");
+  EXPECT_EQ(SourceLineOf({"generated"}, g), "");  // an FX module's generated forward is no model line
   auto r = ReportOf(Child(), &g);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->compiled.rows.front().source, "model.py:40 x = self.proj(x)");  // aten::addmm computes linear

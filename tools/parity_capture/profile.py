@@ -220,43 +220,56 @@ def _launcher(e):
     return e
 
 
-def profile_rows(events, device: str, iterations: int) -> Dict[str, Any]:
-    """Per profiler key: self time (device time of the kernels it launched on CUDA, self CPU time
-    on the CPU), calls per iteration and the device kernels it ran. Self times partition the
-    total, so the rows' times sum to the profiled time."""
+def _owner(e, known):
+    """The row an event's time belongs to: its outermost ancestor (or itself) that is a kernel of
+    the compiled module (`known`: the call the module makes, e.g. aten::convolution, not the
+    aten::cudnn_convolution inside it), so the ATen ops and runtime calls inside an extern
+    kernel count for it; else the event itself, past runtime API events."""
+    found, x = None, e
+    while known is not None and x is not None:
+        if known(x.name):
+            found = x
+        x = x.cpu_parent
+    return found if found is not None else _launcher(e)
+
+
+def profile_rows(events, device: str, iterations: int, known: Optional[Callable[[str], bool]] = None) -> Dict[str, Any]:
+    """Rows of a profile: time per iteration (device time of the kernels launched under the row's
+    op on CUDA, self CPU time on the CPU), calls per iteration (kernel launches on CUDA), the
+    device kernels. Self times partition the total, so the rows sum to the profiled time; on
+    CUDA that total is the device's busy time (kernels, as Inductor's report counts it)."""
     from torch.autograd import DeviceType
     cuda = device.startswith("cuda")
     rows: Dict[str, Dict[str, Any]] = {}
-    busy = 0.0
+
+    def row_of(name):
+        return rows.setdefault(name, {"name": name, "time_us": 0.0, "calls": 0, "device_kernels": []})
+
     for e in events:
-        if e.device_type != DeviceType.CPU:
-            busy += e.time_range.elapsed_us()
+        if e.device_type != DeviceType.CPU or e.name == "[memory]":
             continue
-        if e.name == "[memory]":
-            continue
+        owner = _owner(e, known)
         if cuda:
             if not e.kernels:
                 continue
-            owner = _launcher(e)
-            us = sum(k.duration for k in e.kernels)
-            row = rows.setdefault(owner.name, {"name": owner.name, "time_us": 0.0, "calls": 0, "device_kernels": []})
-            row["time_us"] += us
+            row = row_of(owner.name)
+            row["time_us"] += sum(k.duration for k in e.kernels)
             row["calls"] += len(e.kernels)
             for k in e.kernels:
                 if k.name not in row["device_kernels"]:
                     row["device_kernels"].append(k.name)
         else:
             us = e.self_cpu_time_total
-            if us <= 0:
-                continue
-            row = rows.setdefault(e.name, {"name": e.name, "time_us": 0.0, "calls": 0, "device_kernels": []})
-            row["time_us"] += us
-            row["calls"] += 1
+            if us > 0 or owner is e:
+                row = row_of(owner.name)
+                row["time_us"] += us
+                row["calls"] += 1 if owner is e else 0
+    rows = {k: r for k, r in rows.items() if r["time_us"] > 0}
     for row in rows.values():
         row["time_us"] /= iterations
         row["calls"] = row["calls"] / iterations
     out = sorted(rows.values(), key=lambda r: -r["time_us"])
-    return {"rows": out, "device_busy_us": busy / iterations if cuda else None}
+    return {"rows": out, "device_busy_us": sum(r["time_us"] for r in out) if cuda else None}
 
 
 def classify(rows, kernels: Dict[str, str], provenance: Provenance) -> None:
@@ -346,25 +359,37 @@ class KernelRecorder:
             undo()
         self._undo = []
 
-    def bench(self, sync, reps: int) -> Dict[str, Any]:
+    def bench(self, sync, reps: int, cuda: bool) -> Dict[str, Any]:
+        """Times of the kernel alone: on CUDA each call between two CUDA events, behind a 256 MB
+        memset that flushes the L2 cache and keeps the GPU busy while the call is enqueued (so
+        the events time the kernel, not its launch), as Inductor's benchmarker does; on the CPU
+        batches of calls long enough for the clock."""
         run, args = self.call
         nbytes = sum(a.untyped_storage().nbytes() for a in args if isinstance(a, torch.Tensor))
         for _ in range(3):
             run()
         sync()
-        # Each sample times enough calls to last about a millisecond.
-        t0 = time.perf_counter()
-        run()
-        sync()
-        one = max(time.perf_counter() - t0, 1e-7)
-        inner = max(1, min(1000, int(1e-3 / one)))
         times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(inner):
+        if cuda:
+            flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+            for start, end in pairs:
+                flush.zero_()
+                start.record()
                 run()
+                end.record()
             sync()
-            times.append((time.perf_counter() - t0) * 1e3 / inner)
+            times = [start.elapsed_time(end) for start, end in pairs]
+        else:
+            t0 = time.perf_counter()
+            run()
+            one = max(time.perf_counter() - t0, 1e-7)
+            inner = max(1, min(1000, int(1e-3 / one)))
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    run()
+                times.append((time.perf_counter() - t0) * 1e3 / inner)
         return {"times_ms": times, "bytes": nbytes}
 
 
@@ -472,13 +497,16 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
         if backend_trace:
             trace_parts.append((f"backend {backend}", backend_trace))
         kernels = generated_kernels(codes)
-        rows = profile_rows(prof, device, prof_iters)
+
+        def known(name):
+            return _GRAPH_PREFIX.sub("", name) in kernels or provenance.lookup(name) is not None or is_matmul_conv(name)
+        rows = profile_rows(prof, device, prof_iters, known)
         classify(rows["rows"], kernels, provenance)
         result["profile"] = dict(rows, iterations=prof_iters, wall_ms=wall)
         result["kernels"] = kernels
         result["provenance"] = provenance.answered
         if req.get("kernel"):
-            result["kernel_bench"] = bench_kernel(req, gm, inputs, train, sync, step, kernels)
+            result["kernel_bench"] = bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance)
     if req.get("trace"):
         merge_traces(trace_parts, req["trace"])
         for _, p in trace_parts:
@@ -487,46 +515,63 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     return result
 
 
-def bench_kernel(req, gm, inputs, train, sync, step, kernels) -> Dict[str, Any]:
+def same_work(nodes: List[str], provenance: "Provenance", kernels: Dict[str, str]) -> Optional[str]:
+    """The generated kernel of another compile that computes the most of `nodes` (the input
+    graph's nodes one kernel computed): kernel names follow the fusion decisions, so a changed
+    option can rename or refuse the kernel while the nodes stay."""
+    want, best, best_score = set(nodes), None, 0.0
+    for k in kernels:
+        have = set(provenance.nodes(k)["nodes"])
+        score = len(want & have) / len(want | have) if want | have else 0.0
+        if score > best_score:
+            best, best_score = k, score
+    return best
+
+
+def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dict[str, Any]:
     """Runs one generated kernel alone on the arguments it got in the model, with the backend's
-    options and, if given, once more compiled with `kernel_options` changed."""
+    options and, if given, once more compiled with `kernel_options` changed (there, the kernel
+    computing the same graph nodes, whatever its name)."""
     from torch._inductor.utils import run_and_get_code
     name = _GRAPH_PREFIX.sub("", req["kernel"])
     if name not in kernels:
         known = ", ".join(sorted(kernels)) or "none"
         raise LookupError(f"--kernel {req['kernel']}: no generated kernel of that name (kernels: {known})")
-    sync_ = sync
     reps = int(req.get("kernel_reps", 30))
     runs = []
 
-    def measure(run_step, label):
-        rec = KernelRecorder(name)
+    def measure(run_step, kernel, label):
+        rec = KernelRecorder(kernel)
         if not rec.install():
-            raise LookupError(f"--kernel {name}: the compiled module holding it was not found")
+            raise LookupError(f"--kernel {kernel}: the compiled module holding it was not found")
         try:
             run_step()
-            sync_()
+            sync()
         finally:
             rec.uninstall()
         if rec.call is None:
-            raise LookupError(f"--kernel {name}: not called in an iteration")
-        out = rec.bench(sync_, reps)
-        out["options"] = label
+            raise LookupError(f"--kernel {kernel}: not called in an iteration")
+        out = rec.bench(sync, reps, req.get("device", "cpu").startswith("cuda"))
+        out.update(options=label, kernel=kernel, category=kernels_of_run[kernel])
         runs.append(out)
 
-    measure(step, dict(req.get("options", {})))
+    kernels_of_run = kernels
+    measure(step, name, dict(req.get("options", {})))
     if req.get("kernel_options"):
         torch._dynamo.reset()
         options = dict(req.get("options", {}), **req["kernel_options"])
         compiled, config = _compile(gm, req["backend"], options, profiling=True)
         step2 = _step(compiled, inputs, train)
-        with config():
+        again = Provenance()
+        with config(), again.collecting():
             _, codes = run_and_get_code(step2)
-            if name not in generated_kernels(codes):
-                raise LookupError(f"--kernel {name}: compiled with {req['kernel_options']}, the module has no kernel of "
-                                  f"that name (kernels: {', '.join(sorted(generated_kernels(codes)))})")
-            measure(step2, options)
-    return {"name": name, "category": kernels[name], "runs": runs}
+            kernels_of_run = generated_kernels(codes)
+            target = name if name in kernels_of_run else same_work(provenance.nodes(name)["nodes"], again, kernels_of_run)
+            if target is None:
+                raise LookupError(f"--kernel {name}: compiled with {req['kernel_options']}, no kernel computes its nodes "
+                                  f"(kernels: {', '.join(sorted(kernels_of_run))})")
+            measure(step2, target, options)
+    return {"name": name, "category": kernels[name], "nodes": provenance.nodes(name)["nodes"], "runs": runs}
 
 
 def main(argv=None) -> int:
