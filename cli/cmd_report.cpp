@@ -19,7 +19,8 @@ void set_report_command(CLI::App& app, int& exit_code) {
   cmd->callback([inputs, out, title, &exit_code] {
     std::vector<std::filesystem::path> paths(inputs->begin(), inputs->end());
     auto s = Unwrap(report::WriteHtmlReport(paths, *out, *title));
-    std::cout << "report: " << s.experiments << " experiments (" << s.with_verdicts << " with gate verdicts) -> " << *out << "\n";
+    std::cout << "report: " << s.experiments << " experiments (" << s.with_verdicts << " with gate verdicts), " << s.profiles
+              << " profiles -> " << *out << "\n";
     exit_code = 0;
   });
 }

@@ -8,6 +8,7 @@
 #include "report/reports.h"
 #include "util/files.h"
 #include "util/subprocess.h"
+#include "verifier/results.h"
 #include "verifier/worker.h"
 
 namespace parity::report {
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const fs::path& out, const std::string& title) {
-  json data = {{"title", title}, {"sources", json::array()}, {"entries", json::array()}};
+  json data = {{"title", title}, {"sources", json::array()}, {"entries", json::array()}, {"profiles", json::array()}};
   HtmlSummary s;
   for (const auto& in : inputs) {
     const fs::path file = fs::is_directory(in) ? in / "results.jsonl" : in;
@@ -35,6 +36,10 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
       data["entries"].push_back(
           {{"record", std::move(e.record)}, {"gate", std::move(e.gate)}, {"outcome", {{"kind", o.kind}, {"label", o.label}}}});
       ++s.experiments;
+    }
+    for (auto& p : verifier::ReadProfileRecords(file)) {
+      data["profiles"].push_back(std::move(p["profile"]));
+      ++s.profiles;
     }
     data["sources"].push_back(file.string());
   }

@@ -13,7 +13,7 @@
 namespace parity::report {
 
 struct HtmlSummary {
-  int experiments = 0, with_verdicts = 0;
+  int experiments = 0, with_verdicts = 0, profiles = 0;
 };
 
 [[nodiscard]] Expected<HtmlSummary> WriteHtmlReport(const std::vector<std::filesystem::path>& inputs,

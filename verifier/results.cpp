@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "util/json.h"
 #include "verifier/experiment.h"
 
 namespace parity::verifier {
@@ -113,6 +114,16 @@ std::vector<nlohmann::json> ReadResults(const std::filesystem::path& file) {
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (RecordProblem(j).empty()) records.push_back(std::move(j));
+  }
+  return records;
+}
+
+std::vector<nlohmann::json> ReadProfileRecords(const std::filesystem::path& file) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = ParseJson(line, file.string());  // nesting bounded
+    if (j.ok() && IsProfileRecord(*j) && j->contains("profile") && (*j)["profile"].is_object()) records.push_back(std::move(*j));
   }
   return records;
 }

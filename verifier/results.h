@@ -44,6 +44,8 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
 // readers of verification records skip them.
 inline constexpr const char* kProfileRecordKind = "profile";
 bool IsProfileRecord(const nlohmann::json& j);
+// The profile records of a results file (other and torn lines are ignored).
+std::vector<nlohmann::json> ReadProfileRecords(const std::filesystem::path& file);
 
 // Appends one JSON line with a single write(2) to an O_APPEND file, then fsync: a killed run
 // leaves whole lines only.

@@ -99,3 +99,15 @@ def test_bad_input_is_exit_2_before_anything_runs(parity_bin, test_data, tmp_pat
     assert r.returncode == 2 and "--iterations" in r.stderr
     r = run_parity(parity_bin, "profile", mlp, "--kernel-option", "max_autotune=True")
     assert r.returncode == 2 and "--kernel" in r.stderr
+
+
+def test_html_report_shows_categories_and_top_kernels(parity_bin, llama, tmp_path):
+    report, out = llama
+    html = tmp_path / "report.html"
+    r = run_parity(parity_bin, "report", str(out / "results"), "-o", str(html))
+    assert r.returncode == 0 and "1 profiles" in r.stdout, r.stdout + r.stderr
+    text = html.read_text()
+    assert "<h2>Profiles</h2>" in text and "<script" not in text
+    assert "share of the compiled run" in text  # the category bar chart (inline SVG)
+    top = report["breakdown"]["rows"][0]["name"]
+    assert f"<code>{top}</code>" in text

@@ -1,4 +1,5 @@
-"""`parity report`: one self-contained HTML file from verify/ci results. The C++ side gathers
+"""`parity report`: one self-contained HTML file from verify/ci results (and `parity profile`'s
+records: per-category bars and the top kernels). The C++ side gathers
 the experiments (records and, after a gate, their verdicts) into a JSON file; this renders it
 with Jinja2 (templates/report.html) and draws each failing or drifting experiment's error
 distributions with matplotlib as inline SVG: no scripts, no network, opens offline.
@@ -72,6 +73,48 @@ def fmt(v) -> str:
     return str(v)
 
 
+CATEGORY_COLOURS = {"pointwise": "#4c78a8", "reduction": "#f58518", "persistent_reduction": "#e45756",
+                    "template": "#72b7b2", "extern": "#54a24b", "other": "#bab0ac"}
+
+
+def categories_svg(title: str, categories: list) -> str:
+    """A profile's time per kernel category, as horizontal bars labelled with their share."""
+    names = [c["category"] for c in categories][::-1]
+    shares = [100 * c["share"] for c in categories][::-1]
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(names) + 0.9), dpi=100)
+    bars = ax.barh(names, shares, color=[CATEGORY_COLOURS.get(n, "#888") for n in names])
+    for bar, share in zip(bars, shares):
+        ax.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2, f"{share:.1f}%", va="center", fontsize=8)
+    ax.set_xlim(0, 110)
+    ax.set_xlabel("share of the compiled run's time")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def build_profiles(profiles: list) -> list:
+    out = []
+    for p in profiles:
+        s, b = p["speed"], p["breakdown"]
+        title = f'{p["model"]} · {p["backend"]} · {p["test"]} · {p["dtype"]} · {p["device"]}'
+        kernels = [{"name": r["name"], "category": r["category"], "share": f'{100 * r["share"]:.1f}%',
+                    "time": f'{r["time_us"]:.1f} µs', "calls": fmt(r["calls"]), "nodes": ", ".join(r["nodes"][:4]) +
+                    (f' (+{len(r["nodes"]) - 4})' if len(r["nodes"]) > 4 else ""), "source": r.get("source", "")}
+                   for r in b["rows"][:15]]
+        out.append({"title": title, "device_name": p.get("device_name", ""),
+                    "speed": f'eager {fmt(s["eager"]["median_ms"])} ms, {p["backend"]} {fmt(s["backend"]["median_ms"])} ms, '
+                             f'speedup {s["speedup"]:.2f}x, compile {s["compile_s"]:.1f} s',
+                    "busy": None if b.get("busy_percent") is None else f'{b["busy_percent"]:.1f}%',
+                    "plot": categories_svg(title, b["categories"]) if b["categories"] else None,
+                    "kernels": kernels, "more": max(0, len(b["rows"]) - 15),
+                    "unit": "device time" if p["device"].startswith("cuda") else "self CPU time"})
+    return out
+
+
 def build(data: dict) -> dict:
     entries = data["entries"]
     columns, rows = OrderedDict(), OrderedDict()
@@ -119,7 +162,8 @@ def build(data: dict) -> dict:
         classes[label_of(e)] = css_class_of(e)
     return {"title": data.get("title", "parity report"), "sources": data.get("sources", []), "columns": list(columns),
             "rows": rows, "details": details, "counts": [(k, v, classes[k]) for k, v in counts.items()],
-            "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"]}
+            "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"],
+            "profiles": build_profiles(data.get("profiles", []))}
 
 
 def render(data: dict) -> str:
