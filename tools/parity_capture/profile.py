@@ -437,8 +437,9 @@ def _stats(times: List[float]) -> Dict[str, Any]:
 def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     from torch._inductor.utils import run_and_get_code
 
-    from .reader import graph_from_json, load_repro
     import importlib
+
+    from .worker import device_inputs, load_graph
     for m in req.get("imports", []):
         importlib.import_module(m)
     device = req.get("device", "cpu")
@@ -446,18 +447,9 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     backend, options = req["backend"], req.get("options", {})
     warmup, iters = int(req.get("warmup", 3)), int(req.get("iterations", 20))
     prof_iters = int(req.get("profile_iterations", 5))
-    repro = load_repro(req["repro"])
-    g = next((x for x in repro.graphs if x.name == req.get("graph")), repro.graphs[0])
-    if train:
-        with open(os.path.join(req["repro"], g.entry["file"])) as f:
-            g.module = graph_from_json(json.load(f), repro.tensors, parameters=True)
+    _, g = load_graph(req)
     gm = g.module.to(device)
-    inputs = []
-    for t in g.inputs():
-        t = t.to(device)
-        if train and t.is_floating_point():
-            t = t.detach().clone().requires_grad_(True)
-        inputs.append(t)
+    inputs = device_inputs(g, device, train)
     sync = _sync(device)
     result: Dict[str, Any] = {"device": device, "backend": backend, "graph": g.name, "torch_version": torch.__version__,
                               "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}

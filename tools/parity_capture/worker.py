@@ -49,17 +49,19 @@ def _inductor_config(options: Dict[str, Any]):
     return cfg.patch(patch)
 
 
-def _load(req) -> Tuple[Any, Any]:
+def load_graph(req) -> Tuple[Any, Any]:
+    """(repro, graph) of a request's "repro" and "graph" (default: the first graph); in train
+    mode the graph's floating parameters are nn.Parameters."""
     from .reader import graph_from_json, load_repro
     repro = load_repro(req["repro"])
-    g = next(g for g in repro.graphs if g.name == req["graph"])
+    g = next((g for g in repro.graphs if g.name == req.get("graph")), repro.graphs[0])
     if req.get("mode") == "train":
         gjson = json.load(open(os.path.join(req["repro"], g.entry["file"])))
         g.module = graph_from_json(gjson, repro.tensors, parameters=True)
     return repro, g
 
 
-def _device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
+def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
     xs = []
     for t in g.inputs():
         t = t.to(device)
@@ -102,13 +104,13 @@ def _write(path: str, tensors: Dict[str, torch.Tensor]) -> None:
 
 
 def cmd_run(req) -> Dict[str, Any]:
-    repro, g = _load(req)
+    repro, g = load_graph(req)
     device = req.get("device", "cpu")
     train = req.get("mode") == "train"
     backend = req["backend"]
     options = req.get("options", {})
     gm = g.module.to(device)
-    inputs = _device_inputs(g, device, train)
+    inputs = device_inputs(g, device, train)
     iters = max(1, int(req.get("iterations", 1)))
     # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
     inductor = backend == "inductor"
@@ -146,7 +148,7 @@ def cmd_aot_graphs(req) -> Dict[str, Any]:
 
     from .serialize import graph_to_json, write_repro_dir
 
-    repro, g = _load(req)
+    repro, g = load_graph(req)
     captured = {}
 
     def fw_compiler(gm, example_inputs):
@@ -228,7 +230,7 @@ def _export(g, device: str):
 
 
 def cmd_aot_inductor(req) -> Dict[str, Any]:
-    repro, g = _load(req)
+    repro, g = load_graph(req)
     device = req.get("device", "cpu")
     os.makedirs(os.path.dirname(req["out"]) or ".", exist_ok=True)
     t0 = time.perf_counter()
@@ -239,7 +241,7 @@ def cmd_aot_inductor(req) -> Dict[str, Any]:
 
 
 def cmd_torchscript(req) -> Dict[str, Any]:
-    repro, g = _load(req)
+    repro, g = load_graph(req)
     device = req.get("device", "cpu")
     gm = g.module.to(device)
     inputs = tuple(x.to(device) for x in g.inputs())
@@ -250,7 +252,7 @@ def cmd_torchscript(req) -> Dict[str, Any]:
 
 
 def cmd_export_pt2(req) -> Dict[str, Any]:
-    repro, g = _load(req)
+    repro, g = load_graph(req)
     ep, _ = _export(g, req.get("device", "cpu"))
     torch.export.save(ep, req["out"])
     return {"path": req["out"]}
