@@ -35,6 +35,25 @@ def test_capture_records_real_values_and_metadata(tmp_path):
     assert "stack_trace" in linear["meta"] and linear["meta"]["module_path"] == "layers.0"
 
 
+def test_train_capture_keeps_the_models_source_not_paritys_wrapper(tmp_path):
+    spec, model, args, kwargs = models.build("mlp")
+    capture(model, args, str(tmp_path / "mlp"), name="mlp", mode="train", loss_fn=spec.loss)
+    gjson = json.loads((tmp_path / "mlp" / "graphs" / "graph_0.json").read_text())
+    traces = [n["meta"]["stack_trace"] for n in gjson["nodes"] if n.get("meta", {}).get("stack_trace")]
+    assert traces and not any("parity_capture/capture.py" in t for t in traces), traces[:3]
+    linear = next(n for n in gjson["nodes"] if n.get("target") == "aten::linear")
+    assert 'parity_capture/models.py", line' in linear["meta"]["stack_trace"]  # the model's own file
+
+
+def test_user_stack_trace_drops_only_the_wrappers_frames():
+    from parity_capture.serialize import _WRAPPER_FILE, user_stack_trace
+    st = (f'File "{_WRAPPER_FILE}", line 105, in forward\n    out = self.model(*args)\n'
+          '  File "/m/model.py", line 7, in forward\n    return self.fc(x)')
+    assert user_stack_trace(st) == '  File "/m/model.py", line 7, in forward\n    return self.fc(x)'
+    assert user_stack_trace('File "/m/model.py", line 7, in f\n    y = g(x)\n') == 'File "/m/model.py", line 7, in f\n    y = g(x)'
+    assert user_stack_trace(f'File "{_WRAPPER_FILE}", line 106, in forward\n    return self.loss_fn(out), out') == ""
+
+
 def test_make_fx_fallback_runs_in_cpp(tmp_path, parity_bin):
     spec, model, args, kwargs = models.build("resnet")
     out = str(tmp_path / "resnet_fx")

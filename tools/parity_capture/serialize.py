@@ -66,6 +66,26 @@ def _tensor_meta(v: Any) -> Optional[Dict[str, Any]]:
     return None
 
 
+# parity's own wrapper around a model (capture.WithLoss: the model followed by its loss) is not
+# where any op comes from; its frames are dropped from the recorded stack traces.
+_WRAPPER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture.py")
+
+
+def user_stack_trace(stack_trace: str) -> str:
+    """An FX stack trace without the frames of parity's capture wrapper ("" when nothing else
+    is left). Frames are 'File "<path>", line N, in fn' lines, each followed by its code."""
+    frames: List[List[str]] = []
+    for line in stack_trace.rstrip().splitlines():
+        if line.lstrip().startswith('File "'):
+            frames.append([line])
+        elif frames:
+            frames[-1].append(line)
+    kept = [f for f in frames if f'File "{_WRAPPER_FILE}"' not in f[0]]
+    if len(kept) == len(frames):
+        return stack_trace.rstrip()
+    return "\n".join(line for f in kept for line in f)
+
+
 def node_meta(node: fx.Node) -> Dict[str, Any]:
     meta: Dict[str, Any] = {}
     val = node.meta.get("val", node.meta.get("example_value"))
@@ -73,9 +93,9 @@ def node_meta(node: fx.Node) -> Dict[str, Any]:
         meta["val"] = [_tensor_meta(v) for v in val]
     elif isinstance(val, torch.Tensor):
         meta["val"] = [_tensor_meta(val)]
-    st = node.meta.get("stack_trace")
+    st = user_stack_trace(node.meta.get("stack_trace") or "")
     if st:
-        meta["stack_trace"] = st.rstrip()
+        meta["stack_trace"] = st
     stack = node.meta.get("nn_module_stack")
     if stack:
         path = list(stack.values())[-1][0]
