@@ -80,7 +80,8 @@ std::string Tail(const fs::path& log, size_t bytes) {
   return text->size() > bytes ? text->substr(text->size() - bytes) : *text;
 }
 
-// The profiling child: its own process group and deadline.
+// The profiling child: its own process group and deadline. A crash or hang there (the backend's)
+// is a kRuntime error naming how it ended, with the end of its log; parity goes on.
 Expected<json> RunChild(const json& request, const fs::path& scratch, int timeout_s) {
   const fs::path req = scratch / "request.json", res = scratch / "result.json", log = scratch / "profile.log";
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(req, request.dump()));
@@ -92,8 +93,8 @@ Expected<json> RunChild(const json& request, const fs::path& scratch, int timeou
       Child child, Child::Spawn({verifier::WorkerPython(), "-m", "parity_capture.profile", req.string(), res.string()}, so));
   ExitInfo how = child.Wait(std::chrono::seconds(timeout_s));
   if (!how.exited || how.code != 0 || !fs::exists(res))
-    return Error::Runtime("the profiling child ended (" + how.Describe() + ") before reporting; its log " + log.string() +
-                          " ends:\n" + Tail(log, 3000));
+    return Error::Runtime("the profiling child (backend " + request.value("backend", "") + ") ended (" + how.Describe() +
+                          ") before reporting; its log " + log.string() + " ends:\n" + Tail(log, 3000));
   PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(res));
   PARITY_ASSIGN_OR_RETURN(json result, ParseJson(text, res.string()));
   if (!result.value("ok", false)) {

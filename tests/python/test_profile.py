@@ -2,7 +2,9 @@
 categories, every kernel mapped to graph nodes, the trace, the records), and --kernel."""
 import csv
 import json
+import os
 import re
+import subprocess
 
 import pytest
 
@@ -111,3 +113,28 @@ def test_html_report_shows_categories_and_top_kernels(parity_bin, llama, tmp_pat
     assert "share of the compiled run" in text  # the category bar chart (inline SVG)
     top = report["breakdown"]["rows"][0]["name"]
     assert f"<code>{top}</code>" in text
+
+
+BAD_BACKENDS = '''
+import os, time
+from torch._dynamo import register_backend
+
+@register_backend
+def aborts(gm, example_inputs):
+    os.abort()
+
+@register_backend
+def hangs(gm, example_inputs):
+    time.sleep(600)
+'''
+
+
+@pytest.mark.parametrize("backend,how", [("aborts", "signal 6"), ("hangs", "timeout")])
+def test_a_crashing_or_hanging_backend_ends_the_child_not_parity(parity_bin, test_data, tmp_path, backend, how):
+    (tmp_path / "bad_backends.py").write_text(BAD_BACKENDS)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = subprocess.run([parity_bin, "profile", f"{test_data}/models/mlp", "--backend", f"torch_compile:{backend}",
+                        "--import", "bad_backends", "--iterations", "2", "--timeout", "25", "--output-dir", str(tmp_path / "o")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"profiling child (backend {backend}) ended ({how}" in r.stderr, r.stderr
