@@ -25,6 +25,7 @@ Result:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -125,25 +126,31 @@ class Provenance:
         finally:
             dbg.dump_inductor_provenance_info = original
 
+    def _externs(self) -> Dict[str, List[str]]:
+        """Extern and fallback calls' keys by op ("addmm" -> ["extern_kernels.addmm", ...]),
+        built once per state of the mapping: lookups run for every profiler event."""
+        if getattr(self, "_index_of", None) != len(self.kernel_to_post):
+            self._index = {}
+            for k in self.kernel_to_post:
+                if not k.startswith(("cpp_", "triton_")):
+                    self._index.setdefault(op_short_name(k), []).append(k)
+            self._index_of = len(self.kernel_to_post)
+        return self._index
+
     def lookup(self, row_name: str) -> Optional[str]:
         """The provenance key of a profiler row: a generated kernel by name, an extern call by op."""
         key = _GRAPH_PREFIX.sub("", row_name)
         if key in self.kernel_to_post:
             return key
-        short = op_short_name(row_name)
-        for k in self.kernel_to_post:
-            if not k.startswith(("cpp_", "triton_")) and op_short_name(k) == short:
-                return k
-        return None
+        keys = self._externs().get(op_short_name(row_name))
+        return keys[0] if keys else None
 
     def nodes(self, key: str) -> Dict[str, List[str]]:
-        post = []
-        for k in self.kernel_to_post:
-            if k == key or (not k.startswith(("cpp_", "triton_")) and op_short_name(k) == op_short_name(key)):
-                post += [n for n in self.kernel_to_post[k] if n not in post]
-        pre = []
-        for p in post:
-            pre += [n for n in self.post_to_pre.get(p, []) if n not in pre]
+        """The post-grad nodes a kernel computes (for an extern call: every call of that op) and
+        the input graph's nodes they come from, in order, without repeats."""
+        keys = [key] if key.startswith(("cpp_", "triton_")) else self._externs().get(op_short_name(key), [key])
+        post = list(dict.fromkeys(n for k in keys for n in self.kernel_to_post.get(k, [])))
+        pre = list(dict.fromkeys(n for p in post for n in self.post_to_pre.get(p, [])))
         return {"post_grad_nodes": post, "nodes": pre}
 
 
@@ -490,6 +497,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
             trace_parts.append((f"backend {backend}", backend_trace))
         kernels = generated_kernels(codes)
 
+        @functools.lru_cache(maxsize=None)  # asked for every event and each of its ancestors
         def known(name):
             return _GRAPH_PREFIX.sub("", name) in kernels or provenance.lookup(name) is not None or is_matmul_conv(name)
         rows = profile_rows(prof, device, prof_iters, known)
@@ -532,7 +540,7 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
     reps = int(req.get("kernel_reps", 30))
     runs = []
 
-    def measure(run_step, kernel, label):
+    def measure(run_step, kernel, category, label):
         rec = KernelRecorder(kernel)
         if not rec.install():
             raise LookupError(f"--kernel {kernel}: the compiled module holding it was not found")
@@ -544,11 +552,10 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
         if rec.call is None:
             raise LookupError(f"--kernel {kernel}: not called in an iteration")
         out = rec.bench(sync, reps, req.get("device", "cpu").startswith("cuda"))
-        out.update(options=label, kernel=kernel, category=kernels_of_run[kernel])
+        out.update(options=label, kernel=kernel, category=category)
         runs.append(out)
 
-    kernels_of_run = kernels
-    measure(step, name, dict(req.get("options", {})))
+    measure(step, name, kernels[name], dict(req.get("options", {})))
     if req.get("kernel_options"):
         torch._dynamo.reset()
         options = dict(req.get("options", {}), **req["kernel_options"])
@@ -562,7 +569,7 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
             if target is None:
                 raise LookupError(f"--kernel {name}: compiled with {req['kernel_options']}, no kernel computes its nodes "
                                   f"(kernels: {', '.join(sorted(kernels_of_run))})")
-            measure(step2, target, options)
+            measure(step2, target, kernels_of_run[target], options)
     return {"name": name, "category": kernels[name], "nodes": provenance.nodes(name)["nodes"], "runs": runs}
 
 
