@@ -16,9 +16,11 @@ void AddVerifyOptions(CLI::App* cmd, VerifyArgs& a) {
   cmd->add_option("--model", a.models, "suite model(s) (parity models), or 'all'");
   cmd->add_option("--backend", a.backends, "backend(s) (parity backends); default inductor");
   cmd->add_option("--backend-option", a.backend_options, "KEY=VALUE passed to the backend (inductor: config keys)");
-  cmd->add_option("--test", a.tests, "eval and/or train (default eval)");
-  cmd->add_option("--dtype", a.dtypes,
-                  "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32)");
+  cmd->add_option("--test", a.tests, "eval and/or train (default eval; a repro dir: the test it was captured in)");
+  cmd->add_option(
+      "--dtype", a.dtypes,
+      "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32; a repro dir: "
+      "its capture's)");
   cmd->add_option("--device", a.device, "cpu or cuda (default cpu)");
   cmd->add_option("--batch-size", a.batch_size, "batch size (default: the model's)");
   cmd->add_option("--repeat", a.repeat, "timed repetitions (default 1)");

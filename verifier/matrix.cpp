@@ -1,5 +1,6 @@
 #include "verifier/matrix.h"
 
+#include <algorithm>
 #include <map>
 #include <regex>
 
@@ -73,6 +74,25 @@ Expected<std::vector<SuiteModel>> SuiteModels(const VerifyOptions& o, const nloh
   return out;
 }
 
+std::vector<std::string> OrDefault(const std::vector<std::string>& given, const std::string& fallback) {
+  return given.empty() ? std::vector<std::string>{fallback} : given;
+}
+
+// A repro dir holds one capture: one test and one dtype. Asking it for another is bad input,
+// not a silent run of what it holds.
+Status CheckCapturedAs(const ReproDir& r, const VerifyOptions& o) {
+  const Manifest& m = r.manifest();
+  auto check = [&](const std::vector<std::string>& asked, const std::string& held, const char* field,
+                   const char* flag) -> Status {
+    if (asked.empty() || std::find(asked.begin(), asked.end(), held) != asked.end()) return Status::Ok();
+    return Error::BadInput((r.root() / "manifest.json").string() + ": field \"" + field + "\" is \"" + held + "\", but " + flag +
+                           " asks for " + asked.front() + "; a repro dir runs as it was captured (capture the model with " +
+                           flag + " " + asked.front() + ", or leave " + flag + " out)");
+  };
+  PARITY_RETURN_IF_ERROR(check(o.tests, m.mode, "mode", "--test"));
+  return check(o.dtypes, m.dtype, "dtype", "--dtype");
+}
+
 }  // namespace
 
 Status ValidateVerifyOptions(const VerifyOptions& o) {
@@ -116,8 +136,8 @@ Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
       if (!keep(m.name)) continue;
       CaseOptions mopts = copts;
       mopts.imports.insert(mopts.imports.end(), m.imports.begin(), m.imports.end());
-      for (const auto& t : o.tests)
-        for (const auto& dt : o.dtypes)
+      for (const auto& t : OrDefault(o.tests, "eval"))
+        for (const auto& dt : OrDefault(o.dtypes, "float32"))
           for (const auto& b : o.backends) {
             mopts.backend = b;
             specs.push_back(Case::FromSuite(m.name, m.suite, t, dt, mopts));
@@ -127,6 +147,7 @@ Expected<std::vector<ExperimentSpec>> ExpandMatrix(const VerifyOptions& o,
   for (const auto& dir : o.repro_dirs) {
     PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
     if (!keep(r.manifest().model)) continue;
+    PARITY_RETURN_IF_ERROR(CheckCapturedAs(r, o));
     for (const auto& b : o.backends) {
       copts.backend = b;
       PARITY_ASSIGN_OR_RETURN(ExperimentSpec s, Case::FromRepro(r, copts));

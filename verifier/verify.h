@@ -25,8 +25,10 @@ struct VerifyOptions {
   std::vector<std::string> repro_dirs;  // captured repro dirs
   std::vector<std::string> backends{"inductor"};
   nlohmann::json backend_options = nlohmann::json::object();
-  std::vector<std::string> tests{"eval"};
-  std::vector<std::string> dtypes{"float32"};
+  // Empty: the default, eval and float32 for suite models, the capture's own for a repro dir (a
+  // repro dir refuses a test or dtype it was not captured in).
+  std::vector<std::string> tests;
+  std::vector<std::string> dtypes;
   std::string device = "cpu";
   int batch_size = 0;  // 0: the model's default
   int repeat = 1;
