@@ -60,7 +60,8 @@ void set_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--iterations", a->iterations, "timed iterations: medians and spread (default 20)");
   cmd->add_option("--profile-iterations", a->profile_iterations, "iterations under the profiler (default 5)");
   cmd->add_option("--trace", a->trace, "write a chrome/Perfetto trace of eager and the backend to this file");
-  cmd->add_option("--kernel", a->kernel, "benchmark this generated kernel alone (time, bandwidth)");
+  cmd->add_option("--kernel", a->kernel,
+                  "benchmark this generated kernel alone (time, bandwidth); backward:NAME for a train step's backward kernel");
   cmd->add_option("--kernel-option", a->kernel_options, "KEY=VALUE: benchmark --kernel again compiled with this option");
   cmd->add_option("--top", a->top, "kernels in the table (default 15)");
   cmd->add_flag("--json", a->json, "print the report as JSON");

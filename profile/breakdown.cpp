@@ -40,6 +40,7 @@ Breakdown BreakdownOf(const json& p, const ir::Graph* graph, double unprofiled_m
   for (const auto& r : p.value("rows", json::array())) {
     KernelRow row;
     row.name = r.value("name", "");
+    row.phase = r.value("phase", "forward") == "backward" ? "backward" : "forward";
     row.kernel = r.value("kernel", json()).is_string() ? r["kernel"].get<std::string>() : "";
     row.category = r.value("category", "other");
     if (std::find(Categories().begin(), Categories().end(), row.category) == Categories().end()) row.category = "other";
@@ -81,6 +82,7 @@ json BreakdownJson(const Breakdown& b) {
   json rows = json::array(), cats = json::array();
   for (const auto& r : b.rows)
     rows.push_back({{"name", r.name},
+                    {"phase", r.phase},
                     {"kernel", r.kernel.empty() ? json() : json(r.kernel)},
                     {"category", r.category},
                     {"time_us", r.time_us},
@@ -262,13 +264,14 @@ std::string ReportText(const Report& r, int top) {
   for (size_t i = 0; i < b.rows.size() && i < static_cast<size_t>(top); ++i) {
     const KernelRow& k = b.rows[i];
     o << Right(Fmt("%.1f%%", 100 * k.share), 6) << Right(Ms(k.time_us / 1e3), 11) << Right(Fmt("%.3g", k.calls), 6)
-      << Cell(k.category, 20) << Cell(k.name, 44) << Cell(NodeList(k.nodes), 30) << k.source << "\n";
+      << Cell(k.category, 20) << Cell(k.phase == "backward" ? "bwd " + k.name : k.name, 44) << Cell(NodeList(k.nodes), 30)
+      << k.source << "\n";
   }
   o << "\neager: top ATen ops of " << r.eager.rows.size() << " (" << unit << " per iteration)\n";
   for (size_t i = 0; i < r.eager.rows.size() && i < static_cast<size_t>(std::min(top, 8)); ++i) {
     const KernelRow& k = r.eager.rows[i];
-    o << Right(Fmt("%.1f%%", 100 * k.share), 6) << Right(Ms(k.time_us / 1e3), 11) << Right(Fmt("%.3g", k.calls), 6) << k.name
-      << "\n";
+    o << Right(Fmt("%.1f%%", 100 * k.share), 6) << Right(Ms(k.time_us / 1e3), 11) << Right(Fmt("%.3g", k.calls), 6)
+      << (k.phase == "backward" ? "bwd " : "") << k.name << "\n";
   }
   if (!r.kernel_bench.is_null()) {
     o << "\nkernel " << r.kernel_bench.value("name", "") << " alone:\n";

@@ -39,6 +39,7 @@ struct Speed {
 
 struct KernelRow {
   std::string name;                         // as the profiler names it
+  std::string phase = "forward";            // or "backward": what the autograd engine ran in a train step
   std::string kernel;                       // the generated kernel or extern op it is; "" = not a kernel
   std::string category;                     // one of Categories()
   double time_us = 0;                       // per iteration: device time (CUDA) or self CPU time (CPU)

@@ -164,5 +164,24 @@ TEST(Breakdown, TextAndJsonCarryTheTables) {
   EXPECT_EQ(j["eager_breakdown"]["rows"][0]["name"], "aten::addmm");
 }
 
+TEST(Breakdown, BackwardRowsKeepTheirPhase) {
+  json child = Child();
+  child["profile"]["rows"][0]["phase"] = "backward";  // a train step's backward kernel
+  child["profile"]["rows"][1]["phase"] = "sideways";  // anything else is the forward
+  auto r = ReportOf(child, nullptr);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const KernelRow* bwd = nullptr;
+  for (const auto& k : r->compiled.rows)
+    if (k.name == "graph_0_cpp_fused_gelu_0") bwd = &k;
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->phase, "backward");
+  for (const auto& k : r->compiled.rows) {
+    if (&k == bwd) continue;
+    EXPECT_EQ(k.phase, "forward") << k.name;
+  }
+  EXPECT_NE(ReportText(*r, 4).find("bwd graph_0_cpp_fused_gelu_0"), std::string::npos);
+  EXPECT_EQ(r->ToJson()["breakdown"]["rows"][1]["phase"], "backward");  // 30 us: second by time
+}
+
 }  // namespace
 }  // namespace parity::profile

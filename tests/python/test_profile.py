@@ -93,6 +93,30 @@ def test_kernel_alone_reports_time_and_bandwidth(parity_bin, test_data, tmp_path
     assert all(t > 0 for t in run["times_ms"]) and run["bytes"] > 0
 
 
+def test_train_maps_backward_kernels_to_the_forward_nodes(parity_bin, tmp_path):
+    """A train step's backward graph comes from autograd, not from the captured graph; its kernels
+    still map to the captured nodes they differentiate, and a backward kernel runs alone."""
+    common = ["--model", "mlp", "--test", "train", "--cache-dir", str(tmp_path / "cache"),
+              "--iterations", "3", "--profile-iterations", "1", "--output-dir", str(tmp_path / "o"), "--json"]
+    r = run_parity(parity_bin, "profile", *common)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [row for row in json.loads(r.stdout)["breakdown"]["rows"] if row["kernel"]]
+    backward = [row for row in rows if row["phase"] == "backward"]
+    assert backward and any(row["phase"] == "forward" for row in rows), rows
+    for row in rows:
+        assert row["nodes"], f"{row['phase']} {row['name']} maps to no graph node"
+    # The MLP's gelu gradient kernels point at its gelu nodes and at models.py's line.
+    gelu_bwd = [row for row in backward if "gelu_backward" in row["kernel"]]
+    assert gelu_bwd and all(any(n.startswith("gelu") for n in row["nodes"]) for row in gelu_bwd), backward
+    assert any(row["source"].startswith("models.py:") for row in gelu_bwd), gelu_bwd
+    name = gelu_bwd[0]["kernel"]
+    r = run_parity(parity_bin, "profile", *common, "--kernel", f"backward:{name}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    bench = json.loads(r.stdout)["kernel_bench"]
+    assert bench["phase"] == "backward" and bench["name"] == name and bench["nodes"]
+    assert all(t > 0 for t in bench["runs"][0]["times_ms"])
+
+
 def test_bad_input_is_exit_2_before_anything_runs(parity_bin, test_data, tmp_path):
     mlp = f"{test_data}/models/mlp"
     r = run_parity(parity_bin, "profile", mlp, "--backend", "torchscript")

@@ -14,13 +14,15 @@ compile of that kernel, e.g. {"max_autotune": "True"}), imports (modules registe
 Result:
   eager / backend: {times_ms: [...], peak_mem_bytes}; backend also compile_s
   profile: {iterations, wall_ms (one profiled iteration), rows (time_us: self device time on
-            CUDA, self CPU time on the CPU, per iteration): [{name, key, time_us, calls,
-            category, kernel, post_grad_nodes, nodes, device_kernels}], device_busy_us}
+            CUDA, self CPU time on the CPU, per iteration): [{name, phase, time_us, calls,
+            category, kernel, post_grad_nodes, nodes, device_kernels}], device_busy_us}; phase is
+            forward, or backward for what the autograd engine ran in a train step
   eager_profile: {iterations, wall_ms, rows: [{name, time_us, calls}]}
-  kernels: {name: category} for every kernel the backend generated
+  kernels: {phase: {name: category}} for every kernel the backend generated
   provenance: true when Inductor's provenance tracking answered (kernel -> graph nodes)
   trace: the merged chrome trace written, or null
-  kernel_bench: {name, runs: [{options, times_ms, bytes}]} for --kernel
+  kernel_bench: {name, phase, category, nodes, runs: [{options, times_ms, bytes}]} for --kernel
+            (NAME, forward:NAME or backward:NAME)
 """
 from __future__ import annotations
 
@@ -69,16 +71,24 @@ def kernel_category(source: str) -> str:
     return "pointwise"
 
 
-def generated_kernels(codes: List[str]) -> Dict[str, str]:
-    """name -> category of every kernel defined in the compiled modules' source."""
-    out = {}
+def code_phase(code: str) -> str:
+    """"backward" for the module of an AOTAutograd backward graph (its header names the AOT
+    graph: `# AOT ID: ['0_backward']`), else "forward"."""
+    m = re.search(r"^# AOT ID: \[([^\]]*)\]", code[:2000], re.M)
+    return "backward" if m and "_backward" in m.group(1) else "forward"
+
+
+def generated_kernels(codes: List[str]) -> Dict[str, Dict[str, str]]:
+    """phase -> name -> category of every kernel defined in the compiled modules' source."""
+    phases: Dict[str, Dict[str, str]] = {"forward": {}, "backward": {}}
     for code in codes:
+        out = phases[code_phase(code)]
         # `<name> = async_compile.<kind>('<name>', ...source...)` up to the next definition.
         starts = [(m.start(), m.group(1)) for m in re.finditer(r"^(\w+) = async_compile\.\w+\(", code, re.M)]
         for i, (pos, name) in enumerate(starts):
             end = starts[i + 1][0] if i + 1 < len(starts) else len(code)
             out[name] = kernel_category(code[pos:end])
-    return out
+    return phases
 
 
 def op_short_name(name: str) -> str:
@@ -95,62 +105,121 @@ def op_short_name(name: str) -> str:
 class Provenance:
     """Inductor's provenance tracking (config.trace.provenance_tracking_level): which post-grad
     nodes each kernel came from and which of the input graph's nodes each post-grad node came
-    from. Collected from every graph compiled while it is active (forward and backward)."""
+    from, per phase ("forward": an inference or forward graph, "backward": AOTAutograd's
+    backward graph), collected from every graph compiled while it is active.
+
+    Inductor maps a forward graph's post-grad nodes to the input graph's nodes itself. A backward
+    graph has no such map (its nodes come from autograd, not from the input graph), and torch
+    2.13 does not report a lazily compiled backward's kernels at all; here a backward graph's
+    node goes to the forward nodes of the same autograd op (the sequence number autograd gives
+    both, `seq_nr`) and from there to the input graph's nodes, and a forward node the partitioner
+    recomputes in the backward keeps its forward mapping."""
 
     def __init__(self):
-        self.kernel_to_post: Dict[str, List[str]] = {}
-        self.post_to_pre: Dict[str, List[str]] = {}
+        self.kernel_to_post: Dict[str, Dict[str, List[str]]] = {"forward": {}, "backward": {}}
+        self.post_to_pre: Dict[str, List[str]] = {}  # forward post-grad node -> input graph's nodes
+        self.seq_to_post: Dict[int, List[str]] = {}  # forward: autograd seq_nr -> post-grad nodes
+        self.backward_nodes: Dict[str, Dict[str, Any]] = {}  # backward post-grad node -> seq_nr, recomputed
         self.answered = False
+        self._phase = "forward"  # of the graph being compiled
+        self._seen: set = set()  # kernel keys already reported ("name:handle", unique per process)
+
+    def _graph(self, graph) -> None:
+        """A post-grad graph about to be lowered: its phase and its nodes' autograd sequence numbers."""
+        nodes = [n for n in graph.nodes if n.op == "call_function"]
+        backward = any(n.meta.get("partitioner_tag") == "is_backward" for n in nodes)
+        self._phase = "backward" if backward else "forward"
+        for n in nodes:
+            seq = n.meta.get("seq_nr")
+            if backward:
+                self.backward_nodes[n.name] = {"seq": seq, "recomputed": n.meta.get("partitioner_tag") != "is_backward"}
+            elif seq is not None:
+                self.seq_to_post.setdefault(seq, []).append(n.name)
+
+    def _report(self, info: Dict[str, Any]) -> None:
+        self.answered = True
+        for k, nodes in (info.get("cppCodeToPost") or {}).items():
+            if k in self._seen:  # a backward's report repeats the kernels of earlier backwards
+                continue
+            self._seen.add(k)
+            self.kernel_to_post[self._phase].setdefault(k.rsplit(":", 1)[0], []).extend(nodes)
+        if self._phase == "forward":
+            for post, pres in (info.get("postToPre") or {}).items():
+                self.post_to_pre.setdefault(post, []).extend(pres)
 
     @contextlib.contextmanager
     def collecting(self):
         try:
             import torch._inductor.debug as dbg
-            original = dbg.dump_inductor_provenance_info
+            import torch.fx.traceback as fx_traceback
+            original, original_graph = dbg.dump_inductor_provenance_info, fx_traceback.get_graph_provenance_json
         except (ImportError, AttributeError):  # a torch without provenance tracking
             yield
             return
 
-        def wrapped():
-            info = original()
-            self.answered = True
-            for k, nodes in (info.get("cppCodeToPost") or {}).items():
-                self.kernel_to_post.setdefault(k.rsplit(":", 1)[0], []).extend(nodes)
-            for post, pres in (info.get("postToPre") or {}).items():
-                self.post_to_pre.setdefault(post, []).extend(pres)
+        def graph_provenance(graph, *args, **kwargs):
+            with contextlib.suppress(Exception):  # never in the compile's way
+                self._graph(graph)
+            return original_graph(graph, *args, **kwargs)
+
+        def dump(*args, **kwargs):
+            # A backward compiled lazily runs outside AOTAutograd's provenance context, where
+            # Inductor reports nothing; its kernels are recorded all the same.
+            lazy = getattr(dbg, "_pre_grad_graph_id", 0) is None
+            if lazy:
+                dbg._pre_grad_graph_id = -1
+            try:
+                info = original(*args, **kwargs)
+            finally:
+                if lazy:
+                    dbg._pre_grad_graph_id = None
+            with contextlib.suppress(Exception):
+                self._report(info)
             return info
 
-        dbg.dump_inductor_provenance_info = wrapped
+        dbg.dump_inductor_provenance_info, fx_traceback.get_graph_provenance_json = dump, graph_provenance
         try:
             yield
         finally:
-            dbg.dump_inductor_provenance_info = original
+            dbg.dump_inductor_provenance_info, fx_traceback.get_graph_provenance_json = original, original_graph
 
-    def _externs(self) -> Dict[str, List[str]]:
+    def _externs(self, phase: str) -> Dict[str, List[str]]:
         """Extern and fallback calls' keys by op ("addmm" -> ["extern_kernels.addmm", ...]),
         built once per state of the mapping: lookups run for every profiler event."""
-        if getattr(self, "_index_of", None) != len(self.kernel_to_post):
-            self._index = {}
-            for k in self.kernel_to_post:
+        cache = self.__dict__.setdefault("_index", {})
+        size = len(self.kernel_to_post[phase])
+        if cache.get(phase, (None,))[0] != size:
+            index: Dict[str, List[str]] = {}
+            for k in self.kernel_to_post[phase]:
                 if not k.startswith(("cpp_", "triton_")):
-                    self._index.setdefault(op_short_name(k), []).append(k)
-            self._index_of = len(self.kernel_to_post)
-        return self._index
+                    index.setdefault(op_short_name(k), []).append(k)
+            cache[phase] = (size, index)
+        return cache[phase][1]
 
-    def lookup(self, row_name: str) -> Optional[str]:
+    def lookup(self, row_name: str, phase: str = "forward") -> Optional[str]:
         """The provenance key of a profiler row: a generated kernel by name, an extern call by op."""
         key = _GRAPH_PREFIX.sub("", row_name)
-        if key in self.kernel_to_post:
+        if key in self.kernel_to_post[phase]:
             return key
-        keys = self._externs().get(op_short_name(row_name))
+        keys = self._externs(phase).get(op_short_name(row_name))
         return keys[0] if keys else None
 
-    def nodes(self, key: str) -> Dict[str, List[str]]:
+    def _pre(self, post: str, phase: str) -> List[str]:
+        if phase == "forward":
+            return self.post_to_pre.get(post, [])
+        node = self.backward_nodes.get(post, {})
+        forward = self.seq_to_post.get(node.get("seq"), []) if node.get("seq") is not None else []
+        if not forward and node.get("recomputed"):
+            forward = [post]  # the partitioner keeps a recomputed forward node's name
+        return [pre for f in forward for pre in self.post_to_pre.get(f, [])]
+
+    def nodes(self, key: str, phase: str = "forward") -> Dict[str, List[str]]:
         """The post-grad nodes a kernel computes (for an extern call: every call of that op) and
         the input graph's nodes they come from, in order, without repeats."""
-        keys = [key] if key.startswith(("cpp_", "triton_")) else self._externs().get(op_short_name(key), [key])
-        post = list(dict.fromkeys(n for k in keys for n in self.kernel_to_post.get(k, [])))
-        pre = list(dict.fromkeys(n for p in post for n in self.post_to_pre.get(p, [])))
+        table = self.kernel_to_post[phase]
+        keys = [key] if key.startswith(("cpp_", "triton_")) else self._externs(phase).get(op_short_name(key), [key])
+        post = list(dict.fromkeys(n for k in keys for n in table.get(k, [])))
+        pre = list(dict.fromkeys(n for p in post for n in self._pre(p, phase)))
         return {"post_grad_nodes": post, "nodes": pre}
 
 
@@ -220,6 +289,17 @@ def _profile(step, device, sync, iterations, trace_path=None):
     return done[0], wall * 1e3 / iterations
 
 
+def event_phase(e) -> str:
+    """"backward" for an event the autograd engine ran (under an
+    `autograd::engine::evaluate_function: ...` record), else "forward"."""
+    x = e
+    while x is not None:
+        if x.name.startswith("autograd::engine::evaluate_function"):
+            return "backward"
+        x = x.cpu_parent
+    return "forward"
+
+
 def _launcher(e):
     """The op an event's device kernels belong to (past runtime API events)."""
     while e.name.startswith(_RUNTIME_API) and e.cpu_parent is not None:
@@ -227,39 +307,43 @@ def _launcher(e):
     return e
 
 
-def _owner(e, known):
+def _owner(e, known, phase):
     """The row an event's time belongs to: its outermost ancestor (or itself) that is a kernel of
     the compiled module (`known`: the call the module makes, e.g. aten::convolution, not the
     aten::cudnn_convolution inside it), so the ATen ops and runtime calls inside an extern
     kernel count for it; else the event itself, past runtime API events."""
     found, x = None, e
     while known is not None and x is not None:
-        if known(x.name):
+        if known(x.name, phase):
             found = x
         x = x.cpu_parent
     return found if found is not None else _launcher(e)
 
 
-def profile_rows(events, device: str, iterations: int, known: Optional[Callable[[str], bool]] = None) -> Dict[str, Any]:
+def profile_rows(events, device: str, iterations: int,
+                 known: Optional[Callable[[str, str], bool]] = None) -> Dict[str, Any]:
     """Rows of a profile: time per iteration (device time of the kernels launched under the row's
     op on CUDA, self CPU time on the CPU), calls per iteration (kernel launches on CUDA), the
-    device kernels. Self times partition the total, so the rows sum to the profiled time; on
-    CUDA that total is the device's busy time (kernels, as Inductor's report counts it)."""
+    device kernels, the phase (forward or backward: a train step's two compiled modules may name
+    kernels alike, so rows are per phase). Self times partition the total, so the rows sum to
+    the profiled time; on CUDA that total is the device's busy time (kernels, as Inductor's
+    report counts it)."""
     from torch.autograd import DeviceType
     cuda = device.startswith("cuda")
-    rows: Dict[str, Dict[str, Any]] = {}
+    rows: Dict[tuple, Dict[str, Any]] = {}
 
-    def row_of(name):
-        return rows.setdefault(name, {"name": name, "time_us": 0.0, "calls": 0, "device_kernels": []})
+    def row_of(name, phase):
+        return rows.setdefault((phase, name), {"name": name, "phase": phase, "time_us": 0.0, "calls": 0, "device_kernels": []})
 
     for e in events:
         if e.device_type != DeviceType.CPU or e.name == "[memory]":
             continue
-        owner = _owner(e, known)
+        if cuda and not e.kernels:
+            continue
+        phase = event_phase(e)
+        owner = _owner(e, known, phase)
         if cuda:
-            if not e.kernels:
-                continue
-            row = row_of(owner.name)
+            row = row_of(owner.name, phase)
             row["time_us"] += sum(k.duration for k in e.kernels)
             row["calls"] += len(e.kernels)
             for k in e.kernels:
@@ -268,7 +352,7 @@ def profile_rows(events, device: str, iterations: int, known: Optional[Callable[
         else:
             us = e.self_cpu_time_total
             if us > 0 or owner is e:
-                row = row_of(owner.name)
+                row = row_of(owner.name, phase)
                 row["time_us"] += us
                 row["calls"] += 1 if owner is e else 0
     rows = {k: r for k, r in rows.items() if r["time_us"] > 0}
@@ -279,21 +363,23 @@ def profile_rows(events, device: str, iterations: int, known: Optional[Callable[
     return {"rows": out, "device_busy_us": sum(r["time_us"] for r in out) if cuda else None}
 
 
-def classify(rows, kernels: Dict[str, str], provenance: Provenance) -> None:
-    """Adds category, kernel (the generated kernel or ATen call it is) and nodes to each row. An
-    ATen op the compiled module calls (an extern kernel or a fallback) is a kernel when
-    provenance names it: "extern" for matmul, convolution and attention, else "other"."""
+def classify(rows, kernels: Dict[str, Dict[str, str]], provenance: Provenance) -> None:
+    """Adds category, kernel (the generated kernel or ATen call it is) and nodes to each row, from
+    the kernels and provenance of the row's phase. An ATen op the compiled module calls (an
+    extern kernel or a fallback) is a kernel when provenance names it: "extern" for matmul,
+    convolution and attention, else "other"."""
     for row in rows:
+        phase = row.get("phase", "forward")
         key = _GRAPH_PREFIX.sub("", row["name"])
-        pkey = provenance.lookup(row["name"])
-        if key in kernels:
-            row["category"], row["kernel"] = kernels[key], key
+        pkey = provenance.lookup(row["name"], phase)
+        if key in kernels[phase]:
+            row["category"], row["kernel"] = kernels[phase][key], key
         elif pkey or is_matmul_conv(row["name"]):
             row["category"] = "extern" if is_matmul_conv(row["name"]) else "other"
             row["kernel"] = row["name"]
         else:
             row["category"], row["kernel"] = "other", None
-        row.update(provenance.nodes(pkey) if pkey else {"post_grad_nodes": [], "nodes": []})
+        row.update(provenance.nodes(pkey, phase) if pkey else {"post_grad_nodes": [], "nodes": []})
 
 
 def is_matmul_conv(name: str) -> bool:
@@ -331,9 +417,17 @@ class KernelRecorder:
     compiled module: a C++ kernel function, or a Triton kernel whose `.run` is called), so it
     can be run alone."""
 
-    def __init__(self, name: str):
-        self.name, self.call = name, None
+    def __init__(self, name: str, phase: str = "forward"):
+        self.name, self.phase, self.call = name, phase, None
         self._undo: List[Callable[[], None]] = []
+
+    @staticmethod
+    def _phase_of(mod) -> str:
+        try:
+            with open(mod.__file__) as f:
+                return code_phase(f.read(2000))
+        except (OSError, TypeError, AttributeError):
+            return "forward"
 
     def install(self) -> bool:
         import types
@@ -341,7 +435,7 @@ class KernelRecorder:
         mods = {id(m): m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)}
         for mod in mods.values():
             fn = vars(mod).get(self.name)
-            if fn is None or not (callable(fn) or hasattr(fn, "run")):
+            if fn is None or not (callable(fn) or hasattr(fn, "run")) or self._phase_of(mod) != self.phase:
                 continue
             if hasattr(fn, "run"):  # a Triton kernel (CachingAutotuner)
                 original = fn.run
@@ -498,8 +592,9 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
         kernels = generated_kernels(codes)
 
         @functools.lru_cache(maxsize=None)  # asked for every event and each of its ancestors
-        def known(name):
-            return _GRAPH_PREFIX.sub("", name) in kernels or provenance.lookup(name) is not None or is_matmul_conv(name)
+        def known(name, phase):
+            return (_GRAPH_PREFIX.sub("", name) in kernels[phase] or provenance.lookup(name, phase) is not None
+                    or is_matmul_conv(name))
         rows = profile_rows(prof, device, prof_iters, known)
         classify(rows["rows"], kernels, provenance)
         result["profile"] = dict(rows, iterations=prof_iters, wall_ms=wall)
@@ -515,17 +610,29 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     return result
 
 
-def same_work(nodes: List[str], provenance: "Provenance", kernels: Dict[str, str]) -> Optional[str]:
+def same_work(nodes: List[str], provenance: "Provenance", kernels: Dict[str, str], phase: str) -> Optional[str]:
     """The generated kernel of another compile that computes the most of `nodes` (the input
     graph's nodes one kernel computed): kernel names follow the fusion decisions, so a changed
     option can rename or refuse the kernel while the nodes stay."""
     want, best, best_score = set(nodes), None, 0.0
     for k in kernels:
-        have = set(provenance.nodes(k)["nodes"])
+        have = set(provenance.nodes(k, phase)["nodes"])
         score = len(want & have) / len(want | have) if want | have else 0.0
         if score > best_score:
             best, best_score = k, score
     return best
+
+
+def kernel_request(spec: str, kernels: Dict[str, Dict[str, str]]) -> tuple:
+    """(phase, name) of --kernel's NAME, "forward:NAME" or "backward:NAME" (a train step's two
+    compiled modules may name kernels alike; a bare name is the forward's when both have it)."""
+    phase, _, name = spec.rpartition(":") if spec.startswith(("forward:", "backward:")) else ("", "", spec)
+    name = _GRAPH_PREFIX.sub("", name)
+    for p in ([phase] if phase else ["forward", "backward"]):
+        if name in kernels[p]:
+            return p, name
+    known = ", ".join(sorted(f"{k}" if p == "forward" else f"backward:{k}" for p in kernels for k in kernels[p])) or "none"
+    raise LookupError(f"--kernel {spec}: no generated kernel of that name (kernels: {known})")
 
 
 def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dict[str, Any]:
@@ -533,15 +640,12 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
     options and, if given, once more compiled with `kernel_options` changed (there, the kernel
     computing the same graph nodes, whatever its name)."""
     from torch._inductor.utils import run_and_get_code
-    name = _GRAPH_PREFIX.sub("", req["kernel"])
-    if name not in kernels:
-        known = ", ".join(sorted(kernels)) or "none"
-        raise LookupError(f"--kernel {req['kernel']}: no generated kernel of that name (kernels: {known})")
+    phase, name = kernel_request(req["kernel"], kernels)
     reps = int(req.get("kernel_reps", 30))
     runs = []
 
     def measure(run_step, kernel, category, label):
-        rec = KernelRecorder(kernel)
+        rec = KernelRecorder(kernel, phase)
         if not rec.install():
             raise LookupError(f"--kernel {kernel}: the compiled module holding it was not found")
         try:
@@ -555,7 +659,8 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
         out.update(options=label, kernel=kernel, category=category)
         runs.append(out)
 
-    measure(step, name, kernels[name], dict(req.get("options", {})))
+    measure(step, name, kernels[phase][name], dict(req.get("options", {})))
+    nodes = provenance.nodes(name, phase)["nodes"]
     if req.get("kernel_options"):
         torch._dynamo.reset()
         options = dict(req.get("options", {}), **req["kernel_options"])
@@ -564,13 +669,13 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
         again = Provenance()
         with config(), again.collecting():
             _, codes = run_and_get_code(step2)
-            kernels_of_run = generated_kernels(codes)
-            target = name if name in kernels_of_run else same_work(provenance.nodes(name)["nodes"], again, kernels_of_run)
+            of_run = generated_kernels(codes)[phase]
+            target = name if name in of_run else same_work(nodes, again, of_run, phase)
             if target is None:
                 raise LookupError(f"--kernel {name}: compiled with {req['kernel_options']}, no kernel computes its nodes "
-                                  f"(kernels: {', '.join(sorted(kernels_of_run))})")
-            measure(step2, target, kernels_of_run[target], options)
-    return {"name": name, "category": kernels[name], "nodes": provenance.nodes(name)["nodes"], "runs": runs}
+                                  f"(kernels: {', '.join(sorted(of_run))})")
+            measure(step2, target, of_run[target], options)
+    return {"name": name, "phase": phase, "category": kernels[phase][name], "nodes": nodes, "runs": runs}
 
 
 def main(argv=None) -> int:
