@@ -127,7 +127,7 @@ class Provenance:
     def _graph(self, graph) -> None:
         """A post-grad graph about to be lowered: its phase and its nodes' autograd sequence numbers."""
         nodes = [n for n in graph.nodes if n.op == "call_function"]
-        backward = any(n.meta.get("partitioner_tag") == "is_backward" for n in nodes)
+        backward = _compiling_backward()
         self._phase = "backward" if backward else "forward"
         for n in nodes:
             seq = n.meta.get("seq_nr")
@@ -221,6 +221,18 @@ class Provenance:
         post = list(dict.fromkeys(n for k in keys for n in table.get(k, [])))
         pre = list(dict.fromkeys(n for p in post for n in self._pre(p, phase)))
         return {"post_grad_nodes": post, "nodes": pre}
+
+
+def _compiling_backward() -> bool:
+    """Whether the graph being compiled is AOTAutograd's backward, as the generated module's
+    `# AOT ID: ['0_backward']` header says (the tracing context names the graph). Not the
+    partitioner's tags: a forward graph holds is_backward nodes too (resnet's batch norms)."""
+    try:
+        ctx = torch._guards.TracingContext.try_get()
+        names = (ctx.aot_graph_name if ctx is not None else None) or []
+    except AttributeError:
+        return False
+    return any(str(n).endswith("_backward") for n in names)
 
 
 def _sync(device: str) -> Callable[[], None]:
