@@ -162,3 +162,27 @@ def test_a_crashing_or_hanging_backend_ends_the_child_not_parity(parity_bin, tes
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"profiling child (backend {backend}) ended ({how}" in r.stderr, r.stderr
+
+
+def test_provenance_phase_is_the_aot_graphs_not_the_partitioners_tags():
+    """A train forward with batch norm holds nodes the partitioner tags is_backward; its kernels
+    are still the forward's and map to its nodes, and the backward's map through seq_nr."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+    from parity_capture import profile
+
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
+    x = torch.randn(4, 8, requires_grad=True)
+    prov = profile.Provenance()
+    compiled, config = profile._compile(torch.fx.symbolic_trace(net), "inductor", {}, profiling=True)
+    with config(), prov.collecting():
+        _, codes = run_and_get_code(lambda: compiled(x).sum().backward())
+    kernels = profile.generated_kernels(codes)
+    assert kernels["forward"] and kernels["backward"], kernels
+    for phase in ("forward", "backward"):
+        mapped = [k for k in kernels[phase] if prov.nodes(k, phase)["nodes"]]
+        assert mapped, (phase, kernels[phase], prov.kernel_to_post)
+    # The batch norm kernels, forward and backward, map to the batch norm's node (Sequential's "1").
+    for phase in ("forward", "backward"):
+        bn = [k for k in kernels[phase] if "batch_norm" in k]
+        assert bn and all("_1" in prov.nodes(k, phase)["nodes"] for k in bn), (phase, bn)
