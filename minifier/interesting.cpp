@@ -27,6 +27,27 @@ bool CandidateWriter::Writable(const ir::Graph& g) const {
   return !g.OutputValues().empty();
 }
 
+namespace {
+
+// The value a placeholder reads: `t`, or its leading part where the placeholder's metadata is
+// smaller (the shrink-shapes pass halves dimensions; the values stay the captured ones).
+Expected<at::Tensor> ShapedFor(const ir::Node& p, const at::Tensor& t) {
+  if (p.meta.size() != 1 || !p.meta[0] || p.meta[0]->shape == t.sizes().vec()) return t;
+  const auto& shape = p.meta[0]->shape;
+  if (shape.size() != static_cast<size_t>(t.dim()))
+    return Error::Internal("minify: placeholder " + p.name() + " has rank " + std::to_string(shape.size()) + ", its value " +
+                           std::to_string(t.dim()));
+  at::Tensor out = t;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > out.size(static_cast<int64_t>(d)))
+      return Error::Internal("minify: placeholder " + p.name() + " is larger than its value in dim " + std::to_string(d));
+    out = out.narrow(static_cast<int64_t>(d), 0, shape[d]);
+  }
+  return out.contiguous();
+}
+
+}  // namespace
+
 Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlohmann::json& failure) const {
   GraphEntry e;
   e.name = graph_name_;
@@ -34,18 +55,24 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   e.graph = g.Clone();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::set<std::string> seen;
-  auto add = [&](const std::string& key) -> Status {
+  auto add = [&](const std::string& key, const ir::Node* placeholder) -> Status {
     auto it = tensors_.find(key);
     if (it == tensors_.end()) return Error::Internal("minify: no value for tensor \"" + key + "\"");
-    if (seen.insert(key).second) tensors.emplace_back(key, it->second);
+    if (!seen.insert(key).second) return Status::Ok();
+    if (placeholder == nullptr) {
+      tensors.emplace_back(key, it->second);
+      return Status::Ok();
+    }
+    PARITY_ASSIGN_OR_RETURN(at::Tensor value, ShapedFor(*placeholder, it->second));
+    tensors.emplace_back(key, std::move(value));
     return Status::Ok();
   };
   for (const ir::Node* n : g.nodes()) {
     if (n->kind() == ir::NodeKind::kPlaceholder) {
       e.inputs[n->name()] = KeyFor(n->name());
-      PARITY_RETURN_IF_ERROR(add(e.inputs[n->name()]));
+      PARITY_RETURN_IF_ERROR(add(e.inputs[n->name()], n));
     } else if (n->kind() == ir::NodeKind::kGetAttr) {
-      PARITY_RETURN_IF_ERROR(add(n->target()));
+      PARITY_RETURN_IF_ERROR(add(n->target(), nullptr));
     }
   }
   Manifest m = manifest_;

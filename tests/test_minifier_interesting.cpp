@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "minifier/passes/passes.h"
 #include "test_helpers.h"
 #include "util/files.h"
 
@@ -65,6 +66,23 @@ TEST(CandidateTest, UnwritableCandidatesAreNotJudged) {
   bad.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(bad.Find("nowhere"))})};
   EXPECT_EQ(test.Test({&bad}), (std::vector<bool>{false}));
   EXPECT_EQ(calls, 0);
+}
+
+TEST(CandidateWriter, SlicesAnInputToItsPlaceholdersShape) {
+  Small s;
+  const ir::Graph& g = s.repro->graphs()[0].graph;  // x (2, 3) + w (3)
+  auto shrunk = ShrinkShapesPass().remove(g, 0, 1);  // halves x's first dimension
+  ASSERT_TRUE(shrunk.has_value());
+  EXPECT_EQ(shrunk->Find("add")->meta[0]->shape, (std::vector<int64_t>{1, 3}));
+  const fs::path out = s.dir / "shrunk";
+  ASSERT_TRUE(s.Writer().Write(*shrunk, out, nlohmann::json::object()).ok());
+  auto loaded = ReproDir::Load(out);  // the loader checks inputs against the placeholders' metadata
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  auto inputs = loaded->Inputs(loaded->graphs()[0]);
+  ASSERT_TRUE(inputs.ok());
+  const at::Tensor& x = inputs->at("x");
+  EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(at::equal(x, s.tensors.at("g/input/x").narrow(0, 0, 1)));  // the captured values' leading part
 }
 
 TEST(CheckCommandJudge, ExitZeroIsInterestingAndJobsRunTogether) {

@@ -56,5 +56,51 @@ TEST(MinifierPasses, EveryPassKeepsGraphsValid) {
   EXPECT_EQ(RemoveOutputsPass().remove(g, 0, 1), std::nullopt);  // the last output stays
 }
 
+// x (64, 256) -> relu [-> view to (64, 256) when `fixed_view`] -> out, with metadata.
+Graph ReluOn64x256(bool fixed_view) {
+  Graph g("g");
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  x->meta = {ir::TensorMeta{c10::ScalarType::Float, {64, 256}, {256, 1}}};
+  ir::Node* relu = g.Append(NodeKind::kCallFunction, "relu", "aten::relu");
+  relu->args = {Arg::Ref(x)};
+  relu->meta = x->meta;
+  ir::Node* last = relu;
+  if (fixed_view) {
+    last = g.Append(NodeKind::kCallFunction, "view", "aten::view");
+    last->args = {Arg::Ref(relu), Arg::List({Arg::Int(64), Arg::Int(256)})};
+    last->meta = x->meta;
+  }
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(last)})};
+  return g;
+}
+
+TEST(MinifierPasses, ShrinkShapesHalvesInputsAndRecomputesMetadata) {
+  Graph g = ReluOn64x256(false);
+  const DeltaPass pass = ShrinkShapesPass();
+  ASSERT_EQ(pass.count(g), 2);  // x's two dimensions
+  auto both = pass.remove(g, 0, 2);
+  ASSERT_TRUE(both.has_value());
+  ASSERT_TRUE(both->Lint().ok());
+  EXPECT_EQ(both->Find("x")->meta[0]->shape, (std::vector<int64_t>{32, 128}));
+  EXPECT_EQ(both->Find("x")->meta[0]->stride, (std::vector<int64_t>{128, 1}));
+  EXPECT_EQ(both->Find("relu")->meta[0]->shape, (std::vector<int64_t>{32, 128}));  // from a meta run
+  auto second = pass.remove(g, 1, 2);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->Find("relu")->meta[0]->shape, (std::vector<int64_t>{64, 128}));
+  // Down to ones, then nothing is left to halve.
+  Graph c = std::move(*both);
+  while (pass.count(c) > 0) c = std::move(*pass.remove(c, 0, pass.count(c)));
+  EXPECT_EQ(c.Find("relu")->meta[0]->shape, (std::vector<int64_t>{1, 1}));
+}
+
+TEST(MinifierPasses, ShrinkShapesRefusesShapesAnOpCannotTake) {
+  // view(relu, [64, 256]) cannot take a halved input: not expressible, so never run.
+  Graph g = ReluOn64x256(true);
+  EXPECT_EQ(ShrinkShapesPass().remove(g, 0, 1), std::nullopt);
+  // An input without metadata is not a target.
+  g.Find("x")->meta.clear();
+  EXPECT_EQ(ShrinkShapesPass().count(g), 0);
+}
+
 }  // namespace
 }  // namespace parity::minifier

@@ -21,9 +21,9 @@ class ReluNet(torch.nn.Module):
         return x
 
 
-def capture_relu(out_dir: str, blocks: int = 4) -> str:
+def capture_relu(out_dir: str, blocks: int = 4, batch: int = 8, width: int = 32) -> str:
     from parity_capture import capture
     torch.manual_seed(0)
-    x = torch.randn(8, 32, generator=torch.Generator().manual_seed(1))
-    capture(ReluNet(blocks), (x,), out_dir, name="relunet")
+    x = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
+    capture(ReluNet(blocks, width), (x,), out_dir, name="relunet")
     return out_dir

@@ -24,7 +24,14 @@ def deep(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def relunet(tmp_path_factory):
-    return capture_relu(str(tmp_path_factory.mktemp("relu") / "relunet"))
+    # A (64, 256) input: the shrink-shapes pass makes the minimal repro small in data too.
+    return capture_relu(str(tmp_path_factory.mktemp("relu") / "relunet"), batch=64, width=256)
+
+
+def input_shapes(repro_dir):
+    with open(os.path.join(repro_dir, "graphs", "graph_0.json")) as f:
+        nodes = json.load(f)["nodes"]
+    return [n["meta"]["val"][0]["shape"] for n in nodes if n["op"] == "placeholder"]
 
 
 def minify(parity_bin, src, out, *args):
@@ -78,6 +85,10 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["signature"]["kind"] == signature
     assert call_functions(s) == ["aten::relu"], s["graph_text"]
+    # The relu's (64, 256) input is shrunk, and the smaller repro still fails the same way.
+    (shape,) = input_shapes(s["minified_dir"])
+    assert shape[0] * shape[1] < 64 * 256, shape
+    assert any(p["pass"] == "shrink-shapes" and p["accepted"] > 0 for p in s["passes"]), s["passes"]
     if mode == "accuracy":
         # The standalone script needs only torch and safetensors, and shows the failure.
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
