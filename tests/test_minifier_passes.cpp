@@ -93,6 +93,14 @@ TEST(MinifierPasses, ShrinkShapesHalvesInputsAndRecomputesMetadata) {
   EXPECT_EQ(c.Find("relu")->meta[0]->shape, (std::vector<int64_t>{1, 1}));
 }
 
+TEST(MinifierPasses, CollapseDimsGoesStraightToOne) {
+  Graph g = ReluOn64x256(false);
+  auto c = CollapseDimsPass().remove(g, 1, 2);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->Find("relu")->meta[0]->shape, (std::vector<int64_t>{64, 1}));
+  EXPECT_EQ(CollapseDimsPass().remove(ReluOn64x256(true), 0, 1), std::nullopt);
+}
+
 TEST(MinifierPasses, ShrinkShapesRefusesShapesAnOpCannotTake) {
   // view(relu, [64, 256]) cannot take a halved input: not expressible, so never run.
   Graph g = ReluOn64x256(true);

@@ -9,6 +9,7 @@ DeltaPass ReplaceWithPlaceholdersPass();
 DeltaPass RemoveOutputsPass();
 DeltaPass EliminateDeadCodePass();
 DeltaPass ConsolidateInputsPass();
+DeltaPass CollapseDimsPass();
 DeltaPass ShrinkShapesPass();
 
 // The graph with the op nodes in `cut` removed: values of theirs that remaining nodes (or the

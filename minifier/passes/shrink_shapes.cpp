@@ -1,11 +1,11 @@
 // shrink-shapes: halves dimensions of the graph's tensor inputs, so a minimal repro is small in
-// data too. A target is one dimension (> 1) of one placeholder; a candidate halves each of its
-// targets and recomputes every node's metadata by running the graph in the interpreter on zeros
-// of the new shapes (no backend; not meta tensors: many ATen ops have their meta kernels only in
-// Python): a candidate whose ops refuse the new shapes (a view to a fixed shape, operands that no
-// longer broadcast) is not expressible and never reaches the backend. The candidate's
-// writer slices each input and reference value to its placeholder's new shape (the leading
-// part of every dimension), so the values stay the captured ones.
+// data too; collapse-dims, run first, tries each straight at 1 (one run where a failure does not
+// depend on sizes, as most wrong-code bugs do not, instead of one per halving). A target is one
+// dimension (> 1) of one placeholder; a candidate shrinks each of its targets and recomputes every node's metadata by running the
+// graph in the interpreter on zeros of the new shapes (no backend; not meta tensors: many ATen ops have their meta kernels only
+// in Python): a candidate whose ops refuse the new shapes (a view to a fixed shape, operands that no longer broadcast) is not
+// expressible and never reaches the backend. The candidate's writer slices each input and reference value to its placeholder's
+// new shape (the leading part of every dimension), so the values stay the captured ones.
 #include <ATen/ATen.h>
 
 #include "interpreter/interpreter.h"
@@ -74,20 +74,32 @@ Status PropagateMeta(ir::Graph& g) {
   return Status::Ok();
 }
 
-DeltaPass ShrinkShapesPass() {
-  return {"shrink-shapes", "halve dimensions of the inputs (and of the values read from them)",
-          [](const ir::Graph& g) { return static_cast<int>(Targets(g).size()); },
-          [](const ir::Graph& g, int begin, int end) -> std::optional<ir::Graph> {
+namespace {
+
+DeltaPass ShrinkPass(std::string name, std::string description, int64_t (*shrink)(int64_t)) {
+  return {std::move(name), std::move(description), [](const ir::Graph& g) { return static_cast<int>(Targets(g).size()); },
+          [shrink](const ir::Graph& g, int begin, int end) -> std::optional<ir::Graph> {
             const auto targets = Targets(g);
             ir::Graph c = g.Clone();
             for (int i = begin; i < end && i < static_cast<int>(targets.size()); ++i) {
               ir::TensorMeta& m = *c.Find(targets[i].placeholder)->meta[0];
-              m.shape[targets[i].dim] /= 2;
+              m.shape[targets[i].dim] = shrink(m.shape[targets[i].dim]);
               m.stride = ContiguousStrides(m.shape);  // the writer's slices are contiguous copies
             }
             if (!PropagateMeta(c).ok()) return std::nullopt;
             return c;
           }};
+}
+
+}  // namespace
+
+DeltaPass CollapseDimsPass() {
+  return ShrinkPass("collapse-dims", "shrink dimensions of the inputs to 1", [](int64_t) -> int64_t { return 1; });
+}
+
+DeltaPass ShrinkShapesPass() {
+  return ShrinkPass("shrink-shapes", "halve dimensions of the inputs (and of the values read from them)",
+                    [](int64_t n) -> int64_t { return n / 2; });
 }
 
 }  // namespace parity::minifier
