@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "minifier/steps/loss.h"
 #include "test_helpers.h"
 
 namespace parity::minifier {
@@ -199,6 +200,63 @@ TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
   EXPECT_TRUE(f.state.culprit.is_null());
   EXPECT_EQ(f.state.current->ops().size(), 10u);
   EXPECT_NE(f.log.str().find("skipped"), std::string::npos);
+}
+
+// Train mode's contract: a candidate counts only when its first output is a scalar (the loss the
+// backend differentiates) and it holds `needle`.
+class TrainHasNode final : public Interestingness {
+ public:
+  explicit TrainHasNode(std::string needle) : needle_(std::move(needle)) {}
+  std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
+    std::vector<bool> out;
+    for (const auto* g : cands) {
+      const auto outs = g->OutputValues();
+      const bool scalar = !outs.empty() && outs[0]->meta.size() == 1 && outs[0]->meta[0] && outs[0]->meta[0]->shape.empty();
+      out.push_back(scalar && g->Find(needle_) != nullptr);
+      ++runs_;
+    }
+    return out;
+  }
+  int runs() const override { return runs_; }
+  int cache_hits() const override { return 0; }
+
+ private:
+  std::string needle_;
+  int runs_ = 0;
+};
+
+TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
+  Fixture f;
+  f.state.base.test = "train";
+  f.state.current = Chain(50);
+  TrainHasNode test("op37");
+  auto ctx = f.Context();
+  ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
+  EXPECT_EQ(f.state.culprit["node"], "op37");
+  const Graph& g = *f.state.current;
+  EXPECT_TRUE(g.Lint().ok());
+  const auto outs = g.OutputValues();
+  ASSERT_EQ(outs.size(), 2u);  // [sum(op37), op37]
+  EXPECT_EQ(outs[0]->target(), "aten::sum");
+  EXPECT_EQ(outs[0]->args[0].node->name(), "op37");
+  EXPECT_EQ(g.ops().size(), 39u);  // op0..op37 and the loss
+  EXPECT_NE(f.log.str().find("culprit alone"), std::string::npos) << f.log.str();
+}
+
+TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {
+  Graph g = Chain(3);
+  auto c = WithSumLoss(g, {"op0", "op2"});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->Lint().ok());
+  const auto outs = c->OutputValues();
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0]->target(), "aten::add.Tensor");  // sum(op0) + sum(op2)
+  EXPECT_TRUE(outs[0]->meta[0]->shape.empty());
+  EXPECT_EQ(outs[1]->name(), "op0");
+  // No floating value: no loss to make.
+  Graph ints = Chain(1);
+  ints.Find("op0")->meta[0]->dtype = c10::ScalarType::Long;
+  EXPECT_FALSE(WithSumLoss(ints, {"op0"}).ok());
 }
 
 TEST(MinifySteps, CheckpointStateRoundTrips) {

@@ -2,6 +2,7 @@
 #include <ostream>
 #include <set>
 
+#include "minifier/steps/loss.h"
 #include "minifier/steps/steps.h"
 
 namespace parity::minifier {
@@ -9,8 +10,9 @@ namespace parity::minifier {
 namespace {
 
 // The prefix of `g` up to node `node_index`, returning every single tensor value nothing inside
-// the prefix reads (so no node of the prefix is dead).
-std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index) {
+// the prefix reads (so no node of the prefix is dead); in train mode the sum of those values
+// first, as the loss.
+std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train) {
   std::set<const ir::Node*> read;
   for (const ir::Node* n : g.nodes())
     if (n->index() <= node_index)
@@ -25,12 +27,25 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index) {
   if (outs.empty()) return std::nullopt;
   auto p = g.Prefix(node_index, outs);
   if (!p.ok()) return std::nullopt;
-  return std::move(*p);
+  if (!train) return std::move(*p);
+  auto with_loss = WithSumLoss(*p, outs);
+  if (!with_loss.ok()) return std::nullopt;
+  return std::move(*with_loss);
+}
+
+// Train mode: the culprit alone on its path to a scalar loss (its sum), without the prefix's
+// other values; nullopt when that does not fail the same way (the failure needs them).
+std::optional<ir::Graph> CulpritWithLoss(const ir::Graph& g, const ir::Node& culprit, Interestingness& test) {
+  auto p = g.Prefix(culprit.index(), {culprit.name()});
+  if (!p.ok()) return std::nullopt;
+  auto c = WithSumLoss(*p, {culprit.name()});
+  if (!c.ok() || !test.Test({&*c})[0]) return std::nullopt;
+  return std::move(*c);
 }
 
 // One round: up to `jobs` probes between lo and hi; returns the narrowed [lo, hi].
 std::pair<size_t, size_t> Narrow(const ir::Graph& g, const std::vector<ir::Node*>& ops, size_t lo, size_t hi, int jobs,
-                                 Interestingness& test) {
+                                 bool train, Interestingness& test) {
   const size_t k = std::min<size_t>(static_cast<size_t>(std::max(1, jobs)), hi - lo);
   std::vector<size_t> probes;
   for (size_t i = 1; i <= k; ++i) probes.push_back(lo + (hi - lo) * i / (k + 1));
@@ -38,7 +53,7 @@ std::pair<size_t, size_t> Narrow(const ir::Graph& g, const std::vector<ir::Node*
   std::vector<ir::Graph> cands;
   std::vector<size_t> where;
   for (size_t p : probes)
-    if (auto c = SinksPrefix(g, ops[p]->index())) {
+    if (auto c = SinksPrefix(g, ops[p]->index(), train)) {
       cands.push_back(std::move(*c));
       where.push_back(p);
     }
@@ -63,19 +78,25 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
   ir::Graph& current = *state.current;
   const auto ops = current.ops();
   if (ops.empty()) return Status::Ok();
-  auto full = SinksPrefix(current, ops.back()->index());
+  const bool train = state.base.test == "train";
+  auto full = SinksPrefix(current, ops.back()->index(), train);
   if (!full || !test.Test({&*full})[0]) {
     ctx.log << "node bisection skipped: the graph returning all its live values does not fail the same way\n";
     return Status::Ok();
   }
   size_t lo = 0, hi = ops.size() - 1;  // invariant: prefix(hi) reproduces
-  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.jobs, test);
+  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.jobs, train, test);
   const ir::Node* culprit = ops[hi];
   state.culprit = NodeInfo(culprit);
   ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << " after " << test.runs() << " backend runs\n";
   if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
-  if (auto p = SinksPrefix(current, culprit->index())) state.current = std::move(*p);
+  if (auto alone = train ? CulpritWithLoss(current, *culprit, test) : std::nullopt) {
+    ctx.log << "  train: the culprit alone with sum() as the loss fails the same way\n";
+    state.current = std::move(*alone);
+  } else if (auto p = SinksPrefix(current, culprit->index(), train)) {
+    state.current = std::move(*p);
+  }
   return Status::Ok();
 }
 

@@ -21,9 +21,11 @@ class ReluNet(torch.nn.Module):
         return x
 
 
-def capture_relu(out_dir: str, blocks: int = 4, batch: int = 8, width: int = 32) -> str:
+def capture_relu(out_dir: str, blocks: int = 4, batch: int = 8, width: int = 32, mode: str = "eval") -> str:
+    """mode "train": the graph returns (loss, out) with loss = mean(out ** 2)."""
     from parity_capture import capture
     torch.manual_seed(0)
     x = torch.randn(batch, width, generator=torch.Generator().manual_seed(1))
-    capture(ReluNet(blocks, width), (x,), out_dir, name="relunet")
+    loss = (lambda out: out.square().mean()) if mode == "train" else None
+    capture(ReluNet(blocks, width), (x,), out_dir, name="relunet", mode=mode, loss_fn=loss)
     return out_dir

@@ -96,6 +96,23 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
         assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
 
 
+def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
+    """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
+    relu named as the culprit with the test model's own source line."""
+    src = capture_relu(str(tmp_path / "relutrain"), mode="train")
+    r, s = minify(parity_bin, src, tmp_path / "out", "--backend", "inductor", "--backend-option",
+                  "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["signature"]["kind"] == "accuracy"
+    ops = call_functions(s)
+    assert "aten::relu" in ops and len(ops) <= 3, s["graph_text"]
+    assert s["culprit"]["target"] == "aten::relu"
+    assert "relu_model.py" in s["culprit"]["stack_trace"] and "capture.py" not in s["culprit"]["stack_trace"]
+    again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor", "--backend-option",
+                       "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
+
+
 def test_user_check_command(parity_bin, deep, tmp_path):
     # llvm-reduce's --test: exit 0 = still interesting. Here: "the graph still calls tanh".
     check = tmp_path / "check.sh"
