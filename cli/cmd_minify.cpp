@@ -18,7 +18,7 @@ struct MinifyArgs {
   double tol = 0;
   bool tol_given = false;
   int jobs = 1, timeout = 600, confirm = 3;
-  bool strict = false, majority = false, no_stage_bisect = false, print_passes = false;
+  bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, print_passes = false;
 };
 
 int RunMinify(const MinifyArgs& a) {
@@ -44,6 +44,7 @@ int RunMinify(const MinifyArgs& a) {
   o.confirm_runs = a.confirm;
   o.majority = a.majority;
   o.stage_bisect = !a.no_stage_bisect;
+  o.scan = !a.no_scan;
   o.check_command = a.check;
   o.imports = Unwrap(verifier::ApprovedImports(a.imports));
   std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
@@ -69,6 +70,8 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--confirm", a->confirm, "runs of the original before reducing (default 3)");
   cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");
   cmd->add_flag("--no-stage-bisect", a->no_stage_bisect, "skip eager -> aot_eager -> decompositions -> backend bisection");
+  cmd->add_flag("--no-scan", a->no_scan,
+                "find the culprit by node bisection only (no divergence scan of the intermediate values first)");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");
   cmd->add_option("--import", a->imports, "allow importing MODULE (in the worker) for the repro's host ops");
   cmd->add_flag("--print-passes", a->print_passes, "list the delta passes and exit");

@@ -56,12 +56,32 @@ struct Pipeline {
   StepContext Context(std::ostream& log) {
     StepContext ctx{repro,   o,           runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); },
                     nullptr, out / "work"};
-    if (!o.check_command.empty()) ctx.check = CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
+    if (!o.check_command.empty())
+      ctx.check = CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
+    else
+      ctx.run_candidate = [this](const ir::Graph& g) { return RunCandidate(g); };
     return ctx;
   }
+  // One candidate of the graph being reduced through the backend, the whole result.
+  verifier::ExperimentResult RunCandidate(const ir::Graph& g) {
+    const fs::path dir = out / "work" / ("scan" + std::to_string(scans));
+    const fs::path scratch = out / "work" / ("scan" + std::to_string(scans++) + "-run");
+    if (Status st = Writer(state.graph_index).Write(g, dir, state.original.ToJson()); !st.ok()) {
+      verifier::ExperimentResult r;
+      r.error = st.error().message;
+      return r;
+    }
+    verifier::ExperimentSpec spec = state.base;
+    spec.repro = fs::absolute(dir).string();
+    verifier::ExperimentBatch batch;
+    batch.emplace_back(spec, scratch);
+    return runner.RunMany(std::move(batch)).at(0);
+  }
+  int scans = 0;
 };
 
-// Confirm, stage, graph and node bisection; checkpointed at the end.
+// Confirm, stage and graph bisection, then the divergence scan or node bisection; checkpointed
+// at the end.
 Status Bisect(Pipeline& p, std::ostream& log) {
   StepContext ctx = p.Context(log);
   PARITY_RETURN_IF_ERROR(Confirm(ctx, p.state));
@@ -70,7 +90,8 @@ Status Bisect(Pipeline& p, std::ostream& log) {
   const GraphEntry& entry = p.repro.graphs()[p.state.graph_index];
   PARITY_RETURN_IF_ERROR(AddReferenceValues(p.repro, entry, p.state.base.device, p.tensors));
   auto test = p.Test(p.state.graph_index, "nodes");
-  PARITY_RETURN_IF_ERROR(NodeBisect(ctx, p.state, *test));
+  PARITY_RETURN_IF_ERROR(DivergenceScan(ctx, p.state, *test));
+  if (p.state.culprit.is_null()) PARITY_RETURN_IF_ERROR(NodeBisect(ctx, p.state, *test));
   p.state.backend_runs += test->runs();
   p.Checkpoint(*p.state.current);
   return Status::Ok();

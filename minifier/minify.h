@@ -32,6 +32,8 @@ struct MinifyOptions {
   int confirm_runs = 3;   // runs of the original before reducing
   bool majority = false;  // accept a flaky original that fails in most runs
   bool stage_bisect = true;
+  bool scan = true;           // the divergence scan before node bisection (--no-scan: bisection only)
+  int scan_max = 1024;        // values the scan exposes at most (an evenly spaced sample beyond)
   std::string check_command;  // --check
   std::filesystem::path cache_dir;
   std::vector<std::string> imports;  // approved host-op modules (verifier/host_ops.h)

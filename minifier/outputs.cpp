@@ -41,6 +41,8 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
     j["first_failing_stage"] = s.first_failing_stage;
   }
   if (!s.culprit.is_null()) j["culprit"] = s.culprit;
+  if (!s.localization.is_null()) j["localization"] = s.localization;
+  if (!s.divergence.is_null()) j["divergence"] = s.divergence;
   j["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
   return j;
 }

@@ -9,9 +9,17 @@ nlohmann::json NodeInfo(const ir::Node* n) {
 }
 
 nlohmann::json ReductionState::ToJson() const {
-  return {{"source", source},           {"backend", base.backend}, {"signature", original.ToJson()},
-          {"confirm", confirm},         {"stages", stages},        {"first_failing_stage", first_failing_stage},
-          {"graph_index", graph_index}, {"culprit", culprit},      {"passes", passes}};
+  return {{"source", source},
+          {"backend", base.backend},
+          {"signature", original.ToJson()},
+          {"confirm", confirm},
+          {"stages", stages},
+          {"first_failing_stage", first_failing_stage},
+          {"graph_index", graph_index},
+          {"culprit", culprit},
+          {"passes", passes},
+          {"localization", localization},
+          {"divergence", divergence}};
 }
 
 std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, const std::string& source,
@@ -29,6 +37,8 @@ std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, 
   s.first_failing_stage = j.value("first_failing_stage", std::string());
   s.graph_index = j.value("graph_index", size_t{0});
   s.culprit = j.value("culprit", nlohmann::json());
+  s.localization = j.value("localization", nlohmann::json());
+  s.divergence = j.value("divergence", nlohmann::json());
   s.passes = j.value("passes", nlohmann::json::array());
   return s;
 }

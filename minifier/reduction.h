@@ -28,7 +28,9 @@ struct ReductionState {
   std::string first_failing_stage;
   size_t graph_index = 0;            // the graph being reduced
   std::optional<ir::Graph> current;  // set once the graph is chosen
-  nlohmann::json culprit;            // node bisection's first failing node (null: none)
+  nlohmann::json culprit;            // the first failing node, from the scan or node bisection (null: none)
+  nlohmann::json localization;       // how the culprit was found: {"path": "scan" | "bisection", "why", runs}
+  nlohmann::json divergence;         // the scan's per-node errors (null: no scan)
   int backend_runs = 0;              // this run's runs outside the reduction tests (not saved)
   nlohmann::json passes = nlohmann::json::array();
 
@@ -59,6 +61,9 @@ struct StepContext {
   // --check as a judge of written dirs (unset without --check).
   DirJudge check;
   std::filesystem::path scratch;
+  // One candidate of the graph being reduced run through the backend, the whole result (the
+  // per-output verdicts and errors); unset with --check.
+  std::function<verifier::ExperimentResult(const ir::Graph&)> run_candidate;
 };
 
 }  // namespace parity::minifier

@@ -7,11 +7,6 @@
 
 namespace parity::minifier {
 
-namespace {
-
-// The prefix of `g` up to node `node_index`, returning every single tensor value nothing inside
-// the prefix reads (so no node of the prefix is dead); in train mode the sum of those values
-// first, as the loss.
 std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train) {
   std::set<const ir::Node*> read;
   for (const ir::Node* n : g.nodes())
@@ -32,6 +27,8 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool
   if (!with_loss.ok()) return std::nullopt;
   return std::move(*with_loss);
 }
+
+namespace {
 
 // Train mode: the culprit alone on its path to a scalar loss (its sum), without the prefix's
 // other values; nullopt when that does not fail the same way (the failure needs them).

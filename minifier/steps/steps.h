@@ -19,6 +19,20 @@ namespace parity::minifier {
 // Sets graph_index and current.
 [[nodiscard]] Status GraphBisect(StepContext& ctx, ReductionState& state);
 
+// The prefix of `g` up to node `node_index`, returning every single tensor value nothing inside
+// it reads (so no node of it is dead); in train mode the sum of those values first, as the loss.
+std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train);
+
+// Before node bisection (eval, accuracy failures, the backend as judge): one backend run of
+// `current` returning every single floating tensor value it computes (an evenly spaced sample of
+// options.scan_max of them on bigger graphs), compared node by node with eager and fp64; the
+// first value that fails same() is the candidate culprit, confirmed by one batch of two truncated
+// runs (its prefix fails the same way, the prefix before it does not). Sets divergence (the
+// per-node errors), localization and, when confirmed, culprit and current cut to its prefix.
+// Leaves culprit unset (node bisection's turn) when exposing the values changes the failure
+// (fusion changed), no exposed value fails, or the confirmation does not reproduce; says why.
+[[nodiscard]] Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test);
+
 // The shortest failing prefix of `current` (k-ary search, options.jobs probes at a time): its
 // last op is the culprit. Sets culprit and cuts `current` to the prefix; leaves both when the
 // graph returning all its live values does not fail the same way.
