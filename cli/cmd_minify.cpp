@@ -17,7 +17,7 @@ struct MinifyArgs {
   std::vector<std::string> backend_options, imports;
   double tol = 0;
   bool tol_given = false;
-  int jobs = 1, timeout = 600, confirm = 3;
+  int jobs = 1, timeout = 600, confirm = 3, scan_max = 1024;
   bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, print_passes = false;
 };
 
@@ -42,6 +42,8 @@ int RunMinify(const MinifyArgs& a) {
   o.jobs = a.jobs;
   o.timeout_s = a.timeout;
   o.confirm_runs = a.confirm;
+  if (a.scan_max < 1) throw Failure{Error::BadInput("--scan-max " + std::to_string(a.scan_max) + ": expected at least 1")};
+  o.scan_max = a.scan_max;
   o.majority = a.majority;
   o.stage_bisect = !a.no_stage_bisect;
   o.scan = !a.no_scan;
@@ -70,6 +72,7 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--confirm", a->confirm, "runs of the original before reducing (default 3)");
   cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");
   cmd->add_flag("--no-stage-bisect", a->no_stage_bisect, "skip eager -> aot_eager -> decompositions -> backend bisection");
+  cmd->add_option("--scan-max", a->scan_max, "values the divergence scan exposes at most (default 1024; a sample beyond)");
   cmd->add_flag("--no-scan", a->no_scan,
                 "find the culprit by node bisection only (no divergence scan of the intermediate values first)");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");

@@ -43,7 +43,12 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   if (!s.culprit.is_null()) j["culprit"] = s.culprit;
   if (!s.localization.is_null()) j["localization"] = s.localization;
   if (!s.divergence.is_null()) j["divergence"] = s.divergence;
-  j["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
+  j["wall_time_s"] = wall;
+  // The cost of one run: the wall time over the backend runs (a run is a child process: eager
+  // twice, fp64 and the backend, its compile included), what the minifier's speed rests on.
+  const int runs = j["backend_runs"].get<int>();
+  j["seconds_per_backend_run"] = runs > 0 ? wall / runs : 0.0;
   return j;
 }
 
@@ -61,7 +66,8 @@ Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const
 void Report(const json& summary, const ReductionState& s, const fs::path& minified, std::ostream& log) {
   log << "\nminified " << summary["graph"].get<std::string>() << ": " << summary["ops_before"] << " ops -> "
       << summary["ops_after"] << " ops, " << summary["backend_runs"] << " backend runs, "
-      << static_cast<int>(summary["wall_time_s"].get<double>()) << " s\n"
+      << static_cast<int>(summary["wall_time_s"].get<double>()) << " s ("
+      << static_cast<int>(summary["seconds_per_backend_run"].get<double>() * 10) / 10.0 << " s per run)\n"
       << summary["graph_text"].get<std::string>();
   for (const ir::Node* n : s.current->ops())
     if (!n->stack_trace.empty()) log << "%" << n->name() << " comes from:\n" << n->stack_trace << "\n";

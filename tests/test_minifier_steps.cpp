@@ -259,6 +259,97 @@ TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {
   EXPECT_FALSE(WithSumLoss(ints, {"op0"}).ok());
 }
 
+// A scan result for Chain(n): the graph's output, then op0..op{n-1} exposed; values from
+// `first_bad` on fail same().
+ExperimentResult ScanResult(int n, int first_bad, Code code = Code::kFail) {
+  ExperimentResult r;
+  r.code = code;
+  r.outputs.push_back({{"path", "output"}, {"pass", first_bad >= n}});
+  for (int i = 0; i < n; ++i)
+    r.outputs.push_back({{"path", "output/" + std::to_string(i + 1)},
+                         {"pass", i < first_bad},
+                         {"stats",
+                          {{"max_abs_err", i < first_bad ? 0.0 : 1.0},
+                           {"rmse_ref_vs_fp64", 1e-7},
+                           {"rmse_res_vs_fp64", i < first_bad ? 1e-7 : 0.5}}}});
+  return r;
+}
+
+struct ScanFixture : Fixture {
+  int scans = 0;
+  ExperimentResult answer;
+  StepContext ScanContext() {
+    StepContext ctx = Context();
+    ctx.run_candidate = [this](const Graph& g) {
+      ++scans;
+      EXPECT_EQ(g.OutputValues().size(), 11u);  // the output (op9) and op0..op9
+      return answer;
+    };
+    return ctx;
+  }
+};
+
+TEST(MinifySteps, DivergenceScanFindsAndConfirmsTheFirstDivergentNode) {
+  ScanFixture f;
+  f.state.original.kind = FailureKind::kAccuracy;
+  f.state.current = Chain(10);
+  f.answer = ScanResult(10, 6);
+  HasNode test("op6");  // prefixes holding op6 fail the same way
+  auto ctx = f.ScanContext();
+  ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+  EXPECT_EQ(f.scans, 1);
+  EXPECT_EQ(test.runs(), 2);  // the confirmation: prefix(op6) fails, prefix(op5) does not
+  EXPECT_EQ(f.state.culprit["node"], "op6");
+  EXPECT_EQ(f.state.localization["path"], "scan");
+  EXPECT_EQ(f.state.current->ops().back()->name(), "op6");
+  ASSERT_EQ(f.state.divergence.size(), 10u);
+  EXPECT_EQ(f.state.divergence[6]["node"], "op6");
+  EXPECT_FALSE(f.state.divergence[6]["pass"].get<bool>());
+  EXPECT_NEAR(f.state.divergence[6]["error_ratio"].get<double>(), 0.5 / 1e-7, 1);
+  EXPECT_NEAR(f.state.divergence[5]["error_ratio"].get<double>(), 1.0, 1e-9);
+}
+
+TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
+  {  // exposing the values made the failure go away (fusion changed)
+    ScanFixture f;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(10);
+    f.answer = ScanResult(10, 10, Code::kPass);
+    HasNode test("op6");
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    EXPECT_TRUE(f.state.culprit.is_null());
+    EXPECT_EQ(f.state.localization["path"], "bisection");
+    EXPECT_NE(f.state.localization["why"].get<std::string>().find("changed the failure"), std::string::npos);
+    EXPECT_EQ(f.state.current->ops().size(), 10u);  // untouched: bisection's turn
+  }
+  {  // the scan points at op4, but op4's prefix does not fail: not confirmed
+    ScanFixture f;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(10);
+    f.answer = ScanResult(10, 4);
+    HasNode test("op6");
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    EXPECT_TRUE(f.state.culprit.is_null());
+    EXPECT_NE(f.state.localization["why"].get<std::string>().find("does not fail"), std::string::npos);
+    EXPECT_FALSE(f.state.divergence.is_null());  // the map stays
+  }
+  {  // not an accuracy failure, or train: no scan run at all
+    for (const char* test_mode : {"eval", "train"}) {
+      ScanFixture f;
+      f.state.original.kind = std::string(test_mode) == "train" ? FailureKind::kAccuracy : FailureKind::kCrash;
+      f.state.base.test = test_mode;
+      f.state.current = Chain(10);
+      HasNode test("op6");
+      auto ctx = f.ScanContext();
+      ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+      EXPECT_EQ(f.scans, 0);
+      EXPECT_EQ(f.state.localization["path"], "bisection");
+    }
+  }
+}
+
 TEST(MinifySteps, CheckpointStateRoundTrips) {
   ReductionState s;
   s.source = "/src";

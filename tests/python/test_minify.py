@@ -96,6 +96,25 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
         assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
 
 
+def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, tmp_path):
+    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2"]
+    r, scan = minify(parity_bin, relunet, tmp_path / "scan", *knob)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r, bis = minify(parity_bin, relunet, tmp_path / "bisect", *knob, "--no-scan")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert scan["localization"]["path"] == "scan" and bis["localization"]["path"] == "bisection"
+    assert scan["culprit"]["node"] == bis["culprit"]["node"] and scan["culprit"]["target"] == "aten::relu"
+    # The divergence map: every floating value, the first failing one the culprit, its error far
+    # outside the fp64 envelope eager's error sets (the values before it inside it).
+    dmap = scan["divergence"]
+    first = next(e for e in dmap if not e["pass"])
+    assert first["node"] == scan["culprit"]["node"]
+    assert first["error_ratio"] > 100 and all(e["error_ratio"] < 10 for e in dmap[:dmap.index(first)])
+    assert "divergence" not in bis
+    assert scan["backend_runs"] < bis["backend_runs"], (scan["backend_runs"], bis["backend_runs"])
+    assert scan["seconds_per_backend_run"] > 0
+
+
 def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
     """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
     relu named as the culprit with the test model's own source line."""
