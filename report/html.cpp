@@ -15,10 +15,45 @@ namespace parity::report {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+constexpr const char* kMinifySummary = "summary.json";
+
+// A `parity minify` summary.json, when `in` is one or an OUT dir holding one (and no results).
+std::optional<fs::path> MinifySummaryOf(const fs::path& in) {
+  if (fs::is_directory(in) && !fs::exists(in / "results.jsonl") && fs::exists(in / kMinifySummary)) return in / kMinifySummary;
+  if (in.filename() == kMinifySummary) return in;
+  return std::nullopt;
+}
+
+Expected<json> ReadMinifySummary(const fs::path& file) {
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return Error::BadInput(file.string() + ": not a JSON object (a parity minify summary.json)");
+  for (const char* field : {"source", "backend", "ops_before", "ops_after", "backend_runs"})
+    if (!j.contains(field)) return Error::BadInput(file.string() + ": field \"" + std::string(field) + "\" missing");
+  if (j.contains("divergence") && !j["divergence"].is_array())
+    return Error::BadInput(file.string() + ": field \"divergence\" is not an array");
+  return j;
+}
+
+}  // namespace
+
 Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const fs::path& out, const std::string& title) {
-  json data = {{"title", title}, {"sources", json::array()}, {"entries", json::array()}, {"profiles", json::array()}};
+  json data = {{"title", title},
+               {"sources", json::array()},
+               {"entries", json::array()},
+               {"profiles", json::array()},
+               {"minifies", json::array()}};
   HtmlSummary s;
   for (const auto& in : inputs) {
+    if (auto summary = MinifySummaryOf(in)) {
+      PARITY_ASSIGN_OR_RETURN(json m, ReadMinifySummary(*summary));
+      data["minifies"].push_back(std::move(m));
+      data["sources"].push_back(summary->string());
+      ++s.minifies;
+      continue;
+    }
     const fs::path file = fs::is_directory(in) ? in / "results.jsonl" : in;
     PARITY_ASSIGN_OR_RETURN(auto records, ci::ReadRecords(file));
     json rows = nullptr;

@@ -113,6 +113,13 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     assert "divergence" not in bis
     assert scan["backend_runs"] < bis["backend_runs"], (scan["backend_runs"], bis["backend_runs"])
     assert scan["seconds_per_backend_run"] > 0
+    # The HTML report plots the map along the graph, for the scan's run only.
+    html = tmp_path / "report.html"
+    r = run_parity(parity_bin, "report", str(tmp_path / "scan"), str(tmp_path / "bisect" / "summary.json"), "-o", str(html))
+    assert r.returncode == 0 and "2 minify runs" in r.stdout, r.stdout + r.stderr
+    text = html.read_text()
+    assert "<h2>Minify runs</h2>" in text and text.count("<svg") == 1 and "<script" not in text
+    assert f"leaves the fp64 envelope at <code>%{first['node']}</code>" in text
 
 
 def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
@@ -198,3 +205,11 @@ def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["ops_before"] > 60 and call_functions(s) == ["aten::relu"]
     assert s["culprit"]["module_path"].startswith("stem")
+
+
+def test_report_refuses_a_broken_minify_summary(parity_bin, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "summary.json").write_text(json.dumps({"source": "x", "backend": "inductor"}))
+    r = run_parity(parity_bin, "report", str(tmp_path / "out"), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "summary.json" in r.stderr and '"ops_before"' in r.stderr, r.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -9,6 +9,7 @@ distributions with matplotlib as inline SVG: no scripts, no network, opens offli
 import io
 import json
 import math
+import os
 import sys
 from collections import OrderedDict
 
@@ -101,7 +102,7 @@ def build_profiles(profiles: list) -> list:
     for p in profiles:
         s, b = p["speed"], p["breakdown"]
         title = f'{p["model"]} · {p["backend"]} · {p["test"]} · {p["dtype"]} · {p["device"]}'
-        kernels = [{"name": r["name"], "category": r["category"], "share": f'{100 * r["share"]:.1f}%',
+        kernels = [{"name": ("bwd " if r.get("phase") == "backward" else "") + r["name"], "category": r["category"], "share": f'{100 * r["share"]:.1f}%',
                     "time": f'{r["time_us"]:.1f} µs', "calls": fmt(r["calls"]), "nodes": ", ".join(r["nodes"][:4]) +
                     (f' (+{len(r["nodes"]) - 4})' if len(r["nodes"]) > 4 else ""), "source": r.get("source", "")}
                    for r in b["rows"][:15]]
@@ -112,6 +113,55 @@ def build_profiles(profiles: list) -> list:
                     "plot": categories_svg(title, b["categories"]) if b["categories"] else None,
                     "kernels": kernels, "more": max(0, len(b["rows"]) - 15),
                     "unit": "device time" if p["device"].startswith("cuda") else "self CPU time"})
+    return out
+
+
+def divergence_svg(title: str, divergence: list, culprit: str) -> str:
+    """A minify run's divergence map along the graph: per exposed node (graph order), the
+    backend's RMSE against fp64 over eager's (1 = inside the fp64 envelope eager's own error
+    sets), log scale; failing nodes red, the culprit marked."""
+    xs = list(range(len(divergence)))
+    ratios = [max(min(e.get("error_ratio") or 1.0, 1e12), 1e-3) for e in divergence]
+    colours = ["#e45756" if not e.get("pass", True) else "#4c78a8" for e in divergence]
+    fig, ax = plt.subplots(figsize=(7.2, 2.8), dpi=100)
+    ax.plot(xs, ratios, color="#bab0ac", linewidth=0.8, zorder=1)
+    ax.scatter(xs, ratios, c=colours, s=12, zorder=2)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="#54a24b", linewidth=0.8, linestyle="--")
+    for i, e in enumerate(divergence):
+        if e.get("node") == culprit:
+            ax.annotate(f'%{culprit}', (i, ratios[i]), textcoords="offset points", xytext=(4, 6), fontsize=8, color="#e45756")
+            break
+    ax.set_xlabel("graph nodes, in order (values the scan exposed)")
+    ax.set_ylabel("backend / eager RMSE vs fp64")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def build_minifies(minifies: list) -> list:
+    out = []
+    for m in minifies:
+        culprit = (m.get("culprit") or {})
+        loc = m.get("localization") or {}
+        title = f'{os.path.basename(str(m["source"]).rstrip("/"))} · {m["backend"]}'
+        how = loc.get("path", "")
+        if loc.get("why"):
+            how += f' ({loc["why"]})'
+        first = next((e for e in m.get("divergence") or [] if not e.get("pass", True)), None)
+        out.append({"title": title, "signature": (m.get("signature") or {}).get("kind", ""),
+                    "summary": f'{m["ops_before"]} ops → {m["ops_after"]} ops, {m["backend_runs"]} backend runs, '
+                               f'{m.get("wall_time_s", 0):.0f} s',
+                    "culprit": f'%{culprit["node"]} ({culprit.get("target", "")})' if culprit.get("node") else "",
+                    "source": (culprit.get("stack_trace") or "").strip().splitlines()[-2:] if culprit else [],
+                    "how": how, "graph_text": m.get("graph_text", ""),
+                    "first": None if first is None else {k: fmt(first.get(k)) for k in (
+                        "node", "max_abs_err", "rmse_eager_vs_fp64", "rmse_backend_vs_fp64", "error_ratio")},
+                    "plot": divergence_svg(title, m["divergence"], culprit.get("node", "")) if m.get("divergence") else None})
     return out
 
 
@@ -163,7 +213,7 @@ def build(data: dict) -> dict:
     return {"title": data.get("title", "parity report"), "sources": data.get("sources", []), "columns": list(columns),
             "rows": rows, "details": details, "counts": [(k, v, classes[k]) for k, v in counts.items()],
             "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"],
-            "profiles": build_profiles(data.get("profiles", []))}
+            "profiles": build_profiles(data.get("profiles", [])), "minifies": build_minifies(data.get("minifies", []))}
 
 
 def render(data: dict) -> str:
