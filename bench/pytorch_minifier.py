@@ -3,7 +3,10 @@ and TORCHDYNAMO_REPRO_LEVEL=4 make the failing run dump minifier_launcher.py, th
 `python minifier_launcher.py minify` shrinks it. Prints one JSON line with the timings, the
 number of queries ("Made N queries") and the call_function count of the final repro.
 
-    python bench/pytorch_minifier.py --blocks 12 --workdir /tmp/pm
+    python bench/pytorch_minifier.py --model relunet --blocks 12 --workdir /tmp/pm
+
+Models: relunet (tests/python/relu_model.py), block (tests/python/block_model.py: transformer
+blocks, the relu late), or a suite model by name (parity_capture.models, e.g. resnet).
 """
 import argparse
 import glob
@@ -17,18 +20,27 @@ import time
 DETECT = r'''
 import os, sys, torch
 sys.path.insert(0, {tests!r})
+sys.path.insert(0, {tools!r})
 import torch._dynamo.config, torch._inductor.config
 torch._dynamo.config.repro_after = "aot"
 torch._dynamo.config.repro_level = 4
 torch._dynamo.config.debug_dir_root = {workdir!r}
 torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = "accuracy"
-from relu_model import ReluNet
-torch.manual_seed(0)
-m = ReluNet({blocks})
-x = torch.randn(8, 32, generator=torch.Generator().manual_seed(1))
+name = {model!r}
+if name == "relunet":
+    from relu_model import ReluNet
+    torch.manual_seed(0)
+    m, args = ReluNet({blocks}), (torch.randn(8, 32, generator=torch.Generator().manual_seed(1)),)
+elif name == "block":
+    from block_model import build
+    m, args = build()
+else:
+    from parity_capture import models
+    _, m, args, _ = models.build(name)
+m.eval()
 try:
     with torch.no_grad():
-        torch.compile(m, backend="inductor")(x)
+        torch.compile(m, backend="inductor")(*args)
     print("NO_FAILURE_DETECTED")
 except Exception as e:
     print("DETECTED", type(e).__name__)
@@ -44,19 +56,21 @@ def count_call_functions(repro_py: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="relunet")
     ap.add_argument("--blocks", type=int, default=12)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=int, default=3000)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "python")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tests, tools = os.path.join(root, "tests", "python"), os.path.join(root, "tools")
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(a.workdir, "inductor-cache"))
     t0 = time.perf_counter()
-    d = subprocess.run([sys.executable, "-c", DETECT.format(tests=tests, workdir=a.workdir, blocks=a.blocks)],
+    d = subprocess.run([sys.executable, "-c", DETECT.format(tests=tests, tools=tools, workdir=a.workdir, blocks=a.blocks, model=a.model)],
                        capture_output=True, text=True, env=env, timeout=a.timeout, cwd=a.workdir)  # its repro.py lands there
     detect_s = time.perf_counter() - t0
     launchers = sorted(glob.glob(os.path.join(a.workdir, "**", "minifier_launcher.py"), recursive=True))
-    out = {"blocks": a.blocks, "detect_s": detect_s, "detected": "DETECTED" in d.stdout, "launcher": bool(launchers)}
+    out = {"model": a.model, "blocks": a.blocks, "detect_s": detect_s, "detected": "DETECTED" in d.stdout, "launcher": bool(launchers)}
     if not launchers:
         out["error"] = (d.stdout + d.stderr)[-1500:]
         print(json.dumps(out))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -228,34 +229,85 @@ def bench_verify(tmp: str, quick: bool) -> dict:
     return out
 
 
-# ------------------------------------------------------------------ minify (issue 4)
+# ------------------------------------------------------------------ minify (issues 4, 13)
+MINIFY_MODELS = ["relunet", "resnet", "block"]
+
+
 def bench_minify(tmp: str, quick: bool) -> dict:
     """The same injected Inductor bug (cpp.inject_relu_bug_TESTING_ONLY=accuracy) on the same
-    model: parity (verify detects and writes the repro dir, then minify) vs PyTorch's minifier
-    (TORCHDYNAMO_REPRO_AFTER=aot, REPRO_LEVEL=4, then the launcher's minify)."""
+    models: parity (verify detects and writes the repro dir, then minify -j 2) vs PyTorch's
+    minifier (TORCHDYNAMO_REPRO_AFTER=aot, REPRO_LEVEL=4, then the launcher's minify). Models:
+    ReluNet (tests/python/relu_model.py), the resnet suite model (relus from the stem on), and
+    transformer blocks with the only relu late (tests/python/block_model.py)."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    from block_model import capture_block
     from relu_model import capture_relu
     blocks = 4 if quick else 12
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor-parity"),
-               PARITY_CACHE_DIR=os.path.join(tmp, "parity-cache"))
-    cap = capture_relu(os.path.join(tmp, "relunet"), blocks)
     parity = os.path.join(BUILD, "parity")
     opt = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
-    t0 = time.perf_counter()
-    subprocess.run([parity, "verify", cap, *opt, "--output-dir", os.path.join(tmp, "vout")], env=env, capture_output=True)
-    detect_s = time.perf_counter() - t0
-    repro = os.path.join(tmp, "vout", "repros", "relunet-inductor-eval-float32-cpu")
-    t0 = time.perf_counter()
-    r = subprocess.run([parity, "minify", repro, "-j", "2", "--out", os.path.join(tmp, "pmin")], env=env, capture_output=True, text=True)
-    minify_s = time.perf_counter() - t0
-    s = json.load(open(os.path.join(tmp, "pmin", "summary.json")))
-    res = {"blocks": blocks, "ops_before": s["ops_before"],
-           "parity": {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
-                      "culprit": s.get("culprit", {}).get("target")}}
-    pm = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_minifier.py"), "--blocks", str(blocks),
-                         "--workdir", os.path.join(tmp, "pytorch-minifier")], capture_output=True, text=True)
-    res["pytorch"] = json.loads(pm.stdout.strip().splitlines()[-1])
-    return res
+    out = {"blocks": blocks, "models": {}}
+    for model in (["relunet"] if quick else MINIFY_MODELS):
+        work = os.path.join(tmp, f"minify-{model}")
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor-parity"),
+                   PARITY_CACHE_DIR=os.path.join(work, "parity-cache"))
+        if model == "relunet":
+            what = [capture_relu(os.path.join(work, "relunet"), blocks)]
+        elif model == "block":
+            what = [capture_block(os.path.join(work, "blocknet"))]
+        else:
+            what = ["--model", model]
+        t0 = time.perf_counter()
+        subprocess.run([parity, "verify", *what, *opt, "--output-dir", os.path.join(work, "vout")], env=env, capture_output=True)
+        detect_s = time.perf_counter() - t0
+        repros = glob.glob(os.path.join(work, "vout", "repros", "*"))
+        if len(repros) != 1:
+            raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
+        t0 = time.perf_counter()
+        r = subprocess.run([parity, "minify", repros[0], "-j", "2", "--out", os.path.join(work, "pmin")], env=env,
+                           capture_output=True, text=True)
+        minify_s = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"parity minify {model}: {r.stderr[-2000:]}")
+        s = json.load(open(os.path.join(work, "pmin", "summary.json")))
+        row = {"ops_before": s["ops_before"],
+               "parity": {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
+                          "culprit": s.get("culprit", {}).get("target"), "path": s.get("localization", {}).get("path"),
+                          "seconds_per_run": s.get("seconds_per_backend_run")}}
+        pm = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_minifier.py"), "--model", model,
+                             "--blocks", str(blocks), "--workdir", os.path.join(work, "pytorch-minifier")],
+                            capture_output=True, text=True)
+        lines = pm.stdout.strip().splitlines()
+        row["pytorch"] = json.loads(lines[-1]) if lines else {"error": pm.stderr[-1500:]}
+        out["models"][model] = row
+    return out
+
+
+def render_minify(mn: dict) -> list:
+    env = mn["env"]
+    ratio = lambda a, b: f"{a / b:.1f}x" if a and b else "-"
+    lines = ["## minify: `parity minify` vs PyTorch's minifier", "",
+             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}, in one run.",
+             "Inductor on the CPU with PyTorch's own testing knob `cpp.inject_relu_bug_TESTING_ONLY=accuracy` (relu(x)",
+             "computed as x + 1), on three models: `tests/python/relu_model.py` ReluNet with "
+             f"{mn['blocks']} blocks (one relu, mid-graph),",
+             "the resnet suite model (relus from the stem on), and `tests/python/block_model.py` (two transformer blocks,",
+             "the only relu in the head, late in the graph). PyTorch: `TORCHDYNAMO_REPRO_AFTER=aot`,",
+             "`TORCHDYNAMO_REPRO_LEVEL=4` (the failing run dumps `minifier_launcher.py`), then `python",
+             "minifier_launcher.py minify`. parity: `parity verify` (writes the repro dir), then `parity minify -j 2`",
+             "(divergence scan, delta passes, collapse-dims/shrink-shapes). Each side has its own fresh caches.", "",
+             "| model | ATen ops | detection parity / PyTorch | minify parity | minify PyTorch | ratio (PyTorch / parity) "
+             "| backend runs parity / PyTorch queries | final call_function nodes parity / PyTorch | culprit found by |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for model, row in mn["models"].items():
+        p, t = row["parity"], row["pytorch"]
+        lines.append(f"| {model} | {row['ops_before']} | {p['detect_s']:.0f} s / {t.get('detect_s', 0):.0f} s "
+                     f"| {p['minify_s']:.0f} s | {t.get('minify_s', 0):.0f} s | **{ratio(t.get('minify_s'), p['minify_s'])}** "
+                     f"| {p['backend_runs']} / {t.get('queries')} | {p['final_ops']} ({p['culprit']}) / "
+                     f"{t.get('final_call_functions')} | {p['path']} |")
+    lines += ["", "A parity backend run is a child process running the candidate as `parity verify` does (eager twice,",
+              "fp64, the backend with its compile); `seconds_per_backend_run` in the summary is its cost. PyTorch's",
+              "queries run the compiled candidate against eager in the launcher's process.", ""]
+    return lines
 
 
 # ------------------------------------------------------------------ ci (issue 9)
@@ -442,22 +494,8 @@ def render(results: dict) -> str:
             lines.append(f"| {model} | {row['parity_cold_s']:.1f} s | {row['python_cold_s']:.1f} s | {row['ratio_cold']:.2f}x "
                          f"| {row['parity_warm_s']:.1f} s | {row['python_warm_s']:.1f} s | **{row['ratio_warm']:.2f}x** |")
         lines.append("")
-    mn = results.get("minify")
-    if mn:
-        env, p, t = mn["env"], mn["parity"], mn["pytorch"]
-        ratio = lambda a, b: f"{a / b:.1f}x" if a and b else "-"
-        lines += ["## minify: `parity minify` vs PyTorch's minifier", "",
-                  f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}, in one run.",
-                  f"Model: `tests/python/relu_model.py` ReluNet with {mn['blocks']} blocks ({mn['ops_before']} ATen ops, one relu),",
-                  "Inductor on the CPU with PyTorch's own testing knob `cpp.inject_relu_bug_TESTING_ONLY=accuracy`",
-                  "(relu(x) computed as x + 1). PyTorch: `TORCHDYNAMO_REPRO_AFTER=aot`, `TORCHDYNAMO_REPRO_LEVEL=4`",
-                  "(the failing run dumps `minifier_launcher.py`), then `python minifier_launcher.py minify`.",
-                  "parity: `parity verify` (writes the repro dir), then `parity minify -j 2`.", "",
-                  "| | parity | PyTorch minifier | ratio (PyTorch / parity) |", "|---|---|---|---|",
-                  f"| detection (failing run + dump) | {p['detect_s']:.0f} s | {t.get('detect_s', 0):.0f} s | {ratio(t.get('detect_s'), p['detect_s'])} |",
-                  f"| minify wall time | {p['minify_s']:.0f} s | {t.get('minify_s', 0):.0f} s | **{ratio(t.get('minify_s'), p['minify_s'])}** |",
-                  f"| backend runs (queries) | {p['backend_runs']} | {t.get('queries')} | {ratio(t.get('queries'), p['backend_runs'])} |",
-                  f"| final call_function nodes | {p['final_ops']} ({p['culprit']}) | {t.get('final_call_functions')} | |", ""]
+    if results.get("minify") and "models" in results["minify"]:
+        lines += render_minify(results["minify"])
     if results.get("ci"):
         lines += render_ci(results["ci"])
     if results.get("profile"):
