@@ -41,14 +41,16 @@ class FakeRunner final : public verifier::ExperimentRunner {
   std::map<std::string, size_t> seen_;
 };
 
-// Interesting when the candidate holds a node named `needle`.
+// Interesting when the candidate holds an op named `needle` (and one named `also`, when given: a
+// failure that needs the culprit's context).
 class HasNode final : public Interestingness {
  public:
-  explicit HasNode(std::string needle) : needle_(std::move(needle)) {}
+  explicit HasNode(std::string needle, std::string also = "") : needle_(std::move(needle)), also_(std::move(also)) {}
   std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
     std::vector<bool> out;
     for (const auto* g : cands) {
-      out.push_back(g->Find(needle_) != nullptr && g->Find(needle_)->kind() == NodeKind::kCallFunction);
+      auto op = [g](const std::string& n) { return g->Find(n) != nullptr && g->Find(n)->kind() == NodeKind::kCallFunction; };
+      out.push_back(op(needle_) && (also_.empty() || op(also_)));
       ++runs_;
       batch_max = std::max(batch_max, cands.size());
     }
@@ -59,7 +61,7 @@ class HasNode final : public Interestingness {
   size_t batch_max = 0;
 
  private:
-  std::string needle_;
+  std::string needle_, also_;
   int runs_ = 0;
 };
 
@@ -184,11 +186,22 @@ TEST(MinifySteps, NodeBisectFindsTheCulpritWithOneOrFourJobs) {
     auto ctx = f.Context();
     ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
     EXPECT_EQ(f.state.culprit["node"], "op37") << "jobs " << jobs;
+    EXPECT_EQ(f.state.current->ops().size(), 1u);  // the culprit alone fails: op36's value is its input
     EXPECT_EQ(f.state.current->ops().back()->name(), "op37");
-    EXPECT_EQ(f.state.current->ops().size(), 38u);  // the prefix ending at the culprit
+    EXPECT_EQ(f.state.current->Find("op36")->kind(), NodeKind::kPlaceholder);
     EXPECT_LE(test.runs(), 20) << "O(log n) probes";
     EXPECT_LE(test.batch_max, static_cast<size_t>(jobs));
   }
+}
+
+TEST(MinifySteps, NodeBisectKeepsThePrefixWhenTheCulpritNeedsIt) {
+  Fixture f;
+  f.state.current = Chain(50);
+  HasNode test("op37", "op36");  // fails only with op36 computed too
+  auto ctx = f.Context();
+  ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
+  EXPECT_EQ(f.state.culprit["node"], "op37");
+  EXPECT_EQ(f.state.current->ops().size(), 38u);  // the prefix ending at the culprit
 }
 
 TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
@@ -206,13 +219,14 @@ TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
 // backend differentiates) and it holds `needle`.
 class TrainHasNode final : public Interestingness {
  public:
-  explicit TrainHasNode(std::string needle) : needle_(std::move(needle)) {}
+  explicit TrainHasNode(std::string needle, std::string also = "") : needle_(std::move(needle)), also_(std::move(also)) {}
   std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
     std::vector<bool> out;
     for (const auto* g : cands) {
       const auto outs = g->OutputValues();
       const bool scalar = !outs.empty() && outs[0]->meta.size() == 1 && outs[0]->meta[0] && outs[0]->meta[0]->shape.empty();
-      out.push_back(scalar && g->Find(needle_) != nullptr);
+      out.push_back(scalar && g->Find(needle_) != nullptr && g->Find(needle_)->kind() == NodeKind::kCallFunction &&
+                    (also_.empty() || (g->Find(also_) != nullptr && g->Find(also_)->kind() == NodeKind::kCallFunction)));
       ++runs_;
     }
     return out;
@@ -221,7 +235,7 @@ class TrainHasNode final : public Interestingness {
   int cache_hits() const override { return 0; }
 
  private:
-  std::string needle_;
+  std::string needle_, also_;
   int runs_ = 0;
 };
 
@@ -229,8 +243,14 @@ TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
   Fixture f;
   f.state.base.test = "train";
   f.state.current = Chain(50);
-  TrainHasNode test("op37");
+  TrainHasNode alone("op37");
   auto ctx = f.Context();
+  ASSERT_TRUE(NodeBisect(ctx, f.state, alone).ok());
+  EXPECT_EQ(f.state.current->ops().size(), 2u);  // op37 on its input value, and sum(op37)
+  EXPECT_EQ(f.state.current->OutputValues()[0]->target(), "aten::sum");
+  // A failure that needs the culprit's context keeps its path, still with a sum() loss.
+  f.state.current = Chain(50);
+  TrainHasNode test("op37", "op36");
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
   EXPECT_EQ(f.state.culprit["node"], "op37");
   const Graph& g = *f.state.current;
@@ -240,7 +260,7 @@ TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
   EXPECT_EQ(outs[0]->target(), "aten::sum");
   EXPECT_EQ(outs[0]->args[0].node->name(), "op37");
   EXPECT_EQ(g.ops().size(), 39u);  // op0..op37 and the loss
-  EXPECT_NE(f.log.str().find("culprit alone"), std::string::npos) << f.log.str();
+  EXPECT_NE(f.log.str().find("with sum() as the loss fails"), std::string::npos) << f.log.str();
 }
 
 TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {
@@ -298,15 +318,29 @@ TEST(MinifySteps, DivergenceScanFindsAndConfirmsTheFirstDivergentNode) {
   auto ctx = f.ScanContext();
   ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
   EXPECT_EQ(f.scans, 1);
-  EXPECT_EQ(test.runs(), 2);  // the confirmation: prefix(op6) fails, prefix(op5) does not
+  EXPECT_EQ(test.runs(), 2);  // the confirmation: op6 alone fails, prefix(op5) does not
   EXPECT_EQ(f.state.culprit["node"], "op6");
   EXPECT_EQ(f.state.localization["path"], "scan");
+  EXPECT_EQ(f.state.current->ops().size(), 1u);  // op6 alone on op5's value
   EXPECT_EQ(f.state.current->ops().back()->name(), "op6");
   ASSERT_EQ(f.state.divergence.size(), 10u);
   EXPECT_EQ(f.state.divergence[6]["node"], "op6");
   EXPECT_FALSE(f.state.divergence[6]["pass"].get<bool>());
   EXPECT_NEAR(f.state.divergence[6]["error_ratio"].get<double>(), 0.5 / 1e-7, 1);
   EXPECT_NEAR(f.state.divergence[5]["error_ratio"].get<double>(), 1.0, 1e-9);
+}
+
+TEST(MinifySteps, DivergenceScanKeepsThePrefixWhenTheCulpritNeedsIt) {
+  ScanFixture f;
+  f.state.original.kind = FailureKind::kAccuracy;
+  f.state.current = Chain(10);
+  f.answer = ScanResult(10, 6);
+  HasNode test("op6", "op5");  // op6 fails only with op5 computed before it
+  auto ctx = f.ScanContext();
+  ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+  EXPECT_EQ(f.state.culprit["node"], "op6");
+  EXPECT_EQ(test.runs(), 3);  // alone and the prefix before (one batch), then its own prefix
+  EXPECT_EQ(f.state.current->ops().size(), 7u);
 }
 
 TEST(MinifySteps, DivergenceScanFallsBackToBisection) {

@@ -107,25 +107,33 @@ Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& 
     Fallback(ctx, state, "no exposed value fails same()", 1);
     return Status::Ok();
   }
-  // Confirm: the candidate's prefix fails the same way, the prefix before it does not.
+  // Confirm: the prefix before the candidate does not fail the same way, and the candidate does,
+  // alone on its input values (then that is the reduced graph) or else as its prefix.
   const auto ops = g.ops();
   const ir::Node* culprit = g.Find((*cand)["node"].get<std::string>());
   const ir::Node* before = nullptr;
   for (const ir::Node* n : ops)
     if (n->index() < culprit->index()) before = n;
-  auto at = SinksPrefix(g, culprit->index(), false);
+  auto alone = CulpritAlone(g, *culprit, false);
   std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(g, before->index(), false) : std::nullopt;
   std::vector<const ir::Graph*> probes;
-  if (at) probes.push_back(&*at);
+  if (alone) probes.push_back(&*alone);
   if (prev) probes.push_back(&*prev);
   const int runs_before = test.runs();
   const auto ok = probes.empty() ? std::vector<bool>{} : test.Test(probes);
+  const bool prev_fails = prev && ok.back();
+  std::optional<ir::Graph> reduced;
+  if (alone && ok[0]) {
+    reduced = std::move(alone);
+  } else if (!prev_fails) {
+    auto at = SinksPrefix(g, culprit->index(), false);
+    if (at && test.Test({&*at})[0]) reduced = std::move(at);
+  }
   const int confirm_runs = test.runs() - runs_before;
-  const bool confirmed = at && ok[0] && (!prev || !ok[1]);
-  if (!confirmed) {
+  if (prev_fails || !reduced) {
     Fallback(ctx, state,
              "the candidate %" + culprit->name() +
-                 (at && ok[0] ? " is not the first failing prefix" : "'s prefix does not fail the same way"),
+                 (prev_fails ? " is not the first failing node" : " does not fail the same way, alone or as its prefix"),
              1 + confirm_runs);
     return Status::Ok();
   }
@@ -135,7 +143,7 @@ Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& 
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << ", confirmed; " << 1 + confirm_runs
           << " backend runs (" << values.size() << " values exposed)\n";
   if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
-  state.current = std::move(*at);
+  state.current = std::move(*reduced);
   return Status::Ok();
 }
 

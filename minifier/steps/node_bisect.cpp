@@ -7,6 +7,18 @@
 
 namespace parity::minifier {
 
+std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit, bool train) {
+  std::set<std::string> keep{culprit.name()};
+  for (const ir::Node* in : culprit.Inputs())
+    if (in->kind() == ir::NodeKind::kGetAttr) keep.insert(in->name());
+  auto alone = g.Extract(keep, {culprit.name()});
+  if (!alone.ok() || !alone->Lint().ok()) return std::nullopt;
+  if (!train) return std::move(*alone);
+  auto with_loss = WithSumLoss(*alone, {culprit.name()});
+  if (!with_loss.ok()) return std::nullopt;
+  return std::move(*with_loss);
+}
+
 std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train) {
   std::set<const ir::Node*> read;
   for (const ir::Node* n : g.nodes())
@@ -30,13 +42,13 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool
 
 namespace {
 
-// Train mode: the culprit alone on its path to a scalar loss (its sum), without the prefix's
-// other values; nullopt when that does not fail the same way (the failure needs them).
-std::optional<ir::Graph> CulpritWithLoss(const ir::Graph& g, const ir::Node& culprit, Interestingness& test) {
+// Train mode: the culprit on the prefix's path to it, with its sum as the loss (the prefix's
+// other values dropped).
+std::optional<ir::Graph> CulpritWithLoss(const ir::Graph& g, const ir::Node& culprit) {
   auto p = g.Prefix(culprit.index(), {culprit.name()});
   if (!p.ok()) return std::nullopt;
   auto c = WithSumLoss(*p, {culprit.name()});
-  if (!c.ok() || !test.Test({&*c})[0]) return std::nullopt;
+  if (!c.ok()) return std::nullopt;
   return std::move(*c);
 }
 
@@ -88,12 +100,22 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
   ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << " after " << test.runs() << " backend runs\n";
   if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
-  if (auto alone = train ? CulpritWithLoss(current, *culprit, test) : std::nullopt) {
-    ctx.log << "  train: the culprit alone with sum() as the loss fails the same way\n";
-    state.current = std::move(*alone);
-  } else if (auto p = SinksPrefix(current, culprit->index(), train)) {
-    state.current = std::move(*p);
-  }
+  // The smallest graphs that may still fail, tried at once: the culprit alone, then (train) the
+  // culprit on its path with sum() as the loss; else the failing prefix.
+  std::vector<std::pair<std::string, ir::Graph>> tries;
+  if (auto a = CulpritAlone(current, *culprit, train)) tries.emplace_back("the culprit alone on its input values", std::move(*a));
+  if (auto w = train ? CulpritWithLoss(current, *culprit) : std::nullopt)
+    tries.emplace_back("the culprit on its path with sum() as the loss", std::move(*w));
+  std::vector<const ir::Graph*> ptrs;
+  for (const auto& t : tries) ptrs.push_back(&t.second);
+  const auto ok = ptrs.empty() ? std::vector<bool>{} : test.Test(ptrs);
+  for (size_t i = 0; i < ok.size(); ++i)
+    if (ok[i]) {
+      ctx.log << "  " << tries[i].first << " fails the same way\n";
+      state.current = std::move(tries[i].second);
+      return Status::Ok();
+    }
+  if (auto p = SinksPrefix(current, culprit->index(), train)) state.current = std::move(*p);
   return Status::Ok();
 }
 

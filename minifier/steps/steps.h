@@ -23,19 +23,25 @@ namespace parity::minifier {
 // it reads (so no node of it is dead); in train mode the sum of those values first, as the loss.
 std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train);
 
+// The culprit alone: its tensor inputs become placeholders fed with the reference's values (its
+// parameters stay), returning it; in train mode its sum first, as the loss.
+std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit, bool train);
+
 // Before node bisection (eval, accuracy failures, the backend as judge): one backend run of
 // `current` returning every single floating tensor value it computes (an evenly spaced sample of
 // options.scan_max of them on bigger graphs), compared node by node with eager and fp64; the
-// first value that fails same() is the candidate culprit, confirmed by one batch of two truncated
-// runs (its prefix fails the same way, the prefix before it does not). Sets divergence (the
-// per-node errors), localization and, when confirmed, culprit and current cut to its prefix.
+// first value that fails same() is the candidate culprit, confirmed by one batch of two runs (the
+// candidate alone on its input values fails the same way, the prefix before it does not; its
+// own prefix is tried when it does not fail alone). Sets divergence (the per-node errors),
+// localization and, when confirmed, culprit and current (the culprit alone, or its prefix).
 // Leaves culprit unset (node bisection's turn) when exposing the values changes the failure
 // (fusion changed), no exposed value fails, or the confirmation does not reproduce; says why.
 [[nodiscard]] Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test);
 
 // The shortest failing prefix of `current` (k-ary search, options.jobs probes at a time): its
-// last op is the culprit. Sets culprit and cuts `current` to the prefix; leaves both when the
-// graph returning all its live values does not fail the same way.
+// last op is the culprit. Sets culprit and cuts `current` to the smallest of the culprit alone,
+// (train) the culprit on its path with sum() as the loss, and the prefix that fails the same
+// way; leaves both when the graph returning all its live values does not fail the same way.
 [[nodiscard]] Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test);
 
 }  // namespace parity::minifier
