@@ -35,6 +35,16 @@ def css_class_of(entry) -> str:
     return "warn" if kind == "skipped" or label in ("IMPROVED", "NEW") else "bad"
 
 
+def svg_of(fig) -> str:
+    """The figure as an inline SVG element (the XML prolog dropped: it goes into HTML), closed."""
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
 def histogram_svg(path: str, hist: dict) -> str:
     """|res - fp64| and |ref - fp64| per log10 bin, as step curves on one axis."""
     lo, hi, bins = hist["lo"], hist["hi"], hist["bins"]
@@ -58,12 +68,7 @@ def histogram_svg(path: str, hist: dict) -> str:
     if extra:
         ax.text(0.99, 0.95, ", ".join(extra), transform=ax.transAxes, ha="right", va="top", fontsize=8)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog: it is inlined into HTML
+    return svg_of(fig)
 
 
 def fmt(v) -> str:
@@ -89,12 +94,7 @@ def categories_svg(title: str, categories: list) -> str:
     ax.set_xlim(0, 110)
     ax.set_xlabel("share of the compiled run's time")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg_of(fig)
 
 
 def build_profiles(profiles: list) -> list:
@@ -135,12 +135,7 @@ def divergence_svg(title: str, divergence: list, culprit: str) -> str:
     ax.set_xlabel("graph nodes, in order (values the scan exposed)")
     ax.set_ylabel("backend / eager RMSE vs fp64")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg_of(fig)
 
 
 def build_minifies(minifies: list) -> list:
