@@ -37,7 +37,8 @@ ir::Graph RunDeltaPass(const DeltaPass& pass, ir::Graph current, Interestingness
       for (int b = begin; b < targets && static_cast<int>(cands.size()) < jobs; b += chunk) {
         auto c = pass.remove(current, b, std::min(targets, b + chunk));
         ++stats.candidates;
-        if (!c || !c->Lint().ok()) {
+        // A candidate without ops cannot show an op's bug: never worth a run.
+        if (!c || c->ops().empty() || !c->Lint().ok()) {
           ++stats.invalid;
           continue;
         }

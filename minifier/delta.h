@@ -1,7 +1,7 @@
 // The generic delta driver, in the shape of llvm-reduce's: a pass only says how many targets a
 // graph has and how to build the graph with a range of them removed; the driver owns chunking
 // (largest power of two first, halving when a sweep removes nothing), validation (every
-// candidate is lint()ed; invalid ones are skipped, not tested), parallel testing (`jobs`
+// candidate is lint()ed; invalid ones, and ones left without an op, are skipped, not tested), parallel testing (`jobs`
 // candidates at once, the first interesting one in order wins) and checkpointing.
 #pragma once
 

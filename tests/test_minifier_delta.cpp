@@ -96,11 +96,25 @@ TEST(Delta, InvalidCandidatesAreSkippedNotTested) {
   EXPECT_EQ(out.ops().size(), 8u);
 }
 
+TEST(Delta, CandidatesWithoutOpsAreNotTested) {
+  // Cutting every op leaves a graph returning its input: no op, so no op's bug to show.
+  FakeTest test;
+  PassStats st;
+  Graph out = RunDeltaPass(
+      ReplaceWithPlaceholdersPass(), Chain(1, {0}), test, 1, [](const Graph&) {}, st);
+  EXPECT_EQ(test.runs(), 0);
+  EXPECT_EQ(st.invalid, st.candidates);
+  EXPECT_EQ(out.ops().size(), 1u);
+}
+
 TEST(Delta, JobsTestWindowsTogetherAndTheEarliestWins) {
   // Two interesting ops: with 4 windows at once, the first interesting one in order is taken.
+  // (Both halves stay live: the graph returns op7 too, so cutting either leaves ops to test.)
   FakeTest test;
-  Graph out = AllPasses(Chain(16, {2, 15}), test, 4);
-  EXPECT_GE(*std::max_element(test.batches.begin(), test.batches.end()), 2u);
+  Graph g = Chain(16, {2, 15});
+  ASSERT_TRUE(g.SetOutputs({"op7", "op15"}).ok());
+  Graph out = AllPasses(std::move(g), test, 4);
+  EXPECT_GE(*std::max_element(test.batches.begin(), test.batches.end()), 2u) << ::testing::PrintToString(test.batches);
   for (size_t b : test.batches) EXPECT_LE(b, 4u);
   // Both tanh ops can be cut only while the other stays; the result keeps exactly one.
   int tanh = 0;

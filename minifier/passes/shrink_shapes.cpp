@@ -1,11 +1,12 @@
 // shrink-shapes: halves dimensions of the graph's tensor inputs, so a minimal repro is small in
-// data too; collapse-dims, run first, tries each straight at 1 (one run where a failure does not
-// depend on sizes, as most wrong-code bugs do not, instead of one per halving). A target is one
-// dimension (> 1) of one placeholder; a candidate shrinks each of its targets and recomputes every node's metadata by running the
-// graph in the interpreter on zeros of the new shapes (no backend; not meta tensors: many ATen ops have their meta kernels only
-// in Python): a candidate whose ops refuse the new shapes (a view to a fixed shape, operands that no longer broadcast) is not
-// expressible and never reaches the backend. The candidate's writer slices each input and reference value to its placeholder's
-// new shape (the leading part of every dimension), so the values stay the captured ones.
+// data too; collapse-dims, run first, tries an input's dimensions straight at 1 (one run where a
+// failure does not depend on sizes, as most wrong-code bugs do not, instead of one per halving).
+// A target is one placeholder with a dimension > 1 (collapse-dims: all its dimensions at once)
+// or one such dimension (shrink-shapes); a candidate shrinks each of its targets and recomputes every node's metadata by running
+// the graph in the interpreter on zeros of the new shapes (no backend; not meta tensors: many ATen ops have their meta kernels
+// only in Python): a candidate whose ops refuse the new shapes (a view to a fixed shape, operands that no longer broadcast) is
+// not expressible and never reaches the backend. The candidate's writer slices each input and reference value to its
+// placeholder's new shape (the leading part of every dimension), so the values stay the captured ones.
 #include <ATen/ATen.h>
 
 #include "interpreter/interpreter.h"
@@ -17,15 +18,20 @@ namespace {
 
 struct Target {
   std::string placeholder;
-  size_t dim;
+  std::vector<size_t> dims;
 };
 
-std::vector<Target> Targets(const ir::Graph& g) {
+// Per dimension (> 1) of each placeholder, or (`whole`) per placeholder with all such dimensions.
+std::vector<Target> Targets(const ir::Graph& g, bool whole) {
   std::vector<Target> out;
   for (const ir::Node* p : g.placeholders()) {
     if (p->meta.size() != 1 || !p->meta[0]) continue;
+    std::vector<size_t> dims;
     for (size_t d = 0; d < p->meta[0]->shape.size(); ++d)
-      if (p->meta[0]->shape[d] > 1) out.push_back({p->name(), d});
+      if (p->meta[0]->shape[d] > 1) dims.push_back(d);
+    if (whole && !dims.empty()) out.push_back({p->name(), dims});
+    if (!whole)
+      for (size_t d : dims) out.push_back({p->name(), {d}});
   }
   return out;
 }
@@ -76,14 +82,15 @@ Status PropagateMeta(ir::Graph& g) {
 
 namespace {
 
-DeltaPass ShrinkPass(std::string name, std::string description, int64_t (*shrink)(int64_t)) {
-  return {std::move(name), std::move(description), [](const ir::Graph& g) { return static_cast<int>(Targets(g).size()); },
-          [shrink](const ir::Graph& g, int begin, int end) -> std::optional<ir::Graph> {
-            const auto targets = Targets(g);
+DeltaPass ShrinkPass(std::string name, std::string description, bool whole, int64_t (*shrink)(int64_t)) {
+  return {std::move(name), std::move(description),
+          [whole](const ir::Graph& g) { return static_cast<int>(Targets(g, whole).size()); },
+          [whole, shrink](const ir::Graph& g, int begin, int end) -> std::optional<ir::Graph> {
+            const auto targets = Targets(g, whole);
             ir::Graph c = g.Clone();
             for (int i = begin; i < end && i < static_cast<int>(targets.size()); ++i) {
               ir::TensorMeta& m = *c.Find(targets[i].placeholder)->meta[0];
-              m.shape[targets[i].dim] = shrink(m.shape[targets[i].dim]);
+              for (size_t d : targets[i].dims) m.shape[d] = shrink(m.shape[d]);
               m.stride = ContiguousStrides(m.shape);  // the writer's slices are contiguous copies
             }
             if (!PropagateMeta(c).ok()) return std::nullopt;
@@ -94,11 +101,11 @@ DeltaPass ShrinkPass(std::string name, std::string description, int64_t (*shrink
 }  // namespace
 
 DeltaPass CollapseDimsPass() {
-  return ShrinkPass("collapse-dims", "shrink dimensions of the inputs to 1", [](int64_t) -> int64_t { return 1; });
+  return ShrinkPass("collapse-dims", "shrink every dimension of an input to 1", true, [](int64_t) -> int64_t { return 1; });
 }
 
 DeltaPass ShrinkShapesPass() {
-  return ShrinkPass("shrink-shapes", "halve dimensions of the inputs (and of the values read from them)",
+  return ShrinkPass("shrink-shapes", "halve dimensions of the inputs (and of the values read from them)", false,
                     [](int64_t n) -> int64_t { return n / 2; });
 }
 
