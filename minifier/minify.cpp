@@ -54,8 +54,9 @@ struct Pipeline {
   }
   void Checkpoint(const ir::Graph& g) const { state.SaveCheckpoint(out, Writer(state.graph_index), g); }
   StepContext Context(std::ostream& log) {
-    StepContext ctx{repro,   o,           runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); },
-                    nullptr, out / "work"};
+    StepContext ctx{
+        repro,        o,      runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); }, nullptr,
+        out / "work", nullptr};
     if (!o.check_command.empty())
       ctx.check = CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
     else
