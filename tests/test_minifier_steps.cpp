@@ -42,15 +42,19 @@ class FakeRunner final : public verifier::ExperimentRunner {
 };
 
 // Interesting when the candidate holds an op named `needle` (and one named `also`, when given: a
-// failure that needs the culprit's context).
+// failure that needs the culprit's context). `train`: train mode's contract too, a candidate
+// counts only when its first output is a scalar (the loss the backend differentiates).
 class HasNode final : public Interestingness {
  public:
-  explicit HasNode(std::string needle, std::string also = "") : needle_(std::move(needle)), also_(std::move(also)) {}
+  explicit HasNode(std::string needle, std::string also = "", bool train = false)
+      : needle_(std::move(needle)), also_(std::move(also)), train_(train) {}
   std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
     std::vector<bool> out;
     for (const auto* g : cands) {
       auto op = [g](const std::string& n) { return g->Find(n) != nullptr && g->Find(n)->kind() == NodeKind::kCallFunction; };
-      out.push_back(op(needle_) && (also_.empty() || op(also_)));
+      const auto outs = g->OutputValues();
+      const bool scalar = !outs.empty() && outs[0]->meta.size() == 1 && outs[0]->meta[0] && outs[0]->meta[0]->shape.empty();
+      out.push_back(op(needle_) && (also_.empty() || op(also_)) && (!train_ || scalar));
       ++runs_;
       batch_max = std::max(batch_max, cands.size());
     }
@@ -62,6 +66,7 @@ class HasNode final : public Interestingness {
 
  private:
   std::string needle_, also_;
+  bool train_;
   int runs_ = 0;
 };
 
@@ -97,8 +102,8 @@ struct Fixture {
     options.confirm_runs = 3;
   }
   StepContext Context() {
-    return StepContext{*repro,  options,     runner, log, [](size_t) { return std::make_unique<HasNode>("relu"); },
-                       nullptr, dir / "work"};
+    return StepContext{*repro,  options,      runner, log, [](size_t) { return std::make_unique<HasNode>("relu"); },
+                       nullptr, dir / "work", nullptr};
   }
 };
 
@@ -215,42 +220,18 @@ TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
   EXPECT_NE(f.log.str().find("skipped"), std::string::npos);
 }
 
-// Train mode's contract: a candidate counts only when its first output is a scalar (the loss the
-// backend differentiates) and it holds `needle`.
-class TrainHasNode final : public Interestingness {
- public:
-  explicit TrainHasNode(std::string needle, std::string also = "") : needle_(std::move(needle)), also_(std::move(also)) {}
-  std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
-    std::vector<bool> out;
-    for (const auto* g : cands) {
-      const auto outs = g->OutputValues();
-      const bool scalar = !outs.empty() && outs[0]->meta.size() == 1 && outs[0]->meta[0] && outs[0]->meta[0]->shape.empty();
-      out.push_back(scalar && g->Find(needle_) != nullptr && g->Find(needle_)->kind() == NodeKind::kCallFunction &&
-                    (also_.empty() || (g->Find(also_) != nullptr && g->Find(also_)->kind() == NodeKind::kCallFunction)));
-      ++runs_;
-    }
-    return out;
-  }
-  int runs() const override { return runs_; }
-  int cache_hits() const override { return 0; }
-
- private:
-  std::string needle_, also_;
-  int runs_ = 0;
-};
-
 TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
   Fixture f;
   f.state.base.test = "train";
   f.state.current = Chain(50);
-  TrainHasNode alone("op37");
+  HasNode alone("op37", "", /*train=*/true);
   auto ctx = f.Context();
   ASSERT_TRUE(NodeBisect(ctx, f.state, alone).ok());
   EXPECT_EQ(f.state.current->ops().size(), 2u);  // op37 on its input value, and sum(op37)
   EXPECT_EQ(f.state.current->OutputValues()[0]->target(), "aten::sum");
   // A failure that needs the culprit's context keeps its path, still with a sum() loss.
   f.state.current = Chain(50);
-  TrainHasNode test("op37", "op36");
+  HasNode test("op37", "op36", /*train=*/true);
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
   EXPECT_EQ(f.state.culprit["node"], "op37");
   const Graph& g = *f.state.current;
