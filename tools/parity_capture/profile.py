@@ -123,6 +123,7 @@ class Provenance:
         self.answered = False
         self._phase = "forward"  # of the graph being compiled
         self._seen: set = set()  # kernel keys already reported ("name:handle", unique per process)
+        self._index: Dict[str, tuple] = {}  # phase -> (mapping size it was built at, op -> extern keys)
 
     def _graph(self, graph) -> None:
         """A post-grad graph about to be lowered: its phase and its nodes' autograd sequence numbers."""
@@ -186,7 +187,7 @@ class Provenance:
     def _externs(self, phase: str) -> Dict[str, List[str]]:
         """Extern and fallback calls' keys by op ("addmm" -> ["extern_kernels.addmm", ...]),
         built once per state of the mapping: lookups run for every profiler event."""
-        cache = self.__dict__.setdefault("_index", {})
+        cache = self._index
         size = len(self.kernel_to_post[phase])
         if cache.get(phase, (None,))[0] != size:
             index: Dict[str, List[str]] = {}
