@@ -80,5 +80,14 @@ TEST(WorkerClient, MalformedAnswerIsALostWorker) {
   server.join();
 }
 
+TEST(WorkerProcess, ASocketDeepInALongDirLivesInTheTempDir) {
+  const std::string deep = "/tmp/" + std::string(120, 'd') + "/work/worker0.sock";  // past sun_path's 108 bytes
+  WorkerProcess far(deep, "/dev/null");
+  EXPECT_LT(far.socket_path().size(), 108u);
+  EXPECT_EQ(far.socket_path().rfind(std::filesystem::temp_directory_path().string(), 0), 0u) << far.socket_path();
+  EXPECT_NE(WorkerProcess(deep + "2", "/dev/null").socket_path(), far.socket_path());  // one per path asked for
+  EXPECT_EQ(WorkerProcess("/tmp/w.sock", "/dev/null").socket_path(), "/tmp/w.sock");  // short: as asked
+}
+
 }  // namespace
 }  // namespace parity::verifier

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "util/digest.h"
+
 namespace parity::verifier {
 namespace fs = std::filesystem;
 
@@ -24,8 +26,22 @@ std::vector<std::string> PythonEnv() {
           "PYTHONUNBUFFERED=1"};
 }
 
+namespace {
+
+// A Unix socket path must fit sockaddr_un::sun_path (108 bytes with its NUL): a socket asked for
+// deep inside a long work dir (a minify of a repro dir with a long name) lives in the temp dir
+// instead, under a name unique to this process and the path asked for.
+std::string UsableSocketPath(const std::string& wanted) {
+  if (wanted.size() < sizeof(sockaddr_un::sun_path)) return wanted;
+  return (fs::temp_directory_path() /
+          ("parity-" + std::to_string(::getpid()) + "-" + Sha256Hex(wanted).substr(0, 12) + ".sock"))
+      .string();
+}
+
+}  // namespace
+
 WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
-    : socket_path_(std::move(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
+    : socket_path_(UsableSocketPath(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
 
 WorkerProcess::~WorkerProcess() { Stop(); }
 
