@@ -2,10 +2,12 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/jit_type.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -351,6 +353,58 @@ Expected<c10::IValue> GetItem(const c10::IValue& v, int64_t item, const Node& n)
 
 }  // namespace
 
+namespace {
+
+// Whether `stride` lays out a tensor of `shape` densely without overlap (what empty_strided
+// can hold and copy_ can write): sorted by stride, each dim's stride is the product of the
+// sizes of the dims inside it. Dims of size 1 may have any stride.
+bool DenseLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return stride[a] < stride[b]; });
+  int64_t expected = 1;
+  for (size_t d : dims) {
+    if (shape[d] == 0) return false;
+    if (stride[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+void RelayoutValue(c10::IValue& v, const Node& n) {
+  if (v.isTensor()) {
+    if (!n.meta.empty()) v = WithCapturedLayout(v.toTensor(), n.meta[0]);
+  } else if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    std::vector<c10::IValue> items(el.begin(), el.end());
+    bool changed = false;
+    for (size_t k = 0; k < items.size() && k < n.meta.size(); ++k)
+      if (items[k].isTensor()) {
+        at::Tensor t = WithCapturedLayout(items[k].toTensor(), n.meta[k]);
+        changed = changed || !t.is_same(items[k].toTensor());
+        items[k] = std::move(t);
+      }
+    if (changed) v = c10::ivalue::Tuple::create(std::move(items));
+  }
+}
+
+}  // namespace
+
+// Whether two stride lists lay out `shape` alike (strides of size-1 dims do not matter).
+static bool SameLayout(c10::IntArrayRef shape, c10::IntArrayRef a, const std::vector<int64_t>& b) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && a[d] != b[d]) return false;
+  return true;
+}
+
+at::Tensor WithCapturedLayout(const at::Tensor& t, const std::optional<ir::TensorMeta>& meta) {
+  if (!meta || !t.defined() || meta->stride.size() != static_cast<size_t>(t.dim()) || t.sizes() != c10::IntArrayRef(meta->shape) ||
+      SameLayout(t.sizes(), t.strides(), meta->stride) || !DenseLayout(meta->shape, meta->stride))
+    return t;
+  return at::empty_strided(meta->shape, meta->stride, t.options()).copy_(t);
+}
+
 at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options) {
   at::Tensor out = t;
   if (options.float_dtype && IsFloatingDtype(t.scalar_type()) && t.scalar_type() != *options.float_dtype)
@@ -415,14 +469,14 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
           auto it = inputs.find(n.name());
           if (it == inputs.end())
             return Error::BadInput("graph \"" + impl_->graph->name() + "\": no input for placeholder \"" + n.name() + "\"");
-          frame[i] = PrepareTensor(it->second, options);
+          frame[i] = WithCapturedLayout(PrepareTensor(it->second, options), n.meta.empty() ? std::nullopt : n.meta[0]);
           break;
         }
         case StepKind::kAttr: {
           auto it = attrs.find(n.target());
           if (it == attrs.end())
             return Error::BadInput("graph \"" + impl_->graph->name() + "\": no tensor for get_attr \"" + n.target() + "\"");
-          frame[i] = PrepareTensor(it->second, options);
+          frame[i] = WithCapturedLayout(PrepareTensor(it->second, options), n.meta.empty() ? std::nullopt : n.meta[0]);
           break;
         }
         case StepKind::kGetItem: {
@@ -438,6 +492,7 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
             frame[i] = std::move(stack[0]);
           else
             frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+          if (options.float_dtype) RelayoutValue(frame[i], n);
           if (options.hook) {
             Status st = options.hook(n, frame[i]);
             if (!st.ok()) return st.error();

@@ -31,7 +31,11 @@ using NodeHook = std::function<Status(const ir::Node& node, c10::IValue& value)>
 struct RunOptions {
   c10::Device device{c10::kCPU};
   // When set, floating inputs, parameters and floating dtype arguments become this dtype
-  // (kDouble gives the fp64 reference); integer and bool data is untouched.
+  // (kDouble gives the fp64 reference); integer and bool data is untouched. Such a run also
+  // copies op results whose layout differs from the one recorded at capture (meta strides)
+  // into it: kernels choose layouts by dtype (cuDNN, SDPA, mkldnn vs their float64 paths), and
+  // a later view may be legal only on the captured layout. Inputs and parameters always get
+  // their captured layout (tensors.safetensors stores them contiguous).
   std::optional<c10::ScalarType> float_dtype;
   // Run with autograd (train mode). When false the run is under c10::InferenceMode.
   bool grad = false;
@@ -69,5 +73,9 @@ class Program {
 
 // Casts a floating tensor to options.float_dtype (others unchanged) and moves it to the device.
 at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options);
+
+// `t` in the layout `meta` recorded (same values), when its strides differ and the recorded ones
+// lay the tensor out densely without overlap; else `t` itself.
+at::Tensor WithCapturedLayout(const at::Tensor& t, const std::optional<ir::TensorMeta>& meta);
 
 }  // namespace parity::interp

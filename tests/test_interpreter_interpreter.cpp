@@ -2,6 +2,8 @@
 
 #include <ATen/TensorIndexing.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/max_pool2d.h>
@@ -191,6 +193,32 @@ TEST_P(CapturedModel, MatchesPythonEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Suite, CapturedModel, ::testing::Values("mlp", "resnet", "llama", "bert"));
+
+}  // namespace
+}  // namespace parity::interp
+
+namespace parity::interp {
+namespace {
+
+TEST(WithCapturedLayout, RestoresTheRecordedStridesWithTheSameValues) {
+  at::Tensor t = at::arange(24, at::kFloat).reshape({2, 3, 4});
+  const ir::TensorMeta transposed{c10::kFloat, {2, 3, 4}, {1, 8, 2}};  // dims (0, 2, 1) innermost first
+  at::Tensor out = WithCapturedLayout(t, transposed);
+  EXPECT_EQ(out.strides(), c10::IntArrayRef({1, 8, 2}));
+  EXPECT_TRUE(at::equal(out, t));
+}
+
+TEST(WithCapturedLayout, LeavesWhatItCannotOrNeedNotRelayout) {
+  at::Tensor t = at::arange(6, at::kFloat).reshape({2, 3});
+  EXPECT_TRUE(WithCapturedLayout(t, std::nullopt).is_same(t));
+  EXPECT_TRUE(WithCapturedLayout(t, ir::TensorMeta{c10::kFloat, {2, 3}, {3, 1}}).is_same(t));     // already so
+  EXPECT_TRUE(WithCapturedLayout(t, ir::TensorMeta{c10::kFloat, {3, 2}, {1, 3}}).is_same(t));     // another shape
+  EXPECT_TRUE(WithCapturedLayout(t, ir::TensorMeta{c10::kFloat, {2, 3}, {0, 1}}).is_same(t));     // expanded: overlaps
+  EXPECT_TRUE(WithCapturedLayout(t, ir::TensorMeta{c10::kFloat, {2, 3}, {6, 1}}).is_same(t));     // gaps: not dense
+  EXPECT_TRUE(WithCapturedLayout(t, ir::TensorMeta{c10::kFloat, {2, 3}, {}}).is_same(t));         // no strides recorded
+  at::Tensor one = at::ones({1, 3});
+  EXPECT_TRUE(WithCapturedLayout(one, ir::TensorMeta{c10::kFloat, {1, 3}, {7, 1}}).is_same(one));  // size-1 dims: any stride
+}
 
 }  // namespace
 }  // namespace parity::interp

@@ -8,13 +8,13 @@ import json
 import operator
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.fx as fx
 from safetensors.torch import load_file
 
-from .standalone import FORMAT_VERSION, decode_arg, graph_from_json, resolve_target  # noqa: F401 (re-exported)
+from .standalone import FORMAT_VERSION, captured_layout, decode_arg, graph_from_json, resolve_target  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -25,11 +25,25 @@ class ReproGraph:
     tensors: Dict[str, torch.Tensor] = field(repr=False)
     entry: Dict[str, Any] = field(repr=False)
 
+    placeholders: List[Dict[str, Any]] = field(default_factory=list, repr=False)  # their JSON nodes
+
     def inputs(self) -> List[torch.Tensor]:
-        return [self.tensors[self.entry["inputs"][n]] for n in self.input_names]
+        """The captured inputs, each in the layout it was captured in."""
+        nodes = self.placeholders or [{} for _ in self.input_names]
+        return [captured_layout(self.tensors[self.entry["inputs"][n]], node) for n, node in zip(self.input_names, nodes)]
 
     def expected_outputs(self) -> List[torch.Tensor]:
         return [self.tensors[k] for k in self.entry.get("expected_outputs", [])]
+
+    def tangents(self) -> List[Optional[torch.Tensor]]:
+        """The gradients the program's backward fed to the outputs (train captures of real
+        programs; docs/format.md); [] when the graph's first output is a loss."""
+        return [None if k is None else self.tensors[k] for k in self.entry.get("tangents", [])]
+
+    def differentiates(self, name: str) -> bool:
+        """Whether a train run differentiates an input (placeholder name) or parameter (key)."""
+        wanted = self.entry.get("requires_grad")
+        return wanted is None or name in wanted
 
 
 @dataclass
@@ -51,6 +65,6 @@ def load_repro(path: str) -> Repro:
         with open(os.path.join(path, entry["file"])) as f:
             gjson = json.load(f)
         gm = graph_from_json(gjson, tensors)
-        names = [n["name"] for n in gjson["nodes"] if n["op"] == "placeholder"]
-        graphs.append(ReproGraph(entry["name"], gm, names, tensors, entry))
+        placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
+        graphs.append(ReproGraph(entry["name"], gm, [n["name"] for n in placeholders], tensors, entry, placeholders))
     return Repro(path, manifest, graphs, tensors)

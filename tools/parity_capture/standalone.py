@@ -46,11 +46,35 @@ def decode_arg(a, env):
     return a
 
 
+def _dense(shape, stride):
+    """Whether `stride` lays out `shape` densely without overlap (size-1 dims: any stride)."""
+    expected = 1
+    for size, st in sorted(((sz, st) for sz, st in zip(shape, stride) if sz != 1), key=lambda d: d[1]):
+        if size == 0 or st != expected:
+            return False
+        expected *= size
+    return True
+
+
+def captured_layout(t, node):
+    """`t` (stored contiguous) in the layout its node recorded at capture (meta.val strides), as
+    parity's interpreter restores it: a graph traced on channels_last or transposed inputs may
+    hold views legal only on that layout."""
+    val = (node.get("meta") or {}).get("val") or [None]
+    m = val[0] if isinstance(val, list) else None
+    if not m or "stride" not in m or list(t.shape) != list(m["shape"]) or list(t.stride()) == list(m["stride"]):
+        return t
+    if len(m["stride"]) != t.dim() or not _dense(m["shape"], m["stride"]):
+        return t
+    return torch.empty_strided(m["shape"], m["stride"], dtype=t.dtype, device=t.device).copy_(t)
+
+
 def _attr_node(g, root, n, attrs, parameters):
     attr = "_attr_" + "".join(c if c.isalnum() else "_" for c in n["target"])
     if not hasattr(root, attr):
-        t = attrs[n["target"]]
-        if parameters and n["target"].startswith("param/") and t.is_floating_point():
+        t = captured_layout(attrs[n["target"]], n)
+        wanted = parameters(n["target"]) if callable(parameters) else parameters
+        if wanted and n["target"].startswith("param/") and t.is_floating_point():
             root.register_parameter(attr, torch.nn.Parameter(t.detach().clone()))
         else:
             root.register_buffer(attr, t)
@@ -60,8 +84,8 @@ def _attr_node(g, root, n, attrs, parameters):
 
 
 def graph_from_json(gjson, attrs, parameters=False):
-    """Rebuilds a GraphModule. With `parameters`, floating get_attr tensors under "param/" become
-    nn.Parameters (train mode), the rest buffers."""
+    """Rebuilds a GraphModule. With `parameters` (True, or a predicate over tensor keys), floating
+    get_attr tensors under "param/" become nn.Parameters (train mode), the rest buffers."""
     if gjson.get("version") != FORMAT_VERSION:
         raise ValueError(f"graph format version {gjson.get('version')} is not {FORMAT_VERSION}")
     root, g, env = torch.nn.Module(), fx.Graph(), {}
@@ -128,8 +152,8 @@ def load_dir(here):
     with open(os.path.join(here, entry["file"])) as f:
         gjson = json.load(f)
     gm = graph_from_json(gjson, tensors)
-    names = [n["name"] for n in gjson["nodes"] if n["op"] == "placeholder"]
-    return manifest, gm, [tensors[entry["inputs"][n]] for n in names]
+    placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
+    return manifest, gm, [captured_layout(tensors[entry["inputs"][n["name"]]], n) for n in placeholders]
 
 
 def run(fn, inputs, device, dtype=None):
