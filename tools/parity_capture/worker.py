@@ -51,21 +51,21 @@ def _inductor_config(options: Dict[str, Any]):
 
 def load_graph(req) -> Tuple[Any, Any]:
     """(repro, graph) of a request's "repro" and "graph" (default: the first graph); in train
-    mode the graph's floating parameters are nn.Parameters."""
+    mode the graph's floating parameters that its program differentiated are nn.Parameters."""
     from .reader import graph_from_json, load_repro
     repro = load_repro(req["repro"])
     g = next((g for g in repro.graphs if g.name == req.get("graph")), repro.graphs[0])
     if req.get("mode") == "train":
         gjson = json.load(open(os.path.join(req["repro"], g.entry["file"])))
-        g.module = graph_from_json(gjson, repro.tensors, parameters=True)
+        g.module = graph_from_json(gjson, repro.tensors, parameters=g.differentiates)
     return repro, g
 
 
 def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
     xs = []
-    for t in g.inputs():
+    for name, t in zip(g.input_names, g.inputs()):
         t = t.to(device)
-        if train and t.is_floating_point():
+        if train and t.is_floating_point() and g.differentiates(name):
             t = t.detach().clone().requires_grad_(True)
         xs.append(t)
     return xs
@@ -78,11 +78,24 @@ def _attr_keys(gm: torch.fx.GraphModule) -> Dict[str, str]:
 
 def collect_train_results(gm: torch.fx.GraphModule, g, out, inputs: List[torch.Tensor]) -> Dict[str, torch.Tensor]:
     """loss, gradients of parameters and floating inputs (None -> zeros), parameters after one
-    SGD step: the same list parity's C++ side builds (verifier/train.cpp)."""
-    loss = out[0]
-    loss.backward()
+    SGD step: the same list parity's C++ side builds (verifier/reference.cpp). A graph captured
+    with the gradients its program fed to its outputs (tangents): every output, and the backward
+    of those gradients instead of the loss's."""
+    res: Dict[str, torch.Tensor] = {}
+    if g.tangents():
+        roots, grads = [], []
+        for k, (o, t) in enumerate(zip(out, g.tangents())):
+            res[f"output/{k}"] = o.detach()
+            if t is not None and o.requires_grad:
+                roots.append(o)
+                grads.append(t.to(o.device, o.dtype))
+        if roots:
+            torch.autograd.backward(roots, grads)
+    else:
+        loss = out[0]
+        loss.backward()
+        res["loss"] = loss.detach()
     keys = _attr_keys(gm)
-    res = {"loss": loss.detach()}
     params = list(gm.named_parameters())
     grad = lambda t: (t.grad if t.grad is not None else torch.zeros_like(t)).detach()
     for attr, p in params:
@@ -122,6 +135,9 @@ def cmd_run(req) -> Dict[str, Any]:
         compiled = torch.compile(gm, backend=backend, fullgraph=True, **kw)
         grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
         with grad_ctx:
+            # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
+            # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
+            torch.manual_seed(1337)
             t0 = time.perf_counter()
             out = compiled(*inputs)
             sync()
