@@ -1,5 +1,6 @@
 #include "repro/repro_dir.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -130,7 +131,7 @@ Status ReadStringList(const json& jg, const char* key, const std::string& gw, st
 }
 
 // One entry of "graphs" and the graph JSON it names (not yet checked against the tensors).
-Expected<GraphEntry> ReadGraphEntry(const json& jg, const fs::path& dir, const std::string& gw) {
+Expected<GraphEntry> ReadGraphEntry(const json& jg, const Manifest& m, const fs::path& dir, const std::string& gw) {
   if (!jg.is_object()) return Error::BadInput(gw + ": not an object");
   GraphEntry e;
   PARITY_ASSIGN_OR_RETURN(e.name, GetString(jg, "name", gw, true));
@@ -144,6 +145,29 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const fs::path& dir, const s
   }
   PARITY_RETURN_IF_ERROR(ReadStringList(jg, "expected_outputs", gw, e.expected_outputs));
   PARITY_RETURN_IF_ERROR(ReadStringList(jg, "output_names", gw, e.output_names));
+  PARITY_ASSIGN_OR_RETURN(e.mode, GetString(jg, "mode", gw, false, m.mode));
+  if (e.mode != "eval" && e.mode != "train")
+    return Error::BadInput(gw + ": field \"mode\" is \"" + e.mode + "\", expected \"eval\" or \"train\"");
+  PARITY_ASSIGN_OR_RETURN(e.dtype, GetString(jg, "dtype", gw, false, m.dtype));
+  PARITY_ASSIGN_OR_RETURN(e.device, GetString(jg, "device", gw, false, m.device));
+  const std::string top_amp = m.extra.contains("amp") && m.extra["amp"].is_string() ? m.extra["amp"].get<std::string>() : "";
+  PARITY_ASSIGN_OR_RETURN(e.amp, GetString(jg, "amp", gw, false, top_amp));
+  if (jg.contains("tangents")) {
+    if (!jg["tangents"].is_array()) return Error::BadInput(gw + ": field \"tangents\" is not an array");
+    for (const auto& t : jg["tangents"]) {
+      if (!t.is_null() && !t.is_string()) return Error::BadInput(gw + ": field \"tangents\" holds neither a tensor key nor null");
+      e.tangents.push_back(t.is_null() ? "" : t.get<std::string>());
+    }
+  }
+  if (jg.contains("requires_grad")) {
+    std::vector<std::string> names;
+    PARITY_RETURN_IF_ERROR(ReadStringList(jg, "requires_grad", gw, names));
+    e.requires_grad.emplace(names.begin(), names.end());
+  }
+  static const std::set<std::string> known = {"name",   "file",     "inputs",        "expected_outputs", "output_names", "mode",
+                                              "dtype",  "device",   "amp",           "tangents",         "requires_grad"};
+  for (auto it = jg.begin(); it != jg.end(); ++it)
+    if (!known.count(it.key())) e.extra[it.key()] = it.value();
   const fs::path gpath = dir / e.file;
   PARITY_ASSIGN_OR_RETURN(std::string gtext, ReadFile(gpath, kMaxGraphBytes));
   PARITY_ASSIGN_OR_RETURN(json gj, ParseJson(gtext, gpath.string()));
@@ -208,6 +232,39 @@ Status CheckGraphTensors(const GraphEntry& e, const safetensors::File& tensors, 
     if (!tensors.contains(key))
       return Error::BadInput(gw + ": field \"expected_outputs\" names tensor \"" + key + "\", which " + holder +
                              " does not hold");
+  if (e.has_tangents()) {
+    const auto outs = e.graph.OutputValues();
+    if (e.tangents.size() != outs.size())
+      return Error::BadInput(gw + ": field \"tangents\" has " + std::to_string(e.tangents.size()) +
+                             " entries but the graph returns " + std::to_string(outs.size()) + " values");
+    for (size_t k = 0; k < e.tangents.size(); ++k) {
+      if (e.tangents[k].empty()) continue;
+      const std::string tw = gw + ": field \"tangents[" + std::to_string(k) + "]\"";
+      if (!tensors.contains(e.tangents[k]))
+        return Error::BadInput(tw + " names tensor \"" + e.tangents[k] + "\", which " + holder + " does not hold");
+      PARITY_ASSIGN_OR_RETURN(at::Tensor t, tensors.Get(e.tangents[k]));
+      PARITY_RETURN_IF_ERROR(CheckMeta(t, *outs[k], tw));
+      if (k < e.expected_outputs.size() && tensors.contains(e.expected_outputs[k])) {  // a gradient has its output's shape
+        PARITY_ASSIGN_OR_RETURN(at::Tensor o, tensors.Get(e.expected_outputs[k]));
+        if (o.sizes() != t.sizes())
+          return Error::BadInput(tw + ": tensor is " + c10::str(t.sizes()) + " but output " + std::to_string(k) + " expects " +
+                                 c10::str(o.sizes()));
+      }
+    }
+  }
+  if (e.requires_grad) {
+    std::set<std::string> attr_targets;
+    for (const ir::Node* n : e.graph.nodes())
+      if (n->kind() == ir::NodeKind::kGetAttr) attr_targets.insert(n->target());
+    for (const auto& name : *e.requires_grad) {
+      const ir::Node* n = e.graph.Find(name);
+      const bool placeholder = n && n->kind() == ir::NodeKind::kPlaceholder;
+      const bool attr = attr_targets.count(name) > 0;
+      if (!placeholder && !attr)
+        return Error::BadInput(gw + ": field \"requires_grad\" names \"" + name + "\", neither a placeholder nor a get_attr target of " +
+                               gpath);
+    }
+  }
   if (!e.expected_outputs.empty() && e.expected_outputs.size() != e.graph.OutputValues().size())
     return Error::BadInput(gw + ": field \"expected_outputs\" has " + std::to_string(e.expected_outputs.size()) +
                            " entries but the graph returns " + std::to_string(e.graph.OutputValues().size()) + " values");
@@ -237,12 +294,16 @@ Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
   PARITY_RETURN_IF_ERROR(CheckInside(dir, r.manifest_.tensors_file, mw + ": field \"tensors\""));
   PARITY_ASSIGN_OR_RETURN(safetensors::File tensors, safetensors::File::Open(dir / r.manifest_.tensors_file));
   r.tensors_.emplace(std::move(tensors));
+  if (j.contains("graphs") && j["graphs"].is_array() && j["graphs"].empty() && j.contains("skipped_graphs") &&
+      j["skipped_graphs"].is_array() && !j["skipped_graphs"].empty())
+    return Error::BadInput(mw + ": field \"graphs\" is empty: the capture recorded no graph (field \"skipped_graphs\": " +
+                           j["skipped_graphs"].dump().substr(0, 400) + ")");
   if (!j.contains("graphs") || !j["graphs"].is_array() || j["graphs"].empty())
     return Error::BadInput(mw + ": field \"graphs\" is missing, not an array, or empty");
   std::set<std::string> graph_names;
   for (size_t k = 0; k < j["graphs"].size(); ++k) {
     const std::string gw = mw + ": graphs[" + std::to_string(k) + "]";
-    PARITY_ASSIGN_OR_RETURN(GraphEntry e, ReadGraphEntry(j["graphs"][k], dir, gw));
+    PARITY_ASSIGN_OR_RETURN(GraphEntry e, ReadGraphEntry(j["graphs"][k], r.manifest_, dir, gw));
     if (!graph_names.insert(e.name).second) return Error::BadInput(gw + ": duplicate graph name \"" + e.name + "\"");
     PARITY_RETURN_IF_ERROR(CheckGraphTensors(e, *r.tensors_, dir, gw));
     r.graphs_.push_back(std::move(e));
@@ -297,9 +358,21 @@ json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& gra
     j["host_ops"][name] = {{"schema", op.schema}, {"module", op.module.empty() ? json() : json(op.module)}, {"path", op.path}};
   json gs = json::array();
   for (const GraphEntry* g : graphs) {
-    json jg = {{"name", g->name}, {"file", g->file}, {"inputs", g->inputs}};
+    json jg = g->extra;
+    jg.update({{"name", g->name}, {"file", g->file}, {"inputs", g->inputs}});
     if (!g->expected_outputs.empty()) jg["expected_outputs"] = g->expected_outputs;
     if (!g->output_names.empty()) jg["output_names"] = g->output_names;
+    // Per-graph facts only where they differ from the top level (a rewrite keeps old dirs' shape).
+    if (!g->mode.empty() && g->mode != m.mode) jg["mode"] = g->mode;
+    if (!g->dtype.empty() && g->dtype != m.dtype) jg["dtype"] = g->dtype;
+    if (!g->device.empty() && g->device != m.device) jg["device"] = g->device;
+    if (!g->amp.empty() && !(m.extra.contains("amp") && m.extra["amp"] == g->amp)) jg["amp"] = g->amp;
+    if (g->has_tangents()) {
+      json t = json::array();
+      for (const auto& k : g->tangents) t.push_back(k.empty() ? json() : json(k));
+      jg["tangents"] = t;
+    }
+    if (g->requires_grad) jg["requires_grad"] = std::vector<std::string>(g->requires_grad->begin(), g->requires_grad->end());
     gs.push_back(std::move(jg));
   }
   j["graphs"] = gs;

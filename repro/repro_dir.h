@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,24 @@ struct GraphEntry {
   std::map<std::string, std::string> inputs;  // placeholder name -> tensor key
   std::vector<std::string> expected_outputs;  // tensor keys of the eager outputs, in output order
   std::vector<std::string> output_names;      // readable names of the outputs (e.g. "logits")
+  // What the program ran this graph as (the dump backend records it per graph); empty in the
+  // manifest: the manifest's top-level value, which the loader fills in.
+  std::string mode;    // eval | train
+  std::string dtype;   // the least precise floating dtype of its inputs and parameters
+  std::string device;  // where it was captured (informative: an experiment runs every graph on one device)
+  std::string amp;     // the autocast dtype it ran under ("" = none)
+  // Train graphs of a real program: the gradient its backward fed to each output (a tensor key,
+  // "" where none flowed). Empty: the graph's first output is a scalar loss (suite captures).
+  std::vector<std::string> tangents;
+  // Which inputs (placeholder names) and parameters (tensor keys) the program differentiated.
+  // Unset: every floating input and parameter.
+  std::optional<std::set<std::string>> requires_grad;
+  nlohmann::json extra = nlohmann::json::object();  // fields parity does not interpret, kept on rewrite
   ir::Graph graph;
+
+  bool has_tangents() const { return !tangents.empty(); }
+  // Whether a train run differentiates the input or parameter `name` (placeholder or key).
+  bool Differentiates(const std::string& name) const { return !requires_grad || requires_grad->count(name) > 0; }
 };
 
 // A graph op that is not ATen, registered from Python (torch.library): run in the Python worker.

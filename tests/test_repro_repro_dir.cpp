@@ -86,6 +86,60 @@ void EditSafetensorsHeader(const fs::path& d, const std::function<std::string(st
   Spit(d / "tensors.safetensors", bytes.substr(0, 8) + header + bytes.substr(8 + n));
 }
 
+// The dump backend's per-graph facts: what each graph ran as, filled from the top level where a
+// graph does not say, kept on rewrite.
+TEST(ReproDir, PerGraphFactsDefaultToTheTopLevelAndSurviveARewrite) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  EditManifest(dir.path(), [](json& j) {
+    j["dtype"] = "bfloat16";
+    j["device"] = "cuda";
+    j["graphs"][0]["mode"] = "train";
+    j["graphs"][0]["dtype"] = "float32";
+    j["graphs"][0]["amp"] = "bfloat16";
+    j["graphs"][0]["tangents"] = {"g/output/0", nullptr};
+    j["graphs"][0]["requires_grad"] = {"x", "param/w"};
+    j["graphs"][0]["note"] = "kept";
+  });
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const GraphEntry& g = r->graphs()[0];
+  EXPECT_EQ(g.mode, "train");
+  EXPECT_EQ(g.dtype, "float32");
+  EXPECT_EQ(g.device, "cuda");  // from the top level
+  EXPECT_EQ(g.amp, "bfloat16");
+  EXPECT_EQ(g.tangents, (std::vector<std::string>{"g/output/0", ""}));
+  EXPECT_TRUE(g.Differentiates("x") && g.Differentiates("param/w"));
+  const json back = ManifestToJson(r->manifest(), {&g});
+  EXPECT_EQ(back["graphs"][0]["mode"], "train");
+  EXPECT_FALSE(back["graphs"][0].contains("device"));  // the same as the top level: not repeated
+  EXPECT_EQ(back["graphs"][0]["tangents"][1], nullptr);
+  EXPECT_EQ(back["graphs"][0]["note"], "kept");
+}
+
+TEST(ReproDir, AnOldDirsGraphsTakeTheManifestsFacts) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok());
+  const GraphEntry& g = r->graphs()[0];
+  EXPECT_EQ(g.mode, "eval");
+  EXPECT_EQ(g.dtype, "float32");
+  EXPECT_EQ(g.device, "cpu");
+  EXPECT_FALSE(g.has_tangents());
+  EXPECT_TRUE(g.Differentiates("anything"));  // unset: every floating input and parameter
+}
+
+TEST(ReproDir, ACaptureThatRecordedNoGraphSaysWhy) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  EditManifest(dir.path(), [](json& j) {
+    j["graphs"] = json::array();
+    j["skipped_graphs"] = {{{"graph", "graph_0"}, {"reason", "symbolic shapes (s77)"}}};
+  });
+  EXPECT_TRUE(FailsWith(ReproDir::Load(dir.path()), {"manifest.json", "recorded no graph", "skipped_graphs", "s77"}));
+}
+
 class ReproDirMalformed : public ::testing::TestWithParam<Corruption> {};
 
 TEST_P(ReproDirMalformed, IsRejectedNamingFileAndField) {
@@ -161,6 +215,28 @@ INSTANTIATE_TEST_SUITE_P(
                 Corruption{"bad_mode",
                            [](const fs::path& d) { EditManifest(d, [](json& j) { j["mode"] = "infer"; }); },
                            {"manifest.json", "\"mode\" is \"infer\""}},
+                Corruption{"bad_graph_mode",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["mode"] = "fit"; }); },
+                           {"graphs[0]", "\"mode\" is \"fit\""}},
+                Corruption{"tangents_count",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["tangents"] = {"g/output/0"}; }); },
+                           {"graphs[0]", "\"tangents\" has 1 entries but the graph returns 2"}},
+                Corruption{"tangent_missing",
+                           [](const fs::path& d) {
+                             EditManifest(d, [](json& j) { j["graphs"][0]["tangents"] = {"g/nope", nullptr}; });
+                           },
+                           {"graphs[0]", "tangents[0]", "\"g/nope\""}},
+                Corruption{"tangent_shape",
+                           [](const fs::path& d) {
+                             EditManifest(d, [](json& j) { j["graphs"][0]["tangents"] = {"g/output/1", nullptr}; });
+                           },
+                           {"graphs[0]", "tangents[0]", "expects"}},
+                Corruption{"tangent_not_a_key",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["tangents"] = {3, nullptr}; }); },
+                           {"graphs[0]", "\"tangents\" holds neither"}},
+                Corruption{"requires_grad_unknown",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["requires_grad"] = {"ghost"}; }); },
+                           {"graphs[0]", "\"requires_grad\" names \"ghost\""}},
                 Corruption{"no_graphs",
                            [](const fs::path& d) { EditManifest(d, [](json& j) { j.erase("graphs"); }); },
                            {"manifest.json", "\"graphs\""}},
