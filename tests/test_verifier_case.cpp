@@ -69,6 +69,19 @@ TEST(Case, FromReproOverrides) {
   EXPECT_EQ(s->backend_options, (nlohmann::json{{"max_autotune", "True"}}));
 }
 
+TEST(Case, AnAutocastCaptureIsAmp) {
+  testing::TempDir dir;
+  ReproDir r = SmallRepro(dir, [](Manifest& m) {
+    m.backend = "eager";
+    m.extra["amp"] = "bfloat16";
+  });
+  auto s = Case::FromRepro(r, CaseOptions{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->dtype, "amp");
+  EXPECT_DOUBLE_EQ(EffectiveTolerance(*s), 1e-3);
+  EXPECT_EQ(r.graphs()[0].amp, "bfloat16");  // its graphs ran under it too
+}
+
 TEST(Case, FromReproWithoutABackendIsBadInput) {
   testing::TempDir dir;
   ReproDir r = SmallRepro(dir, [](Manifest& m) { m.backend.reset(); });

@@ -47,12 +47,16 @@ Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const CaseOption
   else if (m.backend == s.backend)
     s.backend_options = m.backend_options;
   s.test = m.mode;
-  s.dtype = m.dtype;
+  s.dtype = CapturedDtype(m.dtype, m.extra);
   s.device = o.device.value_or(m.device);
   ApplyCommon(s, o);
   if (!s.tol && m.failure.is_object() && m.failure.contains("tol") && m.failure["tol"].is_number())
     s.tol = m.failure["tol"].get<double>();
   return s;
+}
+
+std::string CapturedDtype(const std::string& dtype, const nlohmann::json& fields) {
+  return fields.is_object() && fields.contains("amp") && fields["amp"].is_string() ? "amp" : dtype;
 }
 
 std::filesystem::path DefaultCacheDir() {

@@ -40,6 +40,10 @@ struct Case {
   [[nodiscard]] static Expected<ExperimentSpec> FromRepro(const ReproDir& repro, const CaseOptions& options);
 };
 
+// The dtype a capture ran in, for tolerances and reports: "amp" when it ran under autocast
+// (`fields` holds "amp", the manifest's or a graph's), else its floating dtype.
+std::string CapturedDtype(const std::string& dtype, const nlohmann::json& fields);
+
 // Where captures and compiled artifacts are cached: $PARITY_CACHE_DIR, else
 // $XDG_CACHE_HOME/parity, else ~/.cache/parity.
 std::filesystem::path DefaultCacheDir();

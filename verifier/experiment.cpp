@@ -110,6 +110,7 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"exception_type", exception_type},
           {"traceback", traceback},
           {"notes", notes},
+          {"reference_error", reference_error},
           {"signal", signal},
           {"timed_out", timed_out}};
 }
@@ -128,6 +129,7 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.exception_type = j.value("exception_type", std::string());
   r.traceback = j.value("traceback", std::string());
   r.notes = j.value("notes", std::string());
+  r.reference_error = j.value("reference_error", std::string());
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
   return r;
@@ -140,9 +142,18 @@ namespace {
 struct Collected {
   NamedTensors ref, fp64, got;
   std::vector<std::string> shown;  // readable names, as reported
+  std::vector<double> tols;        // each result's tolerance (its graph's mode and dtype)
   bool fp64_ok = true;
   std::vector<double> run_times;
 };
+
+// A graph's tolerance: --tol (or the failure's), else the suite default for the mode and
+// dtype the program ran that graph in.
+double GraphTolerance(const ExperimentSpec& spec, const GraphEntry& graph) {
+  if (spec.tol) return *spec.tol;
+  const std::string dtype = graph.dtype.empty() ? spec.dtype : graph.amp.empty() ? graph.dtype : "amp";
+  return DefaultTolerance(spec.suite, graph.mode.empty() ? spec.test : graph.mode, dtype);
+}
 
 using Stop = std::optional<ExperimentResult>;  // set when the experiment ends early
 
@@ -188,28 +199,30 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
               const GraphEntry& graph, bool multi, Collected& c) {
   const ReproDir& repro = *ctx.repro;
   const std::string prefix = multi ? graph.name + "/" : "";
+  const std::string mode = graph.mode.empty() ? spec.test : graph.mode;
   ctx.graph = &graph;
+  ctx.mode = mode;
   SetPhase(on_phase, r, "eager");
   auto program = interp::Program::Compile(graph.graph, (repro.root() / graph.file).string());
   if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
   ReferenceOptions ro;
   ro.device = ctx.device;
   ro.hook = backend.EagerHook(ctx);
-  auto ref = RunReference(*program, repro, graph, spec.test, ro);
+  auto ref = RunReference(*program, repro, graph, mode, ro);
   if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
   SetPhase(on_phase, r, "eager_2nd_run");
-  auto ref2 = RunReference(*program, repro, graph, spec.test, ro);
+  auto ref2 = RunReference(*program, repro, graph, mode, ro);
   if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
   if (Stop s = CheckDeterministic(r, *ref, *ref2, ctx.device.is_cuda(), prefix)) return s;
   SetPhase(on_phase, r, "fp64_reference");
   ReferenceOptions r64 = ro;
   r64.float_dtype = c10::kDouble;
   r64.hook = nullptr;
-  auto fp64 = RunReference(*program, repro, graph, spec.test, r64);
+  auto fp64 = RunReference(*program, repro, graph, mode, r64);
   if (!fp64.ok()) {
+    // Never silent: the record says the reference is missing, why, and which rule decided.
     c.fp64_ok = false;
-    if (r.notes.empty())
-      r.notes = "no fp64 reference (" + fp64.error().message.substr(0, 300) + "); compared by cosine similarity";
+    if (r.reference_error.empty()) r.reference_error = prefix + fp64.error().message.substr(0, 300);
     r.cosine = true;
   }
   SetPhase(on_phase, r, "backend");
@@ -222,6 +235,7 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
     const std::string& name = (*ref)[k].first;
     c.shown.push_back(prefix + (name.rfind("output/", 0) == 0 && k < graph.output_names.size() ? graph.output_names[k] : name));
     c.ref.emplace_back(prefix + name, (*ref)[k].second);
+    c.tols.push_back(GraphTolerance(spec, graph));
     if (fp64.ok()) c.fp64.emplace_back(prefix + name, (*fp64)[k].second);
   }
   for (auto& [name, t] : run->outputs) c.got.emplace_back(prefix + name, t);
@@ -246,7 +260,6 @@ void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times,
 ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const Collected& c) {
   std::map<std::string, at::Tensor> got(c.got.begin(), c.got.end());
   compare::SameOptions so;
-  so.tol = r.tol;
   so.cos_similarity = r.cosine;
   so.equal_nan = true;
   so.ignore_non_fp = spec.ignore_non_fp;
@@ -254,6 +267,7 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
   std::string first_failure;
   for (size_t k = 0; k < c.ref.size(); ++k) {
     const auto& [name, want] = c.ref[k];
+    so.tol = c.tols[k];
     compare::Verdict v;
     nlohmann::json hist;  // the error distribution, for reports
     auto it = got.find(name);
@@ -271,6 +285,7 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
     if (!v.pass && first_failure.empty()) first_failure = c.shown[k] + ": " + v.message;
     all = all && v.pass;
     r.outputs.push_back(v.ToJson());
+    if (c.tols[k] != r.tol) r.outputs.back()["tol"] = c.tols[k];
     if (!hist.is_null()) r.outputs.back()["error_hist"] = std::move(hist);
   }
   if (got.size() > c.ref.size() && all)

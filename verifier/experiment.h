@@ -55,7 +55,11 @@ struct ExperimentResult {
   std::string traceback;                             // EXCEPTION_RAISED in the Python worker: its traceback
   int signal = 0;                                    // VERIFIER_DIDNT_RUN: the signal that ended the process
   bool timed_out = false;                            // VERIFIER_DIDNT_RUN: killed at the deadline
-  std::string notes;  // what changed the flow, e.g. why the fp64 reference could not run
+  std::string notes;  // what changed the flow
+  // Why the fp64 reference could not run ("" when it ran for every graph): the comparison then
+  // fell back to cosine similarity, a weaker rule, and every report says so.
+  std::string reference_error;
+  bool has_fp64_reference() const { return reference_error.empty(); }
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

@@ -4,10 +4,46 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/zeros_like.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <chrono>
 
 namespace parity::verifier {
+
+namespace {
+
+// The backward of a train run, and the forward results it adds to `out`. A graph captured with
+// the gradients its program fed to its outputs (tangents) runs that vector-Jacobian product and
+// reports every output; otherwise the first output is the scalar loss, differentiated alone.
+Status Backward(const std::vector<c10::IValue>& outputs, const ReproDir& repro, const GraphEntry& g, const interp::RunOptions& ro,
+                NamedTensors& out) {
+  std::vector<at::Tensor> roots, grads;
+  if (g.has_tangents()) {
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!outputs[k].isTensor()) return Error::Runtime("output " + std::to_string(k) + " is not a tensor");
+      const at::Tensor& o = outputs[k].toTensor();
+      out.emplace_back(OutputName(k), o.detach());
+      if (k >= g.tangents.size() || g.tangents[k].empty() || !o.requires_grad()) continue;
+      PARITY_ASSIGN_OR_RETURN(at::Tensor t, repro.Tensor(g.tangents[k]));
+      roots.push_back(o);
+      grads.push_back(interp::PrepareTensor(t, ro).to(o.scalar_type()));
+    }
+  } else {
+    if (outputs.empty() || !outputs[0].isTensor() || outputs[0].toTensor().numel() != 1)
+      return Error::BadInput("train mode: the graph's first output must be the scalar loss (capture with mode='train')");
+    out.emplace_back("loss", outputs[0].toTensor().detach());
+    roots.push_back(outputs[0].toTensor());
+  }
+  if (roots.empty()) return Status::Ok();  // nothing the program differentiated reaches an output
+  try {
+    torch::autograd::backward(roots, grads);
+  } catch (const std::exception& e) {
+    return Error::Runtime(std::string("backward: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
                                     const std::string& mode, const ReferenceOptions& options) {
@@ -27,11 +63,12 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
     }
     return out;
   }
-  // Train: leaf tensors that require grad for floating parameters and inputs.
+  // Train: leaf tensors that require grad for the floating parameters and inputs the program
+  // differentiated (all of them when the capture does not say).
   std::vector<std::pair<std::string, at::Tensor>> params, grad_inputs;
   for (auto& [key, t] : attrs) {
     at::Tensor p = interp::PrepareTensor(t, ro).detach().clone();
-    if (key.rfind("param/", 0) == 0 && p.is_floating_point()) {
+    if (key.rfind("param/", 0) == 0 && p.is_floating_point() && g.Differentiates(key)) {
       p.requires_grad_(true);
       params.emplace_back(key, p);
     }
@@ -39,7 +76,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   }
   for (const ir::Node* n : g.graph.placeholders()) {
     at::Tensor x = interp::PrepareTensor(inputs.at(n->name()), ro).detach().clone();
-    if (x.is_floating_point()) {
+    if (x.is_floating_point() && g.Differentiates(n->name())) {
       x.requires_grad_(true);
       grad_inputs.emplace_back(n->name(), x);
     }
@@ -55,16 +92,8 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   ro.grad = true;
   at::AutoGradMode enable(true);
   PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
-  if (r.outputs.empty() || !r.outputs[0].isTensor() || r.outputs[0].toTensor().numel() != 1)
-    return Error::BadInput("train mode: the graph's first output must be the scalar loss (capture with mode='train')");
-  at::Tensor loss = r.outputs[0].toTensor();
-  try {
-    loss.backward();
-  } catch (const std::exception& e) {
-    return Error::Runtime(std::string("backward: ") + e.what());
-  }
+  PARITY_RETURN_IF_ERROR(Backward(r.outputs, repro, g, ro, out));
   auto grad = [](const at::Tensor& t) { return t.grad().defined() ? t.grad().detach() : at::zeros_like(t).detach(); };
-  out.emplace_back("loss", loss.detach());
   for (auto& [key, p] : ordered) out.emplace_back("grad/" + key, grad(p));
   for (auto& [name, x] : grad_inputs) out.emplace_back("grad/input/" + name, grad(x));
   at::NoGradGuard no_grad;

@@ -1,6 +1,9 @@
 // Runs a graph with parity's interpreter and returns the named results the verifier compares:
 // eval -> the outputs; train -> loss, gradients of parameters and floating inputs, parameters
-// after one SGD step (lr 0.01), as PyTorch's accuracy checks collect them.
+// after one SGD step (lr 0.01), as PyTorch's accuracy checks collect them. A train graph
+// captured from a real program (GraphEntry::tangents) reports every output instead of the loss
+// and runs the backward its program ran: the recorded gradients fed to the outputs, gradients
+// of the inputs and parameters the program differentiated.
 #pragma once
 
 #include <optional>
