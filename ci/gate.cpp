@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ci/statuses.h"
+#include "verifier/results.h"
 
 namespace parity::ci {
 using nlohmann::json;
@@ -20,6 +21,7 @@ const char* ToString(Verdict v) {
     case Verdict::kNew: return "NEW";
     case Verdict::kFlaky: return "FLAKY";
     case Verdict::kDrift: return "DRIFT";
+    case Verdict::kNoFp64: return "NO_FP64";
   }
   return "?";
 }
@@ -30,7 +32,8 @@ bool FailsGate(Verdict v, const GateOptions& o) {
     case Verdict::kImproved:
     case Verdict::kMissing:
     case Verdict::kNew: return true;
-    case Verdict::kFlaky: return o.strict;
+    case Verdict::kFlaky:
+    case Verdict::kNoFp64: return o.strict;
     case Verdict::kDrift: return o.fail_on_drift;
     default: return false;
   }
@@ -104,6 +107,10 @@ GateRow Judge(const std::string& config, const std::string& name, const json& r,
           row.verdict = Verdict::kDrift;
           row.note = d;
         }
+    if (row.verdict == Verdict::kPass && verifier::LacksFp64Reference(r)) {
+      row.verdict = Verdict::kNoFp64;
+      row.note = verifier::WeakerRuleNote(r);
+    }
     return row;
   }
   if (std::find(statuses.begin(), statuses.end(), *expected) != statuses.end()) {
@@ -168,6 +175,7 @@ std::string FailureMessage(const GateResult& g, const GateOptions& o, const std:
       {Verdict::kMissing, "are in the baseline but were not run"},
       {Verdict::kNew, "ran but are not in the baseline"},
       {Verdict::kFlaky, "are flaky (--strict)"},
+      {Verdict::kNoFp64, "passed without an fp64 reference, by cosine similarity (--strict)"},
       {Verdict::kDrift, "drifted numerically (--fail-on-drift)"},
   };
   std::string msg;

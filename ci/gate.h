@@ -24,11 +24,13 @@ namespace parity::ci {
 //   FLAKY     a rerun gave the expected status, or the model is in the flaky list
 //   DRIFT     passes, but an output's error vs fp64 (RMSE) or its max abs error grew more
 //             than drift_factor x over the baseline's (floor: 1e-4 x the tolerance)
-enum class Verdict { kPass, kXfail, kFail, kImproved, kMissing, kNew, kFlaky, kDrift };
+//   NO_FP64   passes, but its fp64 reference could not run: cosine similarity, a weaker rule,
+//             decided
+enum class Verdict { kPass, kXfail, kFail, kImproved, kMissing, kNew, kFlaky, kDrift, kNoFp64 };
 const char* ToString(Verdict v);
 
 struct GateOptions {
-  bool strict = false;  // FLAKY fails the gate
+  bool strict = false;  // FLAKY and NO_FP64 fail the gate
   double drift_factor = 10.0;
   bool fail_on_drift = false;  // DRIFT fails the gate
 };
@@ -57,8 +59,8 @@ struct GateResult {
   bool failed = false;  // exit 1
 };
 
-// FAIL, IMPROVED, MISSING and NEW fail the gate (as check_accuracy.py's lists do); FLAKY with
-// `strict`; DRIFT with `fail_on_drift`.
+// FAIL, IMPROVED, MISSING and NEW fail the gate (as check_accuracy.py's lists do); FLAKY and
+// NO_FP64 with `strict`; DRIFT with `fail_on_drift`.
 bool FailsGate(Verdict v, const GateOptions& options);
 
 // `records` must outlive the result (rows point at them). One record per (configuration,

@@ -68,8 +68,10 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
     for (auto& e : Entries(records, rows)) {
       s.with_verdicts += e.gate.is_object();
       const Outcome o = OutcomeOf(e);
-      data["entries"].push_back(
-          {{"record", std::move(e.record)}, {"gate", std::move(e.gate)}, {"outcome", {{"kind", o.kind}, {"label", o.label}}}});
+      const std::string weaker_rule = verifier::WeakerRuleNote(e.record);
+      data["entries"].push_back({{"record", std::move(e.record)},
+                                 {"gate", std::move(e.gate)},
+                                 {"outcome", {{"kind", o.kind}, {"label", o.label}, {"weaker_rule", weaker_rule}}}});
       ++s.experiments;
     }
     for (auto& p : verifier::ReadProfileRecords(file)) {

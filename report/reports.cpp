@@ -9,6 +9,7 @@
 #include "ci/statuses.h"
 #include "util/csv.h"
 #include "util/files.h"
+#include "verifier/results.h"
 
 namespace parity::report {
 using nlohmann::json;
@@ -79,7 +80,7 @@ Outcome OutcomeOf(const Entry& e) {
   const std::string code = Str(e.record, "verification_code");
   if (e.gate.is_object()) {
     const std::string v = Str(e.gate, "verdict");
-    if (v == "PASS" || v == "XFAIL" || v == "FLAKY" || v == "DRIFT") return {"pass", v};
+    if (v == "PASS" || v == "XFAIL" || v == "FLAKY" || v == "DRIFT" || v == "NO_FP64") return {"pass", v};
     return {code == "FAIL" || v == "IMPROVED" || v == "NEW" ? "fail" : "error", v};
   }
   if (code == "PASS") return {"pass", code};
@@ -156,9 +157,10 @@ std::string JUnitXml(const std::vector<Entry>& entries) {
           << tag << ">\n    </testcase>\n";
       } else if (o.kind == "skipped") {
         x << ">\n      <skipped message=\"" << Xml(Str(r, "error")) << "\"/>\n    </testcase>\n";
-      } else if (o.label != "PASS") {
-        x << ">\n      <system-out>" << Xml(o.label + (Str(e->gate, "note").empty() ? "" : ": " + Str(e->gate, "note")))
-          << "</system-out>\n    </testcase>\n";
+      } else if (o.label != "PASS" || verifier::LacksFp64Reference(r)) {
+        std::string note = o.label + (Str(e->gate, "note").empty() ? "" : ": " + Str(e->gate, "note"));
+        if (verifier::LacksFp64Reference(r) && o.label != "NO_FP64") note += "; " + verifier::WeakerRuleNote(r);
+        x << ">\n      <system-out>" << Xml(note) << "</system-out>\n    </testcase>\n";
       } else {
         x << "/>\n";
       }
@@ -182,7 +184,8 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
   for (const auto& e : entries) {
     const json& r = e.record;
     const auto o = OutcomeOf(e);
-    const std::string mark = o.kind == "pass" ? (o.label == "PASS" ? "✅ " : "⚠️ ") : o.kind == "skipped" ? "⏭️ " : "❌ ";
+    const bool weak = verifier::LacksFp64Reference(r);
+    const std::string mark = o.kind == "pass" ? (o.label == "PASS" && !weak ? "✅ " : "⚠️ ") : o.kind == "skipped" ? "⏭️ " : "❌ ";
     m << "| " << Md(Model(r)) << " | " << Md(Exp(r, "backend")) << " | " << Exp(r, "test") << " | " << Exp(r, "dtype") << " | "
       << Exp(r, "accelerator") << " | " << mark << o.label << " | " << ci::StatusOf(r) << " | "
       << (e.gate.is_object() ? Str(e.gate, "expected") : "") << " | " << Fixed(MaxAbs(r), "%.3g") << " | "
@@ -191,7 +194,8 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
   bool header = false;
   for (const auto& e : entries) {
     const auto o = OutcomeOf(e);
-    if (o.kind != "fail" && o.kind != "error" && o.label != "DRIFT" && o.label != "FLAKY") continue;
+    if (o.kind != "fail" && o.kind != "error" && o.label != "DRIFT" && o.label != "FLAKY" && !verifier::LacksFp64Reference(e.record))
+      continue;
     if (!header) m << "\n### Details\n\n";
     header = true;
     const json& r = e.record;
@@ -201,6 +205,7 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
     const std::string error = Str(r, "error");
     if (!note.empty() && (error.empty() || note.rfind(error.substr(0, 40), 0) != 0)) m << " (" << Md(note) << ")";
     if (!error.empty()) m << "  \n  `" << Md(error.substr(0, 300)) << "`";
+    if (verifier::LacksFp64Reference(r)) m << "  \n  " << Md(verifier::WeakerRuleNote(r));
     if (!Str(r, "repro_dir").empty()) m << "  \n  repro dir: `" << Str(r, "repro_dir") << "`";
     if (e.gate.is_object() && e.gate.contains("culprit"))
       m << "  \n  culprit: `" << Str(e.gate["culprit"], "op") << "` " << Md(Str(e.gate["culprit"], "source"));

@@ -87,6 +87,28 @@ TEST_F(GateTest, OnlyFailImprovedMissingAndNewFailByDefault) {
   EXPECT_EQ(Gate({records[6]}, b, drift, GateScope{false, nullptr}).rows[0].verdict, Verdict::kPass);
 }
 
+TEST_F(GateTest, APassWithoutAnFp64ReferenceIsNoFp64AndFailsUnderStrict) {
+  Baseline b = Load();
+  auto weak = Rec("pass_ok", "PASS");
+  weak["fp64_reference"] = false;
+  weak["cosine"] = true;
+  weak["reference_error"] = "node \"view_4\" (aten::view): view size is not compatible";
+  GateResult g = Gate({weak}, b, GateOptions{}, GateScope{false, nullptr});
+  ASSERT_EQ(g.rows.size(), 1u);
+  EXPECT_EQ(g.rows[0].verdict, Verdict::kNoFp64);
+  EXPECT_NE(g.rows[0].note.find("cosine similarity"), std::string::npos) << g.rows[0].note;
+  EXPECT_NE(g.rows[0].note.find("view_4"), std::string::npos) << g.rows[0].note;
+  EXPECT_FALSE(g.failed);
+  GateOptions strict;
+  strict.strict = true;
+  g = Gate({weak}, b, strict, GateScope{false, nullptr});
+  EXPECT_TRUE(g.failed);
+  EXPECT_NE(FailureMessage(g, strict, "update").find("without an fp64 reference"), std::string::npos);
+  auto with_ref = Rec("pass_ok", "PASS");
+  with_ref["fp64_reference"] = true;
+  EXPECT_EQ(Gate({with_ref}, b, strict, GateScope{false, nullptr}).rows[0].verdict, Verdict::kPass);
+}
+
 TEST_F(GateTest, AnIncompleteRunReportsNothingMissing) {
   Baseline b = Load();
   GateResult g = Gate({Rec("pass_ok", "PASS")}, b, GateOptions{}, GateScope{false, nullptr});

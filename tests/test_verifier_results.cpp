@@ -56,5 +56,25 @@ TEST(Results, RecordCarriesSpecResultAndContext) {
   EXPECT_FALSE(line.contains("repro_input"));
 }
 
+TEST(Results, AMissingFp64ReferenceIsAFieldNotANote) {
+  ExperimentSpec spec;
+  ExperimentResult r;
+  r.code = Code::kPass;
+  auto line = ResultRecord(spec, r, RecordContext{});
+  EXPECT_EQ(line["fp64_reference"], true);
+  EXPECT_FALSE(LacksFp64Reference(line));
+  EXPECT_EQ(WeakerRuleNote(line), "");
+  r.reference_error = "node \"mm\" (aten::_weight_int8pack_mm): expect A to be either 32-bit or 16-bit float tensor";
+  r.cosine = true;
+  line = ResultRecord(spec, r, RecordContext{});
+  EXPECT_EQ(line["fp64_reference"], false);
+  EXPECT_EQ(line["reference_error"], r.reference_error);
+  EXPECT_TRUE(LacksFp64Reference(line));
+  EXPECT_NE(WeakerRuleNote(line).find("decided by cosine similarity"), std::string::npos);
+  r.code = Code::kExceptionRaised;  // no comparison ran: nothing to say about the reference
+  EXPECT_FALSE(ResultRecord(spec, r, RecordContext{}).contains("fp64_reference"));
+  EXPECT_EQ(ExperimentResult::FromJson(r.ToJson()).reference_error, r.reference_error);
+}
+
 }  // namespace
 }  // namespace parity::verifier

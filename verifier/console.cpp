@@ -61,6 +61,8 @@ void VerifyConsole::Finished(size_t index, const ExperimentSpec& spec, const Exp
   if (progress_) out_ << "\r\033[K";
   out_ << "[" << index << "/" << total_ << "] " << Label(spec) << ": " << ToString(r.code) << " (" << Fixed(wall_s, 1) << " s)";
   if (!r.error.empty() && r.code != Code::kPass) out_ << "  " << r.error.substr(0, 160);
+  if (!r.has_fp64_reference() && (r.code == Code::kPass || r.code == Code::kFail))
+    out_ << "  [no fp64 reference: decided by cosine similarity; " << r.reference_error.substr(0, 120) << "]";
   out_ << "\n" << std::flush;
   std::ostringstream max_abs;
   max_abs << std::setprecision(3) << MaxAbsError(r);

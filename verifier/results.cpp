@@ -65,6 +65,8 @@ nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& 
   if (!r.error.empty()) line["error"] = r.error;
   if (!r.exception_type.empty()) line["exception_type"] = r.exception_type;
   if (!r.notes.empty()) line["notes"] = r.notes;
+  if (r.code == Code::kPass || r.code == Code::kFail) line["fp64_reference"] = r.has_fp64_reference();
+  if (!r.reference_error.empty()) line["reference_error"] = r.reference_error;
   if (!r.phase.empty() && r.code != Code::kPass) line["phase"] = r.phase;
   if (!c.repro_input.empty()) line["repro_input"] = c.repro_input;
   if (!c.repro_dir.empty()) line["repro_dir"] = c.repro_dir;
@@ -95,6 +97,15 @@ Status AppendJsonLine(const std::filesystem::path& file, const nlohmann::json& l
   ::close(fd);
   if (n != static_cast<ssize_t>(text.size())) return Error::Runtime(file.string() + ": short write");
   return Status::Ok();
+}
+
+bool LacksFp64Reference(const nlohmann::json& record) {
+  return record.is_object() && record.contains("fp64_reference") && record["fp64_reference"] == false;
+}
+
+std::string WeakerRuleNote(const nlohmann::json& record) {
+  if (!LacksFp64Reference(record)) return "";
+  return "no fp64 reference, decided by cosine similarity (" + record.value("reference_error", std::string()).substr(0, 160) + ")";
 }
 
 bool IsProfileRecord(const nlohmann::json& j) { return j.is_object() && j.contains("kind") && j["kind"] == kProfileRecordKind; }

@@ -40,6 +40,12 @@ nlohmann::json AttemptJson(const ExperimentResult& result);
 // The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape.
 nlohmann::json ResultRecord(const ExperimentSpec& spec, const ExperimentResult& result, const RecordContext& context);
 
+// A record whose fp64 reference could not run (a comparison by cosine similarity decided
+// instead): every report says so, and `parity ci --strict` fails it.
+bool LacksFp64Reference(const nlohmann::json& record);
+// "no fp64 reference, decided by cosine similarity (why)" for such a record, else "".
+std::string WeakerRuleNote(const nlohmann::json& record);
+
 // `parity profile` records share results.jsonl ("kind": "profile", no verification_code):
 // readers of verification records skip them.
 inline constexpr const char* kProfileRecordKind = "profile";

@@ -27,10 +27,15 @@ def label_of(entry) -> str:
     return entry["outcome"]["label"]
 
 
+def weaker_rule(entry) -> str:
+    """Why a weaker rule than the fp64 one decided (parity says it: verifier/results.h), or ""."""
+    return entry["outcome"].get("weaker_rule", "")
+
+
 def css_class_of(entry) -> str:
     kind, label = entry["outcome"]["kind"], entry["outcome"]["label"]
     if kind == "pass":
-        return "good" if label in ("PASS", "XFAIL") else "warn"
+        return "good" if label in ("PASS", "XFAIL") and not weaker_rule(entry) else "warn"
     # A baseline to update (IMPROVED, NEW) fails the gate but is not a regression: amber, not red.
     return "warn" if kind == "skipped" or label in ("IMPROVED", "NEW") else "bad"
 
@@ -176,7 +181,7 @@ def build(data: dict) -> dict:
     details = []
     for e in entries:
         label, cls = label_of(e), css_class_of(e)
-        if (cls == "good" and label != "XFAIL") or e["outcome"]["kind"] == "skipped":
+        if ((cls == "good" and label != "XFAIL") or e["outcome"]["kind"] == "skipped") and not weaker_rule(e):
             continue
         r = e["record"]
         gate = e.get("gate") or {}
@@ -198,7 +203,8 @@ def build(data: dict) -> dict:
         ex = r["experiment"]
         details.append({"anchor": r["fingerprint"], "label": label, "cls": cls,
                         "title": f'{r["model"]["model_name"]} · {ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}',
-                        "error": r.get("error", ""), "note": gate.get("note", ""), "repro_dir": r.get("repro_dir", ""),
+                        "error": r.get("error", ""), "repro_dir": r.get("repro_dir", ""),
+                        "note": "; ".join(dict.fromkeys(n for n in (gate.get("note", ""), weaker_rule(e)) if n)),
                         "expected": gate.get("expected", ""), "status": gate.get("status", ""),
                         "culprit": gate.get("culprit"), "outputs": outputs[:24], "more": max(0, len(outputs) - 24)})
     counts, classes = OrderedDict(), {}
