@@ -12,7 +12,7 @@ namespace {
 
 struct ProfileArgs {
   std::vector<std::string> dirs, models, backend_options, kernel_options, imports;
-  std::string backend = "inductor", test, dtype, device = "cpu", output_dir = "parity-results", cache_dir, trace, kernel;
+  std::string backend = "inductor", test, dtype, device, output_dir = "parity-results", cache_dir, trace, kernel;
   int batch_size = 0, timeout = 1800, warmup = 3, iterations = 20, profile_iterations = 5, top = 15;
   bool json = false;
 };
@@ -54,7 +54,7 @@ void set_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE passed to the backend (inductor: config keys)");
   cmd->add_option("--test", a->test, "eval or train (default eval; a repro dir: the test it was captured in)");
   cmd->add_option("--dtype", a->dtype, "float32, float16, bfloat16, amp (default float32; a repro dir: its capture's)");
-  cmd->add_option("--device", a->device, "cpu or cuda (default cpu)");
+  cmd->add_option("--device", a->device, "cpu or cuda (default cpu; a repro dir: where it was captured or failed)");
   cmd->add_option("--batch-size", a->batch_size, "batch size (default: the model's)");
   cmd->add_option("--warmup", a->warmup, "warm iterations before timing (default 3)");
   cmd->add_option("--iterations", a->iterations, "timed iterations: medians and spread (default 20)");

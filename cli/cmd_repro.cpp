@@ -1,4 +1,5 @@
 // parity repro run DIR | parity repro show DIR
+#include <ATen/Context.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -74,11 +75,20 @@ int RunReproRun(const ReproRunArgs& a) {
   verifier::RunReproOptions o;
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
+  // The dir's own device (where it was captured, or where it failed) unless --device says.
+  const std::string device = a.device.empty() ? repro.manifest().device : a.device;
   try {
-    o.device = c10::Device(a.device.empty() ? "cpu" : a.device);
+    o.device = c10::Device(device);
   } catch (const std::exception&) {
-    throw Failure{Error::BadInput("--device \"" + a.device + "\" is not a device")};
+    throw Failure{Error::BadInput(a.device.empty() ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
+                                                         "\", not a device"
+                                                   : "--device \"" + a.device + "\" is not a device")};
   }
+  if (o.device.is_cuda() && !at::hasCUDA())
+    throw Failure{Error::BadInput(
+        a.device.empty() ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
+                               "\" but CUDA is not available here; pass --device cpu to run it on the CPU"
+                         : "--device " + a.device + ": CUDA is not available here")};
   o.same.tol = a.tol;
   o.same.equal_nan = a.equal_nan;
   o.same.cos_similarity = a.cosine;
@@ -134,7 +144,7 @@ void set_repro_command(CLI::App& app, int& exit_code) {
       "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
   run->add_option("--backend-option", run_args->backend_options, "KEY=VALUE (default: the manifest's, for its backend)");
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
-  run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ...");
+  run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ... (default: the manifest's)");
   run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)")->each([run_args](const std::string&) {
     run_args->tol_given = true;
   });

@@ -21,7 +21,7 @@ void AddVerifyOptions(CLI::App* cmd, VerifyArgs& a) {
       "--dtype", a.dtypes,
       "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32; a repro dir: "
       "its capture's)");
-  cmd->add_option("--device", a.device, "cpu or cuda (default cpu)");
+  cmd->add_option("--device", a.device, "cpu or cuda (default cpu; a repro dir: where it was captured or failed)");
   cmd->add_option("--batch-size", a.batch_size, "batch size (default: the model's)");
   cmd->add_option("--repeat", a.repeat, "timed repetitions (default 1)");
   cmd->add_option("--iterations-per-run", a.iterations, "iterations per repetition (default 1)");

@@ -13,7 +13,7 @@ namespace parity::cli {
 
 struct VerifyArgs {
   std::vector<std::string> dirs, models, backends{"inductor"}, backend_options, tests, dtypes, imports, shard_costs;
-  std::string device = "cpu", filter, exclude, output_dir = "parity-results", cache_dir, shard;
+  std::string device, filter, exclude, output_dir = "parity-results", cache_dir, shard;
   int batch_size = 0, repeat = 1, iterations = 1, timeout = 1800, jobs = 1, shards = 0;
   double tol = 0;
   bool tol_given = false, cosine = false;

@@ -50,6 +50,27 @@ TEST(Matrix, AReproDirRunsAsCaptured) {
   EXPECT_TRUE(Expand(o).ok());
 }
 
+TEST(Matrix, AReproDirRunsOnItsOwnDeviceUnlessAsked) {
+  testing::TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  auto m = nlohmann::json::parse(testing::Slurp(dir / "manifest.json"));
+  m["device"] = "cuda";  // captured (or failed) on CUDA
+  testing::Spit(dir / "manifest.json", m.dump());
+  VerifyOptions o;
+  o.repro_dirs = {dir.path().string()};
+  o.models = {"mlp"};
+  auto specs = Expand(o);
+  ASSERT_TRUE(specs.ok()) << specs.error().message;
+  ASSERT_EQ(specs->size(), 2u);
+  EXPECT_EQ((*specs)[0].device, "cpu");   // a suite model: the CPU by default
+  EXPECT_EQ((*specs)[1].device, "cuda");  // the dir: where it was captured
+  EXPECT_TRUE(UsesCuda(o));
+  o.device = "cpu";
+  specs = Expand(o);
+  EXPECT_EQ((*specs)[1].device, "cpu");
+  EXPECT_FALSE(UsesCuda(o));
+}
+
 TEST(Matrix, AReproDirRefusesAnotherTestOrDtype) {
   testing::TempDir dir;
   testing::WriteSmallRepro(dir.path());

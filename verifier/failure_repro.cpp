@@ -16,6 +16,11 @@ Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const Experimen
   if (ec) return Error::Runtime("cannot copy " + spec.repro + " to " + dst.string() + ": " + ec.message());
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(dst));
   Manifest m = repro.manifest();
+  // Where it failed is where it reproduces: minify and repro run take the device from here (each
+  // graph keeps the device it was captured on).
+  for (auto& g : repro.mutable_graphs())
+    if (g.device.empty()) g.device = m.device;
+  m.device = spec.device;
   m.backend = spec.backend;
   m.backend_options = spec.backend_options;
   nlohmann::json failing = nlohmann::json::array();

@@ -1,6 +1,6 @@
 // The repro dir verify writes for a FAIL or EXCEPTION_RAISED: the experiment's capture with the
-// backend, its options and the failure (code, kind, message, failing outputs, tol) in the
-// manifest, ready for `parity minify` and `parity repro run`.
+// backend, its options, the device it failed on and the failure (code, kind, message, failing
+// outputs, tol) in the manifest, ready for `parity minify` and `parity repro run`.
 #pragma once
 
 #include <filesystem>

@@ -34,7 +34,7 @@ Expected<NameFilter> MakeFilter(const VerifyOptions& o) {
 CaseOptions CaseOptionsOf(const VerifyOptions& o) {
   CaseOptions c;
   c.backend_options = o.backend_options;  // verify always passes its own (default none)
-  c.device = o.device;
+  if (!o.device.empty()) c.device = o.device;
   c.tol = o.tol;
   c.cosine = o.cosine;
   c.batch_size = o.batch_size;
@@ -117,6 +117,13 @@ Status ImportReproHostOps(const VerifyOptions& o, const std::function<Expected<n
     PARITY_RETURN_IF_ERROR(ImportHostOpModules(r, o.imports, ask));
   }
   return Status::Ok();
+}
+
+bool UsesCuda(const VerifyOptions& o) {
+  if (!o.device.empty()) return o.device.rfind("cuda", 0) == 0;
+  for (const auto& d : o.repro_dirs)
+    if (auto r = ReproDir::Load(d); r.ok() && r->manifest().device.rfind("cuda", 0) == 0) return true;
+  return false;
 }
 
 Expected<std::function<bool(const std::string&)>> ModelNameFilter(const VerifyOptions& o) {

@@ -19,6 +19,9 @@ namespace parity::verifier {
 [[nodiscard]] Status ImportReproHostOps(const VerifyOptions& options,
                                         const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask);
 
+// Whether any experiment runs on CUDA: --device, else a repro dir's own device.
+bool UsesCuda(const VerifyOptions& options);
+
 // --filter/--exclude as a predicate over model names (`parity ci` applies it to the baseline).
 [[nodiscard]] Expected<std::function<bool(const std::string&)>> ModelNameFilter(const VerifyOptions& options);
 

@@ -34,15 +34,15 @@ struct Session {
   std::string accelerator;  // asked once
 };
 
-std::string AcceleratorModel(Session& s) {
+std::string AcceleratorModel(Session& s, const std::string& device) {
+  if (device.rfind("cuda", 0) != 0) return CpuModel();
   if (!s.accelerator.empty()) return s.accelerator;
-  if (s.o.device.rfind("cuda", 0) != 0) return s.accelerator = CpuModel();
   auto resp = s.runner.Ask({{"cmd", "ping"}});
   return s.accelerator = resp.ok() ? resp->value("device_name", std::string("cuda")) : std::string("cuda");
 }
 
 std::vector<std::vector<std::string>> SlotEnv(const VerifyOptions& o) {
-  const bool cuda = o.device.rfind("cuda", 0) == 0;
+  const bool cuda = UsesCuda(o);
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const int gpus = cuda && o.jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
   return SlotEnvironments(o.jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
@@ -103,7 +103,7 @@ nlohmann::json Record(const Item& item, Session& s) {
   const ExperimentSpec& spec = item.spec;
   const ExperimentResult& r = item.attempts.front();
   RecordContext ctx;
-  ctx.accelerator_model = AcceleratorModel(s);
+  ctx.accelerator_model = AcceleratorModel(s, spec.device);
   ctx.wall_time_s = item.wall_s;
   ctx.batch_size = spec.batch_size;
   if (!spec.repro.empty())

@@ -29,7 +29,7 @@ struct VerifyOptions {
   // repro dir refuses a test or dtype it was not captured in).
   std::vector<std::string> tests;
   std::vector<std::string> dtypes;
-  std::string device = "cpu";
+  std::string device;  // --device; empty: a repro dir's own (its manifest's), cpu for suite models
   int batch_size = 0;  // 0: the model's default
   int repeat = 1;
   int iterations_per_run = 1;
