@@ -10,10 +10,21 @@
 namespace parity::minifier {
 namespace fs = std::filesystem;
 
-CandidateWriter::CandidateWriter(Manifest manifest, std::string graph_name, std::map<std::string, std::string> inputs,
-                                 const std::map<std::string, at::Tensor>& tensors)
-    : manifest_(std::move(manifest)), graph_name_(std::move(graph_name)), inputs_(std::move(inputs)), tensors_(tensors) {
+CandidateWriter::CandidateWriter(Manifest manifest, const GraphEntry& original, const std::map<std::string, at::Tensor>& tensors)
+    : manifest_(std::move(manifest)),
+      graph_name_(original.name),
+      inputs_(original.inputs),
+      tangents_(original.tangents),
+      requires_grad_(original.requires_grad),
+      tensors_(tensors) {
   manifest_.producer = "parity minify";
+  if (!original.mode.empty()) manifest_.mode = original.mode;
+  if (!original.dtype.empty()) manifest_.dtype = original.dtype;
+  if (!original.amp.empty())
+    manifest_.extra["amp"] = original.amp;
+  else
+    manifest_.extra.erase("amp");
+  for (const ir::Node* n : original.graph.OutputValues()) output_nodes_.push_back(n->name());
 }
 
 std::string CandidateWriter::KeyFor(const std::string& placeholder) const {
@@ -53,6 +64,16 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   e.name = graph_name_;
   e.file = "graphs/" + graph_name_ + ".json";
   e.graph = g.Clone();
+  std::vector<std::string> outputs;
+  for (const ir::Node* n : g.OutputValues()) outputs.push_back(n->name());
+  if (!tangents_.empty() && outputs == output_nodes_) e.tangents = tangents_;
+  if (requires_grad_) {
+    e.requires_grad.emplace();
+    for (const ir::Node* n : g.nodes())
+      if (((n->kind() == ir::NodeKind::kPlaceholder && requires_grad_->count(n->name())) ||
+           (n->kind() == ir::NodeKind::kGetAttr && requires_grad_->count(n->target()))))
+        e.requires_grad->insert(n->kind() == ir::NodeKind::kPlaceholder ? n->name() : n->target());
+  }
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::set<std::string> seen;
   auto add = [&](const std::string& key, const ir::Node* placeholder) -> Status {
@@ -67,6 +88,8 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
     tensors.emplace_back(key, std::move(value));
     return Status::Ok();
   };
+  for (const auto& key : e.tangents)
+    if (!key.empty()) PARITY_RETURN_IF_ERROR(add(key, nullptr));
   for (const ir::Node* n : g.nodes()) {
     if (n->kind() == ir::NodeKind::kPlaceholder) {
       e.inputs[n->name()] = KeyFor(n->name());

@@ -35,10 +35,12 @@ class Interestingness {
 class CandidateWriter {
  public:
   // `tensors`: every tensor a candidate may read: the original ones by key, and the reference
-  // value of every tensor-valued node as "ref/<node>". `inputs`: the original placeholders'
-  // tensor keys. `manifest`: the original's, with backend and options set.
-  CandidateWriter(Manifest manifest, std::string graph_name, std::map<std::string, std::string> inputs,
-                  const std::map<std::string, at::Tensor>& tensors);
+  // value of every tensor-valued node as "ref/<node>". `original`: the graph being reduced (its
+  // placeholders' tensor keys, what the program ran it as). `manifest`: the original's, with
+  // backend and options set; candidates are written with the graph's mode, dtype and autocast
+  // as their top level. A candidate returning what the original returns keeps its recorded
+  // gradients (tangents); any other is a plain (eval, or loss-first train) graph.
+  CandidateWriter(Manifest manifest, const GraphEntry& original, const std::map<std::string, at::Tensor>& tensors);
   // Whether a candidate can be written at all (every placeholder has a concrete value).
   bool Writable(const ir::Graph& g) const;
   [[nodiscard]] Status Write(const ir::Graph& g, const std::filesystem::path& dir, const nlohmann::json& failure) const;
@@ -49,6 +51,9 @@ class CandidateWriter {
   Manifest manifest_;
   std::string graph_name_;
   std::map<std::string, std::string> inputs_;
+  std::vector<std::string> tangents_;      // the original's, for candidates with its outputs
+  std::vector<std::string> output_nodes_;  // the original's outputs, by node name
+  std::optional<std::set<std::string>> requires_grad_;
   const std::map<std::string, at::Tensor>& tensors_;
 };
 

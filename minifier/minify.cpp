@@ -43,7 +43,7 @@ struct Pipeline {
     Manifest m = repro.manifest();
     m.backend = state.base.backend;
     m.backend_options = state.base.backend_options;
-    return CandidateWriter(m, g.name, g.inputs, tensors);
+    return CandidateWriter(m, g, tensors);
   }
   DirJudge Judge(const std::string& name) {
     if (!o.check_command.empty()) return CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);

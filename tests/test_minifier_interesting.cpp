@@ -25,7 +25,7 @@ struct Small {
   }
   CandidateWriter Writer() const {
     const GraphEntry& g = repro->graphs()[0];
-    return CandidateWriter(repro->manifest(), g.name, g.inputs, tensors);
+    return CandidateWriter(repro->manifest(), g, tensors);
   }
 };
 

@@ -21,6 +21,8 @@ Status GraphBisect(StepContext& ctx, ReductionState& state) {
   }
   state.graph_index = gi;
   state.current = graphs[gi].graph.Clone();
+  // Candidates run as the program ran this graph (a dir may mix train and eval graphs).
+  if (!graphs[gi].mode.empty()) state.base.test = graphs[gi].mode;
   return Status::Ok();
 }
 
