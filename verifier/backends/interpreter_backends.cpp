@@ -44,6 +44,10 @@ class EagerBackend final : public Backend {
 //   occurrence=N          only the N-th node (graph order, 1-based) calling the op; default all
 //   in=backend|eager      where to inject: the backend under test (default) or the verifier's
 //                         own eager reference runs (EAGER_FAILED, NONDETERMINISTIC_EAGER_RUN)
+//   phase=forward|backward   backward: the op's value stays, the gradient its backward receives
+//                         is faulted (train mode; a wrong backward kernel)
+//   only_on=DEVICE        a device-specific bug: injects only when the experiment runs on DEVICE
+//                         (as the device string reads, e.g. cuda:0, or cpu:0 to stand in for one)
 //   once=PATH             a flaky backend: only the first experiment to create PATH injects
 //   rendezvous=DIR parties=N   each run waits (up to 120 s) until N experiments are in DIR at
 //                         once, else raises: proves that experiments run in parallel
@@ -61,6 +65,11 @@ class FaultBackend final : public Backend {
     }
     const std::string in = ctx.options.value("in", "backend");
     if (in != "backend" && in != "eager") return Error::BadInput("backend fault: in=\"" + in + "\", expected backend or eager");
+    for (const char* k : {"phase", "phase2"}) {
+      const std::string phase = ctx.options.value(k, "forward");
+      if (phase != "forward" && phase != "backward")
+        return Error::BadInput("backend fault: " + std::string(k) + "=\"" + phase + "\", expected forward or backward");
+    }
     try {
       for (const char* k : {"delta", "delta2"})
         if (ctx.options.contains(k)) (void)std::stod(ctx.options[k].get<std::string>());
@@ -110,29 +119,48 @@ class FaultBackend final : public Backend {
     int seen = 0;
     for (const ir::Node* n : ctx.graph->graph.ops())
       if (n->target().rfind(op, 0) == 0 && ++seen == occurrence) only = n->name();
+    const bool backward = opt("phase", "forward") == "backward";
     auto calls = std::make_shared<int64_t>(0);  // across runs: "noise" differs run to run
     return [=](const ir::Node& n, c10::IValue& v) -> Status {
       if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
       ++*calls;
       if (!v.isTensor()) return Status::Ok();
-      if (kind == "perturb")
-        v = v.toTensor() + delta;
-      else if (kind == "noise")
-        v = v.toTensor() + delta * static_cast<double>(*calls);
-      else if (kind == "nan")
-        v = v.toTensor() * std::numeric_limits<double>::quiet_NaN();
-      else if (kind == "raise")
-        return Error::Runtime("fault injected: " + n.target() + " raised (node " + n.name() + ")");
-      else if (kind == "segfault")
-        std::raise(SIGSEGV);
-      else if (kind == "abort")
-        std::abort();
-      else if (kind == "hang")
-        while (true) std::this_thread::sleep_for(std::chrono::hours(1));
-      else if (kind == "oom")
-        v = at::empty({int64_t{1} << 50}, v.toTensor().options());  // throws: out of memory
+      const int64_t call = *calls;
+      if (!backward) {
+        PARITY_ASSIGN_OR_RETURN(at::Tensor t, Inject(kind, delta, call, v.toTensor(), n));
+        v = std::move(t);
+        return Status::Ok();
+      }
+      // phase=backward: the forward value stays; the gradient the op's backward receives is
+      // faulted (a wrong backward kernel). Nothing happens where nothing is differentiated.
+      at::Tensor t = v.toTensor();
+      if (!t.requires_grad()) return Status::Ok();
+      const std::string node = n.name(), target = n.target();
+      t.register_hook([=](const at::Tensor& grad) {
+        auto faulted = Inject(kind, delta, call, grad, node, target);
+        if (!faulted.ok()) throw std::runtime_error(faulted.error().message);
+        return *faulted;
+      });
       return Status::Ok();
     };
+  }
+
+  // `t` with the fault `kind` applied (or the fault's own failure).
+  static Expected<at::Tensor> Inject(const std::string& kind, double delta, int64_t call, const at::Tensor& t, const ir::Node& n) {
+    return Inject(kind, delta, call, t, n.name(), n.target());
+  }
+  static Expected<at::Tensor> Inject(const std::string& kind, double delta, int64_t call, const at::Tensor& t,
+                                     const std::string& node, const std::string& target) {
+    if (kind == "perturb") return t + delta;
+    if (kind == "noise") return t + delta * static_cast<double>(call);
+    if (kind == "nan") return t * std::numeric_limits<double>::quiet_NaN();
+    if (kind == "raise") return Error::Runtime("fault injected: " + target + " raised (node " + node + ")");
+    if (kind == "segfault") std::raise(SIGSEGV);
+    if (kind == "abort") std::abort();
+    if (kind == "hang")
+      while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+    if (kind == "oom") return at::empty({int64_t{1} << 50}, t.options());  // throws: out of memory
+    return t;
   }
 
   // once=PATH: true for the one run that creates PATH (O_EXCL), false for every later one.
@@ -145,6 +173,7 @@ class FaultBackend final : public Backend {
   }
 
   static interp::NodeHook MakeHook(const ExperimentContext& ctx) {
+    if (ctx.options.contains("only_on") && ctx.options["only_on"].get<std::string>() != ctx.device.str()) return nullptr;
     if (!FirstRun(ctx)) return nullptr;
     interp::NodeHook first = RuleHook(ctx, ""), second = RuleHook(ctx, "2");
     if (!second) return first;
