@@ -49,22 +49,32 @@ def _graph_entry(name: str, inputs: Dict[str, str], outputs: List[str], output_n
 
 
 def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequence[str],
-                   user_inputs: Sequence[torch.Tensor]) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
-    """Returns (graph_json, manifest_entry, tensors) for one ExportedProgram."""
+                   user_inputs: Sequence[torch.Tensor], input_attrs: Optional[Dict[int, str]] = None,
+                   ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """Returns (graph_json, manifest_entry, tensors) for one ExportedProgram. `input_attrs` maps
+    the position of a tensor user input to a tensor key (`param/<fqn>`, `buffer/<fqn>`): that
+    input is a parameter or buffer the program passed in (dynamo lifts them to inputs) and
+    becomes a get_attr of that key."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     attr_keys: Dict[str, str] = {}
     tensors: Dict[str, torch.Tensor] = {}
     inputs: Dict[str, str] = {}
-    user_iter = iter(user_inputs)
+    input_attrs = input_attrs or {}
+    position = 0
     for spec in _input_specs(ep):
         ph = spec.arg.name if hasattr(spec.arg, "name") else None
         if spec.kind == InputKind.USER_INPUT:
             if not isinstance(spec.arg, torch.export.graph_signature.TensorArgument):
                 continue  # a constant (int, None) export specialized into the graph
-            key = f"{name}/input/{ph}"
-            inputs[ph] = key
-            tensors[key] = next(user_iter)
+            value = user_inputs[position]
+            if position in input_attrs:
+                attr_keys[ph] = input_attrs[position]
+                tensors[input_attrs[position]] = value
+            else:
+                inputs[ph] = f"{name}/input/{ph}"
+                tensors[inputs[ph]] = value
+            position += 1
         elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
             prefix = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "const"}[spec.kind]
             key = f"{prefix}/{spec.target}"
@@ -182,8 +192,9 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     return write_repro_dir(out_dir, manifest, [(gjson, entry)], tensors)
 
 
-def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode):
-    """make_fx over a functional call with parameters and buffers as explicit inputs."""
+def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None):
+    """make_fx over a functional call with parameters and buffers as explicit inputs. `values`:
+    the tensor inputs' values to record (default: the traced ones)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call, functionalize
 
@@ -212,9 +223,14 @@ def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode):
         kind = "param" if k in dict(model.named_parameters()) else "buffer"
         attr_keys[n.name] = f"{kind}/{k}"
         tensors[f"{kind}/{k}"] = named[k]
-    for n, v in zip(placeholders[len(keys):], real[len(keys):]):
-        inputs[n.name] = f"{gname}/input/{n.name}"
-        tensors[inputs[n.name]] = v
+    recorded = list(values) if values is not None else real[len(keys):]
+    for position, (n, v) in enumerate(zip(placeholders[len(keys):], recorded)):
+        if input_attrs and position in input_attrs:
+            attr_keys[n.name] = input_attrs[position]
+            tensors[input_attrs[position]] = v
+        else:
+            inputs[n.name] = f"{gname}/input/{n.name}"
+            tensors[inputs[n.name]] = v
     gjson = graph_to_json(gm, gname, attr_keys)
     out_keys, out_names = [], []
     k = 0
@@ -227,18 +243,31 @@ def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode):
     return gjson, _graph_entry(gname, inputs, out_keys, out_names), tensors
 
 
-def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[torch.Tensor], name: str
+def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
+                         input_attrs: Optional[Dict[int, str]] = None, values: Optional[Sequence[Any]] = None,
                          ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
-    """Lowers one dynamo graph (torch-level FX, parameters lifted to inputs) to ATen with its real
-    inputs. Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
-    with torch.no_grad():
-        eager = gm(*inputs)
-    names, leaves = flatten_outputs(eager)
-    tensor_inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    """Lowers one dynamo graph (torch-level FX, parameters lifted to inputs) to ATen.
+
+    `inputs`: what torch.export traces with (fake-ified: never written to). `values`: the input
+    values to record (default `inputs`); make_fx, the fallback, runs real ops, so it traces
+    copies of them on the inputs' devices. `outputs`: the graph's outputs on those values
+    (default: gm run on copies). `input_attrs`: tensor-input position -> tensor key, for inputs
+    that are the program's parameters and buffers (lower_exported).
+    Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
+    values = list(inputs if values is None else values)
+
+    def copies():
+        return [v.detach().to(x.device, copy=True) if isinstance(v, torch.Tensor) else x for v, x in zip(values, inputs)]
+
+    if outputs is None:
+        with torch.no_grad():
+            outputs = gm(*copies())
+    names, leaves = flatten_outputs(outputs)
+    tensor_values = [x for x in values if isinstance(x, torch.Tensor)]
     try:
         ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
-        return lower_exported(ep, name, leaves, names, tensor_inputs)
+        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs)
     except CaptureError:
         raise
     except Exception:
-        return _lower_make_fx(gm, tuple(inputs), {}, name, leaves, names, "eval")
+        return _lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)

@@ -1,19 +1,120 @@
-"""A torch.compile backend that dumps every dynamo graph of a real program, with its real inputs,
-into one repro dir, then runs the graph eagerly so the program goes on unchanged:
+"""A torch.compile backend that records every dynamo graph of a real program, with its real
+inputs, into one repro dir, and runs the graph eagerly so the program goes on unchanged:
 
     model = torch.compile(model, backend=dump_backend("out/prog"))
-    model(x)   # out/prog/ now holds graph_0, graph_1, ... (one per graph break)
+    loss = loss_fn(model(x), y); loss.backward()   # out/prog/ holds graph_0, graph_1, ...
+
+Per graph, the manifest says what the program ran (docs/format.md): the floating dtype(s) of its
+inputs and parameters, autocast, the device, and whether it ran with grad. A graph called with
+grad-requiring inputs (a training step) is recorded with the gradient the program's backward fed
+to its outputs, so `parity verify DIR` checks the outputs, the parameters' and inputs' gradients
+as the suite's train mode does.
+
+Recording never breaks the program: a graph that cannot be recorded (symbolic shapes, an op the
+format cannot hold, a tracing error) is one warning naming the graph and the reason, runs
+eagerly as if nothing happened, and is listed in the manifest's `skipped_graphs`.
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import re
 import threading
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import PRODUCER, capture_graph_module
+from .capture import PRODUCER, capture_graph_module, flatten_outputs
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
+
+
+class ParityCaptureWarning(UserWarning):
+    """A graph the dump backend could not record (it ran eagerly)."""
+
+
+# Lower precision first: the dtype whose tolerance applies when a graph holds several.
+_PRECISION = {"float16": 0, "bfloat16": 0, "float8_e4m3fn": -1, "float8_e5m2": -1, "float32": 1, "float64": 2}
+
+
+def least_precise(dtypes) -> Optional[str]:
+    return min(sorted(dtypes), key=lambda d: _PRECISION.get(d, 1)) if dtypes else None
+
+
+def _dtype_name(t: torch.dtype) -> str:
+    return str(t).removeprefix("torch.")
+
+
+def _source_name(node: torch.fx.Node) -> str:
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    name = getattr(source, "name", "") if source is not None else ""
+    return name() if callable(name) else (name or "")
+
+
+def attr_key(node: torch.fx.Node) -> Optional[str]:
+    """`param/<fqn>` or `buffer/<fqn>` when the placeholder is a module's parameter or buffer
+    that dynamo lifted to an input (its source is `L['self']._modules['fc']._parameters['w']`)."""
+    parts = re.findall(r"_(modules|parameters|buffers)\['([^']*)'\]", _source_name(node))
+    kind = parts[-1][0] if parts else None
+    if kind not in ("parameters", "buffers"):
+        return None
+    fqn = ".".join(p for _, p in parts)
+    return f"{'param' if kind == 'parameters' else 'buffer'}/{fqn}"
+
+
+class _CompileFacts:
+    """What only the compile-time graph says (dynamo drops the placeholders' sources and fake
+    values once the backend returns): parameter/buffer keys per input, symbolic shapes."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.placeholders = [n.name for n in placeholders]
+        self.attr_keys = [attr_key(n) for n in placeholders]
+        try:
+            self.symbolic = symbolic_reason(gm)
+        except Exception as e:  # reading the metadata failed: treat the graph as one not to record
+            self.symbolic = f"unreadable placeholder metadata ({type(e).__name__}: {e})"
+
+
+def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
+    """Why a graph is symbolic (its placeholders hold SymInts or sizes with free symbols), else
+    None. Read when dynamo hands the graph over (its placeholders' metadata goes afterwards)."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+    symbols = set()
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            v = n.meta.get("example_value", n.meta.get("val"))
+            if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                symbols |= {str(s) for s in free_symbols(v)}
+    if not symbols:
+        return None
+    return f"symbolic shapes ({', '.join(sorted(symbols))[:80]}): dynamic-shape graphs are not recorded yet"
+
+
+def describe_call(args: List[Any]) -> Dict[str, Any]:
+    """What a call ran: floating dtypes, device, autocast, grad."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    dtypes = sorted({_dtype_name(t.dtype) for t in tensors if t.is_floating_point()})
+    devices = sorted({t.device.type for t in tensors})
+    device = next((d for d in devices if d != "cpu"), "cpu")
+    info: Dict[str, Any] = {"dtype": least_precise(dtypes) or "float32", "device": device}
+    if len(dtypes) > 1:
+        info["dtypes"] = dtypes
+    if torch.is_autocast_enabled(device):
+        info["amp"] = _dtype_name(torch.get_autocast_dtype(device))
+    info["grad"] = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    return info
+
+
+class _Graph:
+    """One recorded graph: its JSON, its manifest entry, its tensors, and what it needs to
+    become a train graph when the program's backward reaches it."""
+
+    def __init__(self, name: str, gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[str, torch.Tensor]):
+        self.name, self.gjson, self.entry, self.tensors = name, gjson, entry, tensors
+        self.grad_outputs: List[int] = []  # positions (in expected_outputs) of outputs that require grad
 
 
 class _Dump:
@@ -22,39 +123,231 @@ class _Dump:
         self.imports = list(imports)
         self.model_name = model_name
         self.max_graphs = max_graphs
-        self.graphs: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
+        self.compiled = 0
+        self.graphs: List[_Graph] = []
+        self.skipped: List[Dict[str, str]] = []
         self.tensors: Dict[str, torch.Tensor] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
-    def record(self, gm: torch.fx.GraphModule, inputs: List[Any]) -> None:
+    def next_name(self) -> Optional[str]:
         with self.lock:
-            if self.max_graphs is not None and len(self.graphs) >= self.max_graphs:
-                return
-            name = f"graph_{len(self.graphs)}"
-            gjson, entry, tensors = capture_graph_module(gm, inputs, name)
-            self.graphs.append((gjson, entry))
-            self.tensors.update(tensors)
-            manifest = {"torch_version": torch.__version__, "producer": PRODUCER + " (dynamo)",
-                        "model": self.model_name, "mode": "eval", "dtype": "float32", "device": "cpu"}
-            host = describe_graphs([g for g, _ in self.graphs], self.imports)
-            if host:
-                manifest["host_ops"] = host
-            # Rewritten after every graph: a program that crashes later still leaves a valid dir.
-            write_repro_dir(self.out_dir, manifest, self.graphs, self.tensors)
+            if self.max_graphs is not None and self.compiled >= self.max_graphs:
+                return None
+            self.compiled += 1
+            return f"graph_{self.compiled - 1}"
+
+    # -- recording (never raises into the program) --
+
+    def record(self, name: str, gm: torch.fx.GraphModule, facts: "_CompileFacts", args: List[Any], snapshot: List[Any],
+               outputs: Any) -> Optional[_Graph]:
+        with self.lock:
+            try:
+                if facts.symbolic:
+                    raise _NotRecorded(facts.symbolic)
+                devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
+                # Recording draws none of the program's random numbers, and a failed trace does
+                # not print torch's own tracing logs into the program's output (the warning says it).
+                with torch.random.fork_rng(devices=devices), _quiet():
+                    g = self._lower(name, gm, facts, args, snapshot, outputs)
+                self.graphs.append(g)
+                self.tensors.update(g.tensors)
+                self.write()
+                return g
+            except Exception as e:  # anything: the program must go on
+                self.skip(name, e)
+                return None
+
+    def _lower(self, name, gm, facts, args, snapshot, outputs) -> _Graph:
+        input_attrs: Dict[int, str] = {}
+        position = 0
+        wants_grad: List[Tuple[int, bool]] = []
+        for k, value in enumerate(args):
+            if not isinstance(value, torch.Tensor):
+                continue
+            key = facts.attr_keys[k] if k < len(facts.attr_keys) else None
+            if key is None and isinstance(value, torch.nn.Parameter):
+                key = f"param/{facts.placeholders[k]}"
+            if key is not None:
+                input_attrs[position] = key
+            wants_grad.append((position, bool(value.requires_grad)))
+            position += 1
+        values = [s for s in snapshot if isinstance(s, torch.Tensor)]
+        for pos, key in list(input_attrs.items()):
+            input_attrs[pos] = self._unique_key(key, values[pos], name)
+        with torch.no_grad():
+            out_copy = torch.utils._pytree.tree_map(
+                lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
+        gjson, entry, tensors = capture_graph_module(gm, list(args), name, outputs=out_copy, input_attrs=input_attrs,
+                                                     values=snapshot)
+        info = describe_call(args)
+        grad = info.pop("grad")
+        entry.update(info)
+        entry["mode"] = "eval"
+        g = _Graph(name, gjson, entry, tensors)
+        if grad:
+            # Which lowered inputs the program differentiated: placeholders by name, attrs by key.
+            names = iter(entry["inputs"].keys())
+            needs = []
+            for pos, requires in wants_grad:
+                label = input_attrs[pos] if pos in input_attrs else next(names)
+                if requires:
+                    needs.append(label)
+            entry["requires_grad"] = needs
+            _, leaves = flatten_outputs(outputs)
+            tensor_leaves = [v for v in leaves if isinstance(v, torch.Tensor)]
+            g.grad_outputs = [k for k, v in enumerate(tensor_leaves) if v.requires_grad]
+            entry["note"] = "ran with grad; its backward has not run (yet): recorded as eval"
+        return g
+
+    def _unique_key(self, key: str, value: torch.Tensor, graph: str) -> str:
+        """A parameter read by several graphs shares its key while its value is the same (an
+        optimizer step between two graphs' first calls makes them differ)."""
+        held = self.tensors.get(key)
+        if held is None or (held.shape == value.shape and held.dtype == value.dtype and torch.equal(held, value.to(held.device))):
+            return key
+        return f"{key}@{graph}"
+
+    def add_tangents(self, g: _Graph, grads: List[Optional[torch.Tensor]]) -> None:
+        """The program's backward reached graph `g`: `grads` are the gradients it fed to the
+        outputs that require grad (None where none flowed)."""
+        with self.lock:
+            try:
+                tangents: List[Optional[str]] = [None] * len(g.entry["expected_outputs"])
+                for k, grad in zip(g.grad_outputs, grads):
+                    if grad is not None:
+                        tangents[k] = f"{g.name}/tangent/{k}"
+                        g.tensors[tangents[k]] = grad.detach().to("cpu", copy=True)
+                        self.tensors[tangents[k]] = g.tensors[tangents[k]]
+                if not any(tangents):
+                    return
+                g.entry["mode"] = "train"
+                g.entry["tangents"] = tangents
+                g.entry.pop("note", None)
+                self.write()
+            except Exception as e:
+                _warn(f"parity dump_backend: {g.name}: its backward could not be recorded ({_reason(e)}); kept as eval")
+
+    def skip(self, name: str, e: Exception) -> None:
+        reason = _reason(e)
+        self.skipped.append({"graph": name, "reason": reason})
+        _warn(f"parity dump_backend: {name} not recorded ({reason}); it runs eagerly")
+        try:
+            self.write()
+        except Exception as e2:  # the dir cannot be written at all: say so once more, go on
+            _warn(f"parity dump_backend: cannot write {self.out_dir} ({_reason(e2)})")
+
+    # -- the dir --
+
+    def manifest(self) -> Dict[str, Any]:
+        entries = [g.entry for g in self.graphs]
+        m: Dict[str, Any] = {"torch_version": torch.__version__, "producer": PRODUCER + " (dynamo)",
+                             "model": self.model_name}
+        # Top level: what every graph agrees on; else the train mode if any graph trains, the
+        # least precise dtype, the accelerator (graphs keep their own).
+        modes = {e["mode"] for e in entries}
+        m["mode"] = "train" if "train" in modes else "eval"
+        dtypes = {d for e in entries for d in e.get("dtypes", [e["dtype"]])}
+        m["dtype"] = least_precise(dtypes) or "float32"
+        if len(dtypes) > 1:
+            m["dtypes"] = sorted(dtypes)
+        devices = {e["device"] for e in entries}
+        m["device"] = next((d for d in sorted(devices) if d != "cpu"), "cpu")
+        amps = {e.get("amp") for e in entries}
+        if len(amps) == 1 and None not in amps:  # a graph without "amp" takes the top level's
+            m["amp"] = amps.pop()
+        host = describe_graphs([g.gjson for g in self.graphs], self.imports)
+        if host:
+            m["host_ops"] = host
+        if self.skipped:
+            m["skipped_graphs"] = list(self.skipped)
+        return m
+
+    def write(self) -> None:
+        # Rewritten after every change: a program that crashes later still leaves a valid dir.
+        write_repro_dir(self.out_dir, self.manifest(), [(g.gjson, g.entry) for g in self.graphs], self.tensors)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """torch's tracers log and print the whole graph when a trace fails: none of that reaches
+    the program's output (the one-line warning says what happened)."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+class _NotRecorded(Exception):
+    pass
+
+
+def _reason(e: Exception) -> str:
+    """One line: the exception's first sentence (tracing errors run on for pages)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if len(text) > 120 and ". " in text[:200]:
+        text = text[: text.index(". ", 0, 200) + 1]
+    text = text[:200]
+    return text if isinstance(e, _NotRecorded) else f"{type(e).__name__}: {text}"
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, ParityCaptureWarning, stacklevel=3)
+
+
+def _snapshot(args: List[Any]) -> List[Any]:
+    """The input values before the call (a graph may update buffers in place), on the CPU."""
+    with torch.no_grad():
+        return [a.detach().to("cpu", copy=True) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
+    _, leaves = flatten_outputs(outputs)
+    tensor_leaves = [v for v in leaves if isinstance(v, torch.Tensor)]
+    watched = [tensor_leaves[k] for k in g.grad_outputs]
+    if not watched:
+        return
+    handle = None
+
+    def on_grads(grads):
+        if handle is not None:
+            handle.remove()  # the first backward through this call is the one recorded
+        dump.add_tangents(g, list(grads))
+
+    handle = torch.autograd.graph.register_multi_grad_hook(watched, on_grads, mode="all")
 
 
 def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=()):
-    """`imports`: modules that register the program's non-ATen ops, when capture cannot find them."""
+    """A dynamo backend recording each graph's first call into the repro dir `out_dir`.
+    `imports`: modules that register the program's non-ATen ops, when capture cannot find them."""
     dump = _Dump(out_dir, model_name, max_graphs, imports)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
-        recorded = [False]
+        name = dump.next_name()
+        if name is None:
+            return gm
+        facts = _CompileFacts(gm)
+        state = {"recorded": False}
 
         def run(*args):
-            if not recorded[0]:
-                recorded[0] = True
-                dump.record(gm, list(args))  # the real inputs of the first call
-            return gm(*args)
+            if state["recorded"]:
+                return gm(*args)
+            state["recorded"] = True
+            try:
+                snapshot = _snapshot(list(args))
+            except Exception as e:
+                dump.skip(name, e)
+                return gm(*args)
+            outputs = gm(*args)  # the program's own call, exactly as without parity
+            g = dump.record(name, gm, facts, list(args), snapshot, outputs)
+            if g is not None and g.grad_outputs:
+                try:
+                    _watch_backward(dump, g, outputs)
+                except Exception as e:
+                    _warn(f"parity dump_backend: {name}: cannot watch its backward ({_reason(e)}); recorded as eval")
+            return outputs
 
         return run
 

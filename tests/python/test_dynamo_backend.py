@@ -1,0 +1,299 @@
+"""The dynamo dump backend on programs as they run (tools/parity_capture/dynamo_backend.py), and
+what every consumer makes of its dirs: truthful dtype/device/mode per graph, training steps
+with the gradients the program fed to backward, a capture that never breaks the program, an fp64
+reference that follows captured layouts and is never silently missing."""
+import json
+import os
+import shutil
+import subprocess
+import warnings
+
+import pytest
+import torch
+
+from conftest import run_parity
+from parity_capture import dump_backend
+from parity_capture.dynamo_backend import ParityCaptureWarning
+from parity_capture.serialize import graph_to_json, write_repro_dir
+
+
+class Net(torch.nn.Module):
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.drop = torch.nn.Dropout(dropout)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.drop(torch.relu(self.norm(self.fc(x)))))
+
+
+def manifest(d):
+    return json.load(open(os.path.join(d, "manifest.json")))
+
+
+def verify(parity_bin, out, *args):
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    path = os.path.join(str(out), "results.jsonl")
+    records = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+    return r, records
+
+
+def dump(model, calls, out, **compile_kwargs):
+    """Runs `calls(compiled)` with the dump backend; returns its results and the warnings."""
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=dump_backend(str(out)), **compile_kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = calls(compiled)
+    torch._dynamo.reset()
+    return results, [w for w in caught if issubclass(w.category, ParityCaptureWarning)]
+
+
+def test_a_bfloat16_program_is_recorded_and_checked_as_bfloat16(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    model = Net().to(torch.bfloat16).eval()
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        dump(model, lambda f: f(x), tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert (m["dtype"], m["device"], m["mode"]) == ("bfloat16", "cpu", "eval")
+    assert m["graphs"][0].get("dtype", m["dtype"]) == "bfloat16"
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["experiment"]["dtype"] == "bfloat16" and records[0]["tolerance"] == 1e-3  # not float32's 1e-4
+    assert "bfloat16" in r.stdout
+
+
+def test_an_autocast_program_is_recorded_with_its_amp_dtype(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    model = Net().eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        dump(model, lambda f: f(torch.randn(4, 8)), tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert m["amp"] == "bfloat16" and m["dtype"] == "float32"
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["experiment"]["dtype"] == "amp" and records[0]["tolerance"] == 1e-3
+
+
+def test_a_dir_runs_on_its_own_device_unless_asked(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        dump(Net().eval(), lambda f: f(torch.randn(4, 8)), tmp_path / "cpu")
+    assert manifest(tmp_path / "cpu")["device"] == "cpu"
+    r, records = verify(parity_bin, tmp_path / "a", tmp_path / "cpu", "--backend", "eager")
+    assert records[0]["experiment"]["accelerator"] == "cpu" and records[0]["verification_code"] == "PASS"
+    r, records = verify(parity_bin, tmp_path / "b", tmp_path / "cpu", "--backend", "eager", "--device", "cuda")
+    assert records[0]["experiment"]["accelerator"] == "cuda"  # asked: CUDA (VERIFIER_SKIPPED without one)
+    # A dir captured on CUDA runs there without a flag, and on the CPU when asked.
+    shutil.copytree(tmp_path / "cpu", tmp_path / "cuda")
+    m = manifest(tmp_path / "cuda")
+    m["device"] = "cuda"
+    json.dump(m, open(tmp_path / "cuda" / "manifest.json", "w"))
+    r, records = verify(parity_bin, tmp_path / "c", tmp_path / "cuda", "--backend", "eager")
+    assert records[0]["experiment"]["accelerator"] == "cuda"
+    if not torch.cuda.is_available():
+        assert records[0]["verification_code"] == "VERIFIER_SKIPPED" and "CUDA" in records[0]["error"]
+    r, records = verify(parity_bin, tmp_path / "d", tmp_path / "cuda", "--backend", "eager", "--device", "cpu")
+    assert records[0]["experiment"]["accelerator"] == "cpu" and records[0]["verification_code"] == "PASS"
+
+
+def test_a_failure_minifies_on_the_device_it_was_recorded_on(parity_bin, tmp_path):
+    """The fault backend's only_on= stands in for a device-specific bug (a Triton kernel on
+    CUDA): `cpu:0` is a device string the CPU runs, unlike the capture's `cpu`."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        dump(Net().eval(), lambda f: f(torch.randn(4, 8)), tmp_path / "prog")
+    bug = ["--backend", "fault", "--backend-option", "op=aten::relu", "--backend-option", "only_on=cpu:0"]
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "prog", *bug)
+    assert records[0]["verification_code"] == "PASS"  # on the capture's device the bug is absent
+    r, records = verify(parity_bin, tmp_path / "out2", tmp_path / "prog", *bug, "--device", "cpu:0")
+    assert records[0]["verification_code"] == "FAIL", r.stdout
+    repro = records[0]["repro_dir"]
+    assert manifest(repro)["device"] == "cpu:0"
+    r = run_parity(parity_bin, "minify", repro)  # no flags: it must run where it failed
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.load(open(repro + "-minify/summary.json"))
+    assert summary["culprit"]["target"].startswith("aten::relu"), summary["culprit"]
+
+
+def train(model, x_batches, compiled_fn, lr=0.1):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for x in x_batches:
+        out = compiled_fn(x)
+        loss = out.pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.detach())
+    return losses
+
+
+def test_a_training_loop_is_captured_with_the_gradients_its_backward_used(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    model = Net(dropout=0.25)
+    model.norm.weight.requires_grad_(False)  # a frozen parameter is not differentiated
+    xs = [torch.randn(6, 8) for _ in range(2)]
+
+    def program(f):
+        losses = train(model, xs, f)
+        with torch.no_grad():  # validation in the same program: an eval graph
+            f(xs[0])
+        return losses
+
+    dump(model, program, tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert m["mode"] == "train"
+    g0, g1 = m["graphs"]
+    assert g0.get("mode", m["mode"]) == "train" and g1.get("mode", m["mode"]) == "eval"
+    assert g0["tangents"] == ["graph_0/tangent/0"]
+    assert "param/fc.weight" in g0["requires_grad"] and "param/norm.weight" not in g0["requires_grad"]
+    assert not any(name.startswith("l_x") for name in g0["requires_grad"])  # the data did not require grad
+
+    for backend in ("eager", "inductor"):
+        r, records = verify(parity_bin, tmp_path / backend, tmp_path / "prog", "--backend", backend)
+        assert r.returncode == 0, r.stdout + r.stderr
+        paths = [o["path"] for o in records[0]["outputs"]]
+        assert records[0]["experiment"]["test"] == "train"
+        assert "graph_0/grad/param/fc.weight" in paths and "graph_0/grad/param/head.bias" in paths, paths
+        assert "graph_0/grad/param/norm.weight" not in paths
+        assert not any(p.startswith("graph_0/grad/input") for p in paths)
+        assert "graph_1/0" in paths and not any(p.startswith("graph_1/grad") for p in paths)
+
+    # A wrong backward kernel: forward values right, parameter gradients wrong.
+    r, records = verify(parity_bin, tmp_path / "bwd", tmp_path / "prog", "--backend", "fault",
+                        "--backend-option", "op=aten::relu", "--backend-option", "phase=backward")
+    assert r.returncode == 1 and records[0]["verification_code"] == "FAIL", r.stdout
+    verdicts = {o["path"]: o["pass"] for o in records[0]["outputs"]}
+    assert verdicts["graph_0/0"] and verdicts["graph_1/0"]
+    assert not verdicts["graph_0/grad/param/fc.weight"]
+
+
+def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
+    torch.manual_seed(0)
+    model = Net().eval()
+    batches = [torch.randn(n, 8) for n in (8, 8, 5, 3)]
+
+    def run_all(f):
+        with torch.no_grad():
+            return [f(x) for x in batches]
+
+    want = run_all(model)
+    got, caught = dump(model, run_all, tmp_path / "dyn", dynamic=True)
+    assert all(torch.equal(a, b) for a, b in zip(want, got))  # bit-identical
+    skipped = manifest(tmp_path / "dyn")["skipped_graphs"]
+    assert len(caught) == len(skipped) >= 1
+    assert all(s["graph"] in str(w.message) and s["reason"] in str(w.message) for s, w in zip(skipped, caught))
+    assert any("symbolic shapes (s" in s["reason"] for s in skipped), skipped  # the recompile for the new batch size
+    printed = capfd.readouterr()
+    assert "def forward" not in printed.out + printed.err  # torch's failed-trace dumps stay out of the program's output
+    assert all("\n" not in str(w.message) for w in caught)
+    r = run_parity(parity_bin, "verify", str(tmp_path / "dyn"), "--backend", "eager")
+    assert r.returncode == 2 and "skipped_graphs" in r.stderr and "symbolic" in r.stderr, r.stderr
+
+    class WithCond(torch.nn.Module):  # torch.cond: a higher-order op the format cannot hold
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = torch.relu(self.fc(x))
+            torch._dynamo.graph_break()
+            return torch.cond(y.sum() > 0, lambda t: t * 2, lambda t: t - 1, (y,))
+
+    cond_model = WithCond().eval()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        want = cond_model(x)
+    got, caught = dump(cond_model, lambda f: f(x), tmp_path / "cond")
+    assert torch.equal(want, got)
+    m = manifest(tmp_path / "cond")
+    assert [g["name"] for g in m["graphs"]] == ["graph_0"]
+    assert [s["graph"] for s in m["skipped_graphs"]] == ["graph_1"] and len(caught) == 1
+    assert "graph_1" in str(caught[0].message)
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "cond", "--backend", "eager")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
+def test_random_ops_leave_the_programs_random_numbers_alone(tmp_path):
+    model = Net(dropout=0.5)
+    x = torch.randn(4, 8)
+    torch.manual_seed(1)
+    want = [model(x) for _ in range(2)]
+    torch.manual_seed(1)
+    got, _ = dump(model, lambda f: [f(x) for _ in range(2)], tmp_path / "p")
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+
+
+def write_dir(path, fn, inputs, params, name="graph_0"):
+    """A one-graph repro dir of `fn` traced by make_fx on real tensors (the layouts they have)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(fn, tracing_mode="real")(*inputs, *params.values())
+    phs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    attr_keys = {ph: f"param/{k}" for ph, k in zip(phs[len(inputs):], params)}
+    g = graph_to_json(gm, name, attr_keys)
+    outs = fn(*inputs, *params.values())
+    entry = {"name": name, "file": f"graphs/{name}.json", "inputs": {ph: f"{name}/input/{ph}" for ph in phs[:len(inputs)]},
+             "expected_outputs": [f"{name}/output/{k}" for k in range(len(outs))]}
+    tensors = {f"{name}/input/{ph}": t for ph, t in zip(phs, inputs)}
+    tensors.update({f"param/{k}": v for k, v in params.items()})
+    tensors.update({f"{name}/output/{k}": o for k, o in enumerate(outs)})
+    write_repro_dir(str(path), {"model": os.path.basename(str(path)), "mode": "eval", "dtype": "float32", "device": "cpu"},
+                    [(g, entry)], tensors)
+
+
+def test_the_fp64_reference_follows_captured_layouts(parity_bin, tmp_path):
+    """conv3d on channels_last_3d data keeps that layout in float32 (mkldnn) but not in float64;
+    a view legal only on the captured layout failed the fp64 run (as SDPA's on CUDA did for beit)."""
+    def fn(x, w):
+        y = torch.ops.aten.convolution(x, w, None, [1, 1, 1], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 1)
+        y = y.permute(0, 2, 3, 4, 1)
+        return (y.view(y.shape[0], -1),)
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 2, 3, 3).to(memory_format=torch.channels_last_3d)
+    w = torch.randn(4, 3, 1, 1, 1).to(memory_format=torch.channels_last_3d)
+    write_dir(tmp_path / "video", fn, [x], {"w": w})
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "video", "--backend", "eager")
+    assert records[0]["verification_code"] == "PASS", r.stdout
+    assert records[0]["fp64_reference"] is True and "reference_error" not in records[0], records[0]
+    assert "no fp64 reference" not in r.stdout
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "video"))  # the stored contiguous input gets its layout back
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_missing_fp64_reference_is_never_silent(parity_bin, tmp_path):
+    """int8 weight-only linear (torchao/gpt-fast style): its kernel rejects float64 activations."""
+    def fn(x, w, scales):
+        return (torch.ops.aten._weight_int8pack_mm(x, w, scales),)
+
+    torch.manual_seed(0)
+    write_dir(tmp_path / "int8", fn, [torch.randn(2, 8)],
+              {"w": torch.randint(-8, 8, (4, 8), dtype=torch.int8), "scales": torch.rand(4)})
+    out = tmp_path / "out"
+    r, records = verify(parity_bin, out, tmp_path / "int8", "--backend", "eager")
+    rec = records[0]
+    assert rec["verification_code"] == "PASS" and rec["fp64_reference"] is False and rec["cosine"] is True
+    assert "_weight_int8pack_mm" in rec["reference_error"]
+    assert "no fp64 reference: decided by cosine similarity" in r.stdout
+    assert "no fp64 reference, decided by cosine similarity" in (out / "junit.xml").read_text()
+    assert "no fp64 reference" in (out / "summary.md").read_text()
+    r = run_parity(parity_bin, "report", str(out / "results.jsonl"), "-o", str(tmp_path / "report.html"))
+    assert r.returncode == 0, r.stderr
+    assert "no fp64 reference, decided by cosine similarity" in (tmp_path / "report.html").read_text()
+    # The gate: NO_FP64 passes, and fails under --strict.
+    exp = tmp_path / "expected"
+    r = run_parity(parity_bin, "ci", "--expected", str(exp), "--results", str(out / "results.jsonl"), "--output-dir",
+                   str(tmp_path / "g0"), "--update-expected")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for strict, code in ((False, 0), (True, 1)):
+        gate_out = tmp_path / f"gate{int(strict)}"
+        r = run_parity(parity_bin, "ci", "--expected", str(exp), "--results", str(out / "results.jsonl"), "--output-dir",
+                       str(gate_out), *(["--strict"] if strict else []))
+        assert r.returncode == code, r.stdout + r.stderr
+        rows = json.load(open(gate_out / "gate.json"))["rows"]
+        assert rows[0]["verdict"] == "NO_FP64"
+    assert "without an fp64 reference" in r.stdout
