@@ -116,7 +116,7 @@ void MinifyFailures(const CiOptions& o, GateResult& g, json& rows, std::ostream&
     if (row.verdict != Verdict::kFail || row.repro_dir.empty()) continue;
     minifier::MinifyOptions mo;
     mo.repro_dir = row.repro_dir;
-    mo.out_dir = row.repro_dir + "-minify";
+    mo.out_dir = minifier::DefaultOutDir(row.repro_dir);
     mo.cache_dir = o.verify.cache_dir;
     mo.imports = o.verify.imports;
     mo.jobs = std::max(1, o.verify.jobs);

@@ -100,12 +100,18 @@ Status Bisect(Pipeline& p, std::ostream& log) {
 
 }  // namespace
 
+fs::path DefaultOutDir(const fs::path& repro_dir) {
+  fs::path dir = repro_dir;
+  while (dir.has_filename() == false && dir.has_parent_path() && dir != dir.root_path()) dir = dir.parent_path();  // "DIR/"
+  return fs::path(dir.string() + "-minify");
+}
+
 Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   const auto started = std::chrono::steady_clock::now();
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(opts.repro_dir));
   PARITY_ASSIGN_OR_RETURN(verifier::ExperimentSpec base, verifier::Case::FromRepro(repro, CaseOptionsOf(opts)));
   PARITY_RETURN_IF_ERROR(verifier::FindBackend(base.backend));
-  const fs::path out = opts.out_dir.empty() ? fs::path(opts.repro_dir.string() + "-minify") : opts.out_dir;
+  const fs::path out = opts.out_dir.empty() ? DefaultOutDir(opts.repro_dir) : opts.out_dir;
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return Error::BadInput("--out " + out.string() + ": " + ec.message());

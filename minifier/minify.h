@@ -21,7 +21,7 @@ namespace parity::minifier {
 
 struct MinifyOptions {
   std::filesystem::path repro_dir;
-  std::filesystem::path out_dir;       // default <repro_dir>-minify
+  std::filesystem::path out_dir;       // default DefaultOutDir(repro_dir)
   std::optional<std::string> backend;  // default: the manifest's
   std::optional<nlohmann::json> backend_options;
   std::string device;         // default: the manifest's
@@ -44,5 +44,8 @@ struct MinifyResult {
 };
 
 [[nodiscard]] Expected<MinifyResult> Minify(const MinifyOptions& options, std::ostream& log);
+
+// <repro_dir>-minify, beside the repro dir (also when it is given as "DIR/").
+std::filesystem::path DefaultOutDir(const std::filesystem::path& repro_dir);
 
 }  // namespace parity::minifier

@@ -9,10 +9,7 @@ PY=${1:-python3}
 HDRS=${2:-}
 OUTDIR=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUTDIR"
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B build-gpu "${gen[@]}" -DPARITY_PYTHON="$(command -v "$PY")" -DPARITY_BUILD_TESTS=OFF \
-      ${HDRS:+-DPARITY_HEADERS_DIR=$HDRS} >"$OUTDIR/cmake.log" 2>&1 || { tail -30 "$OUTDIR/cmake.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" >"$OUTDIR/build.log" 2>&1 || { grep -E "error" "$OUTDIR/build.log" | head -30; exit 1; }
+OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "$HDRS" || exit 1
 export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
 "$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "transformers", transformers.__version__)' | tee "$OUTDIR/env.txt"
 tmp=$(mktemp -d)
