@@ -27,7 +27,14 @@ timm=(); "$PY" -c "import timm" 2>/dev/null && timm=(--timm)
 caps=/tmp/real-programs res=/tmp/real-results log=$OUTDIR/log.txt
 rm -rf "$res"; mkdir -p "$res"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-step() { echo "\$ $*" | tee -a "$log"; /usr/bin/time -f "(%e s)" "$@" 2>&1 | tee -a "$log" | tail -4; }
+step() {
+  echo "\$ $*" | tee -a "$log"
+  local t0=$(date +%s.%N)
+  "$@" 2>&1 | tee -a "$log" | tail -4
+  local rc=${PIPESTATUS[0]}
+  echo "(exit $rc, $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s)" | tee -a "$log"
+  return "$rc"
+}
 verify() { local dir=$1 out=$2; shift 2; [ -d "$caps/$dir" ] && step "$PARITY" verify "$caps/$dir" --backend inductor --output-dir "$res/$out" "$@"; }
 progs=()
 has bf16 && progs+=(convnet-bf16 ghostnet-bf16)
@@ -43,6 +50,6 @@ if has relu; then
   prog=convnet-fp32; [ -d "$caps/ghostnet-fp32" ] && prog=ghostnet-fp32
   verify $prog relu --backend-option $knob.inject_relu_bug_TESTING_ONLY=accuracy
   repro=$(ls -d "$res"/relu/repros/*/ 2>/dev/null | head -1)
-  [ -n "$repro" ] && step "$PARITY" minify "${repro%/}" -j 4 && cp "${repro%/}-minify/summary.json" "$OUTDIR/minify-summary.json"
+  [ -n "$repro" ] && { step "$PARITY" minify "${repro%/}" -j 4; cp "${repro%/}-minify/summary.json" "$OUTDIR/minify-summary.json"; }
 fi
 cat "$res"/*/results.jsonl > "$OUTDIR/records.jsonl" 2>/dev/null
