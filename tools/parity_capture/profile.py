@@ -529,7 +529,9 @@ def _compile(gm, backend: str, options: Dict[str, Any], profiling: bool):
     return torch.compile(gm, backend=backend, fullgraph=True, **kw), contextlib.nullcontext
 
 
-def _step(fn, inputs, train: bool):
+def _step(fn, inputs, train: bool, tangents=()):
+    """One iteration: the forward, and in train mode its backward: of the gradients the program
+    fed to the outputs (a dump of a real training step, `tangents`), else of the loss."""
     if not train:
         def step():
             with torch.no_grad():
@@ -538,8 +540,13 @@ def _step(fn, inputs, train: bool):
 
     def step():
         out = fn(*inputs)
-        loss = out[0] if isinstance(out, (tuple, list)) else out
-        (loss if loss.numel() == 1 else loss.sum()).backward()
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        pairs = [(o, t) for o, t in zip(outs, tangents) if t is not None and o.requires_grad]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [t for _, t in pairs])
+        else:
+            loss = outs[0]
+            (loss if loss.numel() == 1 else loss.sum()).backward()
         return out
     return step
 
@@ -564,6 +571,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     _, g = load_graph(req)
     gm = g.module.to(device)
     inputs = device_inputs(g, device, train)
+    tangents = [None if t is None else t.to(device) for t in g.tangents()] if train else []
     sync = _sync(device)
     result: Dict[str, Any] = {"device": device, "backend": backend, "graph": g.name, "torch_version": torch.__version__,
                               "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}
@@ -571,7 +579,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     tmp_dir = req.get("scratch") or os.path.dirname(os.path.abspath(req.get("trace") or "."))
 
     # Eager: the captured ATen graph run op by op.
-    eager = _step(gm, inputs, train)
+    eager = _step(gm, inputs, train, tangents)
     _timed(eager, sync, warmup)
     result["eager"] = _stats(_timed(eager, sync, iters))
     result["eager"]["peak_mem_bytes"] = _peak_memory(eager, device, sync)
@@ -585,7 +593,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     torch._dynamo.reset()
     provenance = Provenance()
     compiled, config = _compile(gm, backend, options, profiling=True)
-    step = _step(compiled, inputs, train)
+    step = _step(compiled, inputs, train, tangents)
     with config(), provenance.collecting():
         t0 = time.perf_counter()
         if backend == "inductor":
@@ -678,7 +686,7 @@ def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dic
         torch._dynamo.reset()
         options = dict(req.get("options", {}), **req["kernel_options"])
         compiled, config = _compile(gm, req["backend"], options, profiling=True)
-        step2 = _step(compiled, inputs, train)
+        step2 = _step(compiled, inputs, train, tangents)
         again = Provenance()
         with config(), again.collecting():
             _, codes = run_and_get_code(step2)
