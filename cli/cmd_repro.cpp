@@ -126,7 +126,13 @@ int RunReproShow(const ReproShowArgs& a) {
   for (const auto& [name, op] : m.host_ops)
     std::cout << "# host op " << name << " (runs in the Python worker; module " << (op.module.empty() ? "unknown" : op.module)
               << "): " << op.schema << "\n";
-  for (const GraphEntry& g : repro.graphs()) std::cout << MarkHostOps(ir::GraphToText(g.graph, a.stack_traces), m);
+  for (const GraphEntry& g : repro.graphs()) {
+    // What the program ran this graph as, where it is not the top level's (a dump of a program).
+    if (g.mode != m.mode || g.dtype != m.dtype || g.device != m.device || g.has_tangents())
+      std::cout << "# " << g.name << ": " << g.mode << ", " << g.dtype << (g.amp.empty() ? "" : " (autocast " + g.amp + ")") << ", "
+                << g.device << (g.has_tangents() ? ", with the gradients its program's backward fed to its outputs" : "") << "\n";
+    std::cout << MarkHostOps(ir::GraphToText(g.graph, a.stack_traces), m);
+  }
   return 0;
 }
 
