@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ci/statuses.h"
+#include "results/statuses.h"
 #include "util/files.h"
 
 namespace parity::ci {
@@ -50,31 +50,27 @@ Expected<std::map<ConfigModel, json>> ReadStats(const fs::path& file) {
 }
 
 // What the baseline keeps of a record: its error statistics per output and its wall time.
-json StatsLine(const std::string& config, const json& r) {
+json StatsLine(const std::string& config, const results::Record& r) {
   json outputs = json::array();
-  for (const auto& o : r.value("outputs", json::array())) {
-    if (!o.is_object() || !o.contains("stats") || !o["stats"].is_object()) continue;
+  for (const auto& o : r.outputs) {
+    if (!o.contains("stats") || !o["stats"].is_object()) continue;
     const json& s = o["stats"];
     outputs.push_back({{"path", o.value("path", std::string())},
                        {"rmse_res_vs_fp64", s.value("rmse_res_vs_fp64", json())},
                        {"max_abs_err", s.value("max_abs_err", json())}});
   }
-  const json& m = r.value("metrics", json::object());
-  return {{"config", config},
-          {"name", r["model"].value("model_name", std::string())},
-          {"fingerprint", r.value("fingerprint", std::string())},
-          {"status", StatusOf(r)},
-          {"tolerance", r.value("tolerance", json())},
-          {"wall_time_s", m.value("wall_time_s", json())},
+  return {{"config", config},         {"name", r.model},
+          {"fingerprint", r.fingerprint}, {"status", results::StatusOf(r)},
+          {"tolerance", r.tolerance},    {"wall_time_s", r.wall_time_s},
           {"outputs", outputs}};
 }
 
 // The status --update-expected writes for a record.
-std::string NewStatus(const json& r, const std::optional<std::string>& expected) {
-  if (expected && r.contains("attempts"))
-    for (const auto& a : r["attempts"])
-      if (StatusOf(a) == *expected) return *expected;  // flaky: keep the baseline
-  return StatusOf(r);
+std::string NewStatus(const results::Record& r, const std::optional<std::string>& expected) {
+  if (expected)
+    for (const auto& a : r.attempts)
+      if (results::StatusOf(a) == *expected) return *expected;  // flaky: keep the baseline
+  return results::StatusOf(r);
 }
 
 }  // namespace
@@ -119,9 +115,9 @@ Expected<Baseline::File> Baseline::ReadExpected(const fs::path& file) const {
     const auto& row = f.table.rows[i];
     const std::string where = file.string() + ":" + std::to_string(f.table.lines[i]);
     const std::string& status = row[static_cast<size_t>(f.accuracy)];
-    if (!IsKnownStatus(status)) {
+    if (!results::IsKnownStatus(status)) {
       std::string known;
-      for (const auto& k : KnownStatuses()) known += (known.empty() ? "" : ", ") + k;
+      for (const auto& k : results::KnownStatuses()) known += (known.empty() ? "" : ", ") + k;
       return Error::BadInput(where + ": accuracy \"" + status + "\" is not a status the dynamo runner writes (" + known + ")");
     }
     if (!f.rows.emplace(row[static_cast<size_t>(f.name)], i).second)
@@ -160,10 +156,11 @@ const json* Baseline::Stats(const std::string& config, const std::string& name) 
   return it == stats_.end() ? nullptr : &it->second;
 }
 
-Expected<std::vector<std::string>> Baseline::Update(const std::vector<json>& records, const std::set<ConfigModel>& missing) {
-  std::map<ConfigModel, const json*> latest;  // one row per model: the last record wins, as in the gate
-  for (const auto& r : records) latest[{ConfigOf(r), r["model"].value("model_name", std::string())}] = &r;
-  std::map<std::string, std::vector<const json*>> by_config;
+Expected<std::vector<std::string>> Baseline::Update(const std::vector<results::Record>& records,
+                                                   const std::set<ConfigModel>& missing) {
+  std::map<ConfigModel, const results::Record*> latest;  // one row per model: the last record wins, as in the gate
+  for (const auto& r : records) latest[{results::ConfigOf(r), r.model}] = &r;
+  std::map<std::string, std::vector<const results::Record*>> by_config;
   for (const auto& [key, r] : latest) by_config[key.first].push_back(r);
   if (single_file_ && by_config.size() > 1) {
     std::string names;
@@ -191,10 +188,10 @@ Expected<std::vector<std::string>> Baseline::Update(const std::vector<json>& rec
         ++removed;
       }
     std::vector<std::vector<std::string>> added_rows;
-    for (const json* r : by_config[c]) {
-      const std::string name = (*r)["model"].value("model_name", std::string());
+    for (const results::Record* r : by_config[c]) {
+      const std::string& name = r->model;
       const std::string status = NewStatus(*r, ExpectedStatus(c, name));
-      const std::string breaks = r->contains("graph_breaks") ? std::to_string((*r)["graph_breaks"].get<int>()) : "";
+      const std::string breaks = r->graph_breaks ? std::to_string(*r->graph_breaks) : "";
       auto it = f.rows.find(name);
       if (it != f.rows.end()) {
         auto& row = rows[it->second];
@@ -235,10 +232,10 @@ Expected<std::vector<std::string>> Baseline::Update(const std::vector<json>& rec
   return changes;
 }
 
-Status Baseline::WriteStats(const std::vector<json>& records) {
+Status Baseline::WriteStats(const std::vector<results::Record>& records) {
   for (const auto& r : records) {
-    const std::string config = ConfigOf(r);
-    stats_[{config, r["model"].value("model_name", std::string())}] = StatsLine(config, r);
+    const std::string config = results::ConfigOf(r);
+    stats_[{config, r.model}] = StatsLine(config, r);
   }
   std::string text;
   for (const auto& [key, line] : stats_) text += line.dump() + "\n";

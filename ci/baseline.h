@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "results/record.h"
 #include "util/csv.h"
 #include "util/status.h"
 
@@ -55,7 +56,7 @@ class Baseline {
   // baseline's) replaces or adds its row, `missing` rows are removed, other rows stay as they
   // are and where they are; new rows go before the first row that sorts after them. Returns one
   // line per file changed.
-  [[nodiscard]] Expected<std::vector<std::string>> Update(const std::vector<nlohmann::json>& records,
+  [[nodiscard]] Expected<std::vector<std::string>> Update(const std::vector<results::Record>& records,
                                                           const std::set<ConfigModel>& missing);
 
  private:
@@ -65,7 +66,7 @@ class Baseline {
     std::map<std::string, size_t> rows;               // by model name
   };
   [[nodiscard]] Expected<File> ReadExpected(const std::filesystem::path& file) const;
-  [[nodiscard]] Status WriteStats(const std::vector<nlohmann::json>& records);
+  [[nodiscard]] Status WriteStats(const std::vector<results::Record>& records);
   std::filesystem::path path_, dir_;
   bool single_file_ = false;
   std::map<std::string, File> files_;  // by configuration

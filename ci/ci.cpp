@@ -5,13 +5,12 @@
 #include <ostream>
 #include <set>
 
-#include "ci/merge.h"
-#include "ci/statuses.h"
 #include "minifier/minify.h"
-#include "report/reports.h"
+#include "results/statuses.h"
 #include "util/files.h"
 #include "verifier/experiment.h"
-#include "verifier/matrix.h"
+#include "verify/matrix.h"
+#include "verify/record.h"
 
 namespace parity::ci {
 namespace fs = std::filesystem;
@@ -21,16 +20,15 @@ namespace {
 
 // Runs verify's matrix with retries of failures that do not match the baseline; the records
 // of this shard's experiments (this run's and those resumed from results.jsonl).
-Expected<std::vector<json>> RunMatrix(const CiOptions& o, Baseline& baseline, std::ostream& out) {
-  verifier::VerifyOptions vo = o.verify;
-  vo.reports = false;  // written once, with the verdicts
+Expected<std::vector<results::Record>> RunMatrix(const CiOptions& o, Baseline& baseline, std::ostream& out) {
+  verify::VerifyOptions vo = o.verify;
   if (fs::exists(baseline.StatsPath())) vo.cost_files.push_back(baseline.StatsPath());
-  verifier::VerifyHooks hooks;
+  verify::VerifyHooks hooks;
   hooks.retry = [&](const verifier::ExperimentSpec& spec, const std::vector<verifier::ExperimentResult>& attempts) {
-    const std::string config = ConfigOfSpec(spec);
+    const std::string config = verify::ConfigOfSpec(spec);
     if (!baseline.LoadConfigs({config}).ok()) return false;  // reported when the gate loads it
     std::vector<std::string> statuses;
-    for (const auto& a : attempts) statuses.push_back(StatusOfResult(a));
+    for (const auto& a : attempts) statuses.push_back(results::StatusOf(verify::AttemptOf(a)));
     const bool again =
         ShouldRetry(statuses, baseline.ExpectedStatus(config, spec.model), baseline.IsFlaky(spec.model), o.retries);
     if (again)
@@ -38,19 +36,19 @@ Expected<std::vector<json>> RunMatrix(const CiOptions& o, Baseline& baseline, st
           << *baseline.ExpectedStatus(config, spec.model) << ": rerun " << attempts.size() << " of " << o.retries << "\n";
     return again;
   };
-  PARITY_ASSIGN_OR_RETURN(auto summary, verifier::Verify(vo, out, hooks));
+  PARITY_ASSIGN_OR_RETURN(auto summary, verify::Verify(vo, out, hooks));
   const std::set<std::string> mine(summary.fingerprints.begin(), summary.fingerprints.end());
-  PARITY_ASSIGN_OR_RETURN(auto all, ReadRecords(summary.results_file));
-  std::vector<json> records;
+  PARITY_ASSIGN_OR_RETURN(auto all, results::ReadRecords(summary.results_file, results::ReadMode::kStrict));
+  std::vector<results::Record> records;
   for (auto& r : all)
-    if (mine.count(r["fingerprint"].get<std::string>())) records.push_back(std::move(r));
+    if (mine.count(r.fingerprint)) records.push_back(std::move(r));
   return records;
 }
 
-Expected<std::vector<json>> ReadAll(const std::vector<fs::path>& files) {
-  std::vector<json> records;
+Expected<std::vector<results::Record>> ReadAll(const std::vector<fs::path>& files) {
+  std::vector<results::Record> records;
   for (const auto& f : files) {
-    PARITY_ASSIGN_OR_RETURN(auto rs, ReadRecords(f));
+    PARITY_ASSIGN_OR_RETURN(auto rs, results::ReadRecords(f, results::ReadMode::kStrict));
     for (auto& r : rs) records.push_back(std::move(r));
   }
   return records;
@@ -61,7 +59,7 @@ Expected<GateScope> ScopeOf(const CiOptions& o) {
   const auto& m = o.verify.models;
   const bool all_models = std::find(m.begin(), m.end(), "all") != m.end();  // repro dirs and named models are a choice
   scope.complete = !o.results.empty() || (o.verify.shard.count <= 1 && all_models);
-  PARITY_ASSIGN_OR_RETURN(scope.wanted, verifier::ModelNameFilter(o.verify));
+  PARITY_ASSIGN_OR_RETURN(scope.wanted, verify::ModelNameFilter(o.verify));
   return scope;
 }
 
@@ -73,7 +71,7 @@ void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& 
       out << "\n" << config << " (" << baseline.FileOf(config).string() << ")\n";
     }
     char line[160];
-    std::snprintf(line, sizeof line, "  %-34s %-9s", row.name.c_str(), ToString(row.verdict));
+    std::snprintf(line, sizeof line, "  %-34s %-9s", row.name.c_str(), results::ToString(row.verdict));
     out << line;
     if (row.verdict != Verdict::kPass) {
       if (!row.status.empty()) out << " accuracy=" << row.status;
@@ -85,7 +83,7 @@ void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& 
   out << "\ngate:";
   const char* sep = " ";
   for (const auto& [v, n] : g.counts) {
-    out << sep << n << " " << ToString(v);
+    out << sep << n << " " << results::ToString(v);
     sep = ", ";
   }
   out << (g.failed ? " -> FAILED\n" : " -> passed\n");
@@ -109,18 +107,17 @@ std::string SourceLine(const std::string& stack_trace) {
 }
 
 // --minify: each FAIL with a repro dir is minified; the culprit op and its source line are
-// printed and kept in the gate's json.
-void MinifyFailures(const CiOptions& o, GateResult& g, json& rows, std::ostream& out) {
-  for (size_t i = 0; i < g.rows.size(); ++i) {
-    const GateRow& row = g.rows[i];
+// printed and kept in the gate's rows.
+void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
+  for (GateRow& row : g.rows) {
     if (row.verdict != Verdict::kFail || row.repro_dir.empty()) continue;
     minifier::MinifyOptions mo;
     mo.repro_dir = row.repro_dir;
     mo.out_dir = minifier::DefaultOutDir(row.repro_dir);
-    mo.cache_dir = o.verify.cache_dir;
-    mo.imports = o.verify.imports;
-    mo.jobs = std::max(1, o.verify.jobs);
-    mo.timeout_s = o.verify.timeout_s;
+    mo.experiment.cache_dir = o.verify.experiment.cache_dir;
+    mo.experiment.imports = o.verify.experiment.imports;
+    mo.experiment.jobs = std::max(1, o.verify.experiment.jobs);
+    mo.experiment.timeout_s = o.verify.experiment.timeout_s;
     std::error_code ec;
     fs::create_directories(mo.out_dir, ec);
     std::ofstream log(mo.out_dir / "minify.log");
@@ -133,30 +130,15 @@ void MinifyFailures(const CiOptions& o, GateResult& g, json& rows, std::ostream&
     const json& s = m->summary;
     json culprit = s.value("culprit", json());
     if (culprit.is_null() && s.contains("culprit_ops") && s["culprit_ops"].size() == 1) culprit = s["culprit_ops"][0];
-    rows[i]["minified_dir"] = s.value("minified_dir", std::string());
-    out << s.value("ops_before", 0) << " -> " << s.value("ops_after", 0) << " ops, " << s.value("minified_dir", std::string())
-        << "\n";
+    row.minified_dir = s.value("minified_dir", std::string());
+    out << s.value("ops_before", 0) << " -> " << s.value("ops_after", 0) << " ops, " << row.minified_dir << "\n";
     if (culprit.is_object()) {
-      const std::string where = SourceLine(culprit.value("stack_trace", std::string()));
-      rows[i]["culprit"] = {{"op", culprit.value("target", std::string())}, {"source", where}};
-      out << "  culprit: " << culprit.value("target", std::string()) << " (%" << culprit.value("node", std::string()) << ")"
-          << (where.empty() ? "" : "\n  from: " + where) << "\n";
+      row.culprit_op = culprit.value("target", std::string());
+      row.culprit_source = SourceLine(culprit.value("stack_trace", std::string()));
+      out << "  culprit: " << row.culprit_op << " (%" << culprit.value("node", std::string()) << ")"
+          << (row.culprit_source.empty() ? "" : "\n  from: " + row.culprit_source) << "\n";
     }
   }
-}
-
-json GateJson(const GateResult& g) {
-  json rows = json::array();
-  for (const auto& r : g.rows) {
-    json j = {{"config", r.config}, {"name", r.name},         {"verdict", ToString(r.verdict)},
-              {"status", r.status}, {"expected", r.expected}, {"runs", r.runs},
-              {"passes", r.passes}};
-    if (!r.note.empty()) j["note"] = r.note;
-    if (!r.repro_dir.empty()) j["repro_dir"] = r.repro_dir;
-    if (r.record) j["fingerprint"] = r.record->value("fingerprint", std::string());
-    rows.push_back(j);
-  }
-  return rows;
 }
 
 }  // namespace
@@ -178,7 +160,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
     PARITY_ASSIGN_OR_RETURN(outcome.records, ReadAll(o.results));
   }
   std::set<std::string> configs;
-  for (const auto& r : outcome.records) configs.insert(ConfigOf(r));
+  for (const auto& r : outcome.records) configs.insert(results::ConfigOf(r));
   PARITY_RETURN_IF_ERROR(baseline.LoadConfigs(configs));
   outcome.gate = Gate(outcome.records, baseline, o.gate, scope);
   PrintVerdicts(outcome.gate, baseline, out);
@@ -192,18 +174,14 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
     out << "baseline statistics: " << baseline.StatsPath().string() << "\n";
     outcome.exit_code = 0;
   } else {
-    if (outcome.gate.failed) out << FailureMessage(outcome.gate, o.gate, UpdateCommand(o));
+    if (outcome.gate.failed) out << FailureMessage(outcome.gate, UpdateCommand(o));
     outcome.exit_code = outcome.gate.failed ? 1 : 0;
   }
-  json rows = GateJson(outcome.gate);
-  if (o.minify && !o.update_expected) MinifyFailures(o, outcome.gate, rows, out);
+  if (o.minify && !o.update_expected) MinifyFailures(o, outcome.gate, out);
   std::error_code ec;
   fs::create_directories(o.verify.output_dir, ec);
-  PARITY_RETURN_IF_ERROR(WriteFileAtomic(
-      o.verify.output_dir / kGateFile,
-      json({{"passed", !outcome.gate.failed}, {"expected", o.expected.string()}, {"rows", rows}}).dump(2) + "\n"));
-  PARITY_RETURN_IF_ERROR(report::WriteReports(o.verify.output_dir, report::Entries(outcome.records, rows),
-                                              std::string("parity ci: ") + (outcome.gate.failed ? "FAILED" : "passed")));
+  PARITY_RETURN_IF_ERROR(results::WriteGateFile(o.verify.output_dir / results::kGateFile,
+                                                {!outcome.gate.failed, o.expected.string(), outcome.gate.rows}));
   return outcome;
 }
 

@@ -2,7 +2,8 @@
 // a failure that does not match the baseline up to `retries` times, or reads results already
 // produced (`results`, e.g. merged shards); gates them against the baseline (ci/gate.h);
 // rewrites the baseline with `update_expected`; minifies each new failure with `minify`.
-// Writes OUTPUT_DIR/gate.json (the verdicts) beside results.jsonl.
+// Writes OUTPUT_DIR/gate.json (the verdicts, results/verdict.h) beside results.jsonl; the
+// command writes the reports. Runs experiments through verify::Verify and minifier::Minify only.
 #pragma once
 
 #include <filesystem>
@@ -12,15 +13,12 @@
 
 #include "ci/gate.h"
 #include "util/status.h"
-#include "verifier/verify.h"
+#include "verify/verify.h"
 
 namespace parity::ci {
 
-// The verdicts' file in the output dir (`parity report` reads it beside results.jsonl).
-inline constexpr const char* kGateFile = "gate.json";
-
 struct CiOptions {
-  verifier::VerifyOptions verify;
+  verify::VerifyOptions verify;
   std::filesystem::path expected;              // --expected: a directory of expected files, or one
   std::vector<std::filesystem::path> results;  // --results: gate these instead of running
   bool update_expected = false;
@@ -34,7 +32,7 @@ std::string UpdateCommand(const CiOptions& options);
 
 struct CiOutcome {
   GateResult gate;
-  std::vector<nlohmann::json> records;  // what was gated (gate rows point here)
+  std::vector<results::Record> records;  // what was gated
   int exit_code = 0;                    // 0 gate passed (or baseline updated), 1 gate failed
 };
 

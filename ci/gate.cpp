@@ -5,39 +5,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ci/statuses.h"
-#include "verifier/results.h"
+#include "results/statuses.h"
 
 namespace parity::ci {
 using nlohmann::json;
-
-const char* ToString(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "PASS";
-    case Verdict::kXfail: return "XFAIL";
-    case Verdict::kFail: return "FAIL";
-    case Verdict::kImproved: return "IMPROVED";
-    case Verdict::kMissing: return "MISSING";
-    case Verdict::kNew: return "NEW";
-    case Verdict::kFlaky: return "FLAKY";
-    case Verdict::kDrift: return "DRIFT";
-    case Verdict::kNoFp64: return "NO_FP64";
-  }
-  return "?";
-}
-
-bool FailsGate(Verdict v, const GateOptions& o) {
-  switch (v) {
-    case Verdict::kFail:
-    case Verdict::kImproved:
-    case Verdict::kMissing:
-    case Verdict::kNew: return true;
-    case Verdict::kFlaky:
-    case Verdict::kNoFp64: return o.strict;
-    case Verdict::kDrift: return o.fail_on_drift;
-    default: return false;
-  }
-}
 
 namespace {
 
@@ -52,18 +23,17 @@ double Number(const json& j, const char* key) {
 }
 
 // The first output whose error grew past the factor, described; empty when none did.
-std::string Drift(const json& record, const json& base, const GateOptions& o) {
-  const double tol = Number(record, "tolerance");
-  const double floor = std::isnan(tol) ? 0.0 : 1e-4 * tol;
+std::string Drift(const results::Record& record, const json& base, const GateOptions& o) {
+  const double floor = kDriftFloor * record.tolerance;
   std::map<std::string, const json*> before;
   if (base.contains("outputs") && base["outputs"].is_array())
     for (const auto& b : base["outputs"]) before[b.value("path", std::string())] = &b;
-  for (const auto& out : record.value("outputs", json::array())) {
-    if (!out.is_object() || !out.contains("stats")) continue;
+  for (const auto& out : record.outputs) {
+    if (!out.contains("stats")) continue;
     auto it = before.find(out.value("path", std::string()));
     if (it == before.end()) continue;
     for (const char* key : {"rmse_res_vs_fp64", "max_abs_err"}) {
-      const double now = Number(out["stats"], key), then = Number(*it->second, key);
+      const double now = results::OutputStat(out, key), then = Number(*it->second, key);
       if (std::isnan(now) || std::isnan(then)) continue;
       const double ref = std::max(then, floor);
       if (now > o.drift_factor * ref && now > 0) {
@@ -79,21 +49,18 @@ std::string Drift(const json& record, const json& base, const GateOptions& o) {
 
 std::string Short(const std::string& s, size_t n) { return s.size() > n ? s.substr(0, n) + "..." : s; }
 
-GateRow Judge(const std::string& config, const std::string& name, const json& r, const Baseline& b, const GateOptions& o) {
+GateRow Judge(const std::string& config, const results::Record& r, const Baseline& b, const GateOptions& o) {
   GateRow row;
   row.config = config;
-  row.name = name;
-  row.record = &r;
-  row.status = StatusOf(r);
-  row.repro_dir = r.value("repro_dir", std::string());
+  row.name = r.model;
+  row.fingerprint = r.fingerprint;
+  row.status = results::StatusOf(r);
+  row.repro_dir = r.repro_dir;
   std::vector<std::string> statuses;
-  if (r.contains("attempts") && r["attempts"].is_array() && !r["attempts"].empty())
-    for (const auto& a : r["attempts"]) statuses.push_back(StatusOf(a));
-  else
-    statuses.push_back(row.status);
+  for (const auto& a : r.AllAttempts()) statuses.push_back(results::StatusOf(a));
   row.runs = static_cast<int>(statuses.size());
   row.passes = static_cast<int>(std::count(statuses.begin(), statuses.end(), "pass"));
-  const auto expected = b.ExpectedStatus(config, name);
+  const auto expected = b.ExpectedStatus(config, r.model);
   if (!expected) {
     row.verdict = Verdict::kNew;
     return row;
@@ -102,40 +69,40 @@ GateRow Judge(const std::string& config, const std::string& name, const json& r,
   if (row.status == *expected) {
     row.verdict = *expected == "pass" ? Verdict::kPass : Verdict::kXfail;
     if (row.verdict == Verdict::kPass)
-      if (const json* base = b.Stats(config, name))
+      if (const json* base = b.Stats(config, r.model))
         if (std::string d = Drift(r, *base, o); !d.empty()) {
           row.verdict = Verdict::kDrift;
           row.note = d;
         }
-    if (row.verdict == Verdict::kPass && verifier::LacksFp64Reference(r)) {
+    if (row.verdict == Verdict::kPass && r.LacksFp64Reference()) {
       row.verdict = Verdict::kNoFp64;
-      row.note = verifier::WeakerRuleNote(r);
+      row.note = r.WeakerRuleNote();
     }
     return row;
   }
   if (std::find(statuses.begin(), statuses.end(), *expected) != statuses.end()) {
     row.verdict = Verdict::kFlaky;
     row.note = "passed " + std::to_string(row.passes) + " of " + std::to_string(row.runs) + " runs";
-  } else if (b.IsFlaky(name)) {
+  } else if (b.IsFlaky(r.model)) {
     row.verdict = Verdict::kFlaky;
     row.note = std::string("in ") + kFlakyFile;
   } else {
     row.verdict = row.status == "pass" ? Verdict::kImproved : Verdict::kFail;
-    if (row.verdict == Verdict::kFail) row.note = Short(r.value("error", std::string()), 160);
+    if (row.verdict == Verdict::kFail) row.note = Short(r.error, 160);
   }
   return row;
 }
 
 }  // namespace
 
-GateResult Gate(const std::vector<json>& records, const Baseline& b, const GateOptions& o, const GateScope& scope) {
-  std::map<ConfigModel, const json*> latest;
-  for (const auto& r : records) latest[{ConfigOf(r), r["model"].value("model_name", std::string())}] = &r;
+GateResult Gate(const std::vector<results::Record>& records, const Baseline& b, const GateOptions& o, const GateScope& scope) {
+  std::map<ConfigModel, const results::Record*> latest;
+  for (const auto& r : records) latest[{results::ConfigOf(r), r.model}] = &r;
   GateResult g;
   std::set<std::string> configs;
   for (const auto& [key, r] : latest) {
     configs.insert(key.first);
-    g.rows.push_back(Judge(key.first, key.second, *r, b, o));
+    g.rows.push_back(Judge(key.first, *r, b, o));
   }
   if (scope.complete)
     for (const auto& c : configs)
@@ -151,9 +118,10 @@ GateResult Gate(const std::vector<json>& records, const Baseline& b, const GateO
       }
   std::sort(g.rows.begin(), g.rows.end(),
             [](const GateRow& x, const GateRow& y) { return std::tie(x.config, x.name) < std::tie(y.config, y.name); });
-  for (const auto& row : g.rows) {
+  for (auto& row : g.rows) {
+    row.fails = results::Fails(row.verdict, o.policy);
     ++g.counts[row.verdict];
-    if (FailsGate(row.verdict, o)) g.failed = true;
+    g.failed = g.failed || row.fails;
   }
   return g;
 }
@@ -165,23 +133,23 @@ bool ShouldRetry(const std::vector<std::string>& statuses, const std::optional<s
   return static_cast<int>(statuses.size()) < 1 + retries;
 }
 
-std::string FailureMessage(const GateResult& g, const GateOptions& o, const std::string& update_command) {
+std::string FailureMessage(const GateResult& g, const std::string& update_command) {
   std::map<Verdict, std::vector<std::string>> names;
   for (const auto& row : g.rows)
-    if (FailsGate(row.verdict, o)) names[row.verdict].push_back(row.name + " (" + row.config + ")");
+    if (row.fails) names[row.verdict].push_back(row.name + " (" + row.config + ")");
   static const std::pair<Verdict, const char*> kWhat[] = {
       {Verdict::kFail, "have accuracy status regressed"},
       {Verdict::kImproved, "have accuracy status improved"},
       {Verdict::kMissing, "are in the baseline but were not run"},
       {Verdict::kNew, "ran but are not in the baseline"},
       {Verdict::kFlaky, "are flaky (--strict)"},
-      {Verdict::kNoFp64, "passed without an fp64 reference, by cosine similarity (--strict)"},
       {Verdict::kDrift, "drifted numerically (--fail-on-drift)"},
+      {Verdict::kNoFp64, "passed without an fp64 reference, by cosine similarity (--strict)"},
   };
   std::string msg;
   for (const auto& [v, what] : kWhat) {
     if (!names.count(v)) continue;
-    msg += "\n" + std::string(ToString(v)) + ": " + std::to_string(names[v].size()) + " model(s) " + what + ":\n";
+    msg += "\n" + std::string(results::ToString(v)) + ": " + std::to_string(names[v].size()) + " model(s) " + what + ":\n";
     for (const auto& n : names[v]) msg += "    " + n + "\n";
   }
   const bool baseline_change = names.count(Verdict::kImproved) || names.count(Verdict::kMissing) || names.count(Verdict::kNew) ||

@@ -1,38 +1,26 @@
 // The gate: each experiment's status against the baseline, with check_accuracy.py's verdicts
-// and what it lacks (reruns, numerics drift). Pure: records and a baseline in, verdicts out.
+// (results/verdict.h) and what it lacks (reruns, numerics drift, a missing fp64 reference).
+// Pure: records and a baseline in, verdict rows out, each deciding once whether it fails.
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "ci/baseline.h"
+#include "results/record.h"
+#include "results/verdict.h"
 
 namespace parity::ci {
 
-//   PASS      status is the expected "pass"
-//   XFAIL     an expected failure, failing the same way
-//   FAIL      a different failure than expected (a regression)
-//   IMPROVED  an expected failure now passes (the baseline must be updated)
-//   MISSING   in the baseline, not run (within what was asked for)
-//   NEW       run, not in the baseline
-//   FLAKY     a rerun gave the expected status, or the model is in the flaky list
-//   DRIFT     passes, but an output's error vs fp64 (RMSE) or its max abs error grew more
-//             than drift_factor x over the baseline's (floor: 1e-4 x the tolerance)
-//   NO_FP64   passes, but its fp64 reference could not run: cosine similarity, a weaker rule,
-//             decided
-enum class Verdict { kPass, kXfail, kFail, kImproved, kMissing, kNew, kFlaky, kDrift, kNoFp64 };
-const char* ToString(Verdict v);
+using results::GateRow;
+using results::Verdict;
 
 struct GateOptions {
-  bool strict = false;  // FLAKY and NO_FP64 fail the gate
+  results::FailPolicy policy;  // --strict, --fail-on-drift
   double drift_factor = 10.0;
-  bool fail_on_drift = false;  // DRIFT fails the gate
 };
 
 // Which baseline rows were asked for: MISSING is reported for a row of a configuration that
@@ -43,29 +31,17 @@ struct GateScope {
   std::function<bool(const std::string& name)> wanted;
 };
 
-struct GateRow {
-  std::string config, name;
-  Verdict verdict = Verdict::kPass;
-  std::string status, expected;  // expected empty for NEW; status empty for MISSING
-  int runs = 1, passes = 0;      // attempts and how many of them passed
-  std::string note;              // why (flaky, drift detail, the error)
-  std::string repro_dir;         // a failure's repro dir
-  const nlohmann::json* record = nullptr;
-};
-
 struct GateResult {
-  std::vector<GateRow> rows;  // by configuration, then model name
+  std::vector<GateRow> rows;  // by configuration, then model name; each knows whether it fails
   std::map<Verdict, int> counts;
-  bool failed = false;  // exit 1
+  bool failed = false;  // exit 1: some row fails
 };
 
-// FAIL, IMPROVED, MISSING and NEW fail the gate (as check_accuracy.py's lists do); FLAKY and
-// NO_FP64 with `strict`; DRIFT with `fail_on_drift`.
-bool FailsGate(Verdict v, const GateOptions& options);
-
-// `records` must outlive the result (rows point at them). One record per (configuration,
-// model): the last one wins.
-GateResult Gate(const std::vector<nlohmann::json>& records, const Baseline& baseline, const GateOptions& options,
+// One record per (configuration, model): the last one wins. A drift is an output's error vs
+// fp64 (RMSE) or max abs error grown past `drift_factor` times the baseline's, with a floor of
+// kDriftFloor x the tolerance (a bit-exact baseline does not make every ulp a drift).
+inline constexpr double kDriftFloor = 1e-4;
+GateResult Gate(const std::vector<results::Record>& records, const Baseline& baseline, const GateOptions& options,
                 const GateScope& scope);
 
 // Whether an experiment whose attempts so far have `statuses` should run again: its last
@@ -76,6 +52,6 @@ bool ShouldRetry(const std::vector<std::string>& statuses, const std::optional<s
 
 // What a failed gate says: the regressions, the improvements, the rest, and the command that
 // updates the baseline (`update_command`).
-std::string FailureMessage(const GateResult& result, const GateOptions& options, const std::string& update_command);
+std::string FailureMessage(const GateResult& result, const std::string& update_command);
 
 }  // namespace parity::ci

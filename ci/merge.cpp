@@ -5,28 +5,11 @@
 
 #include "util/files.h"
 #include "util/json.h"
-#include "verifier/results.h"
+#include "results/record.h"
 
 namespace parity::ci {
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-Expected<std::vector<json>> ReadRecords(const fs::path& file) {
-  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
-  std::vector<json> records;
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = file.string() + ":" + std::to_string(n);
-    PARITY_ASSIGN_OR_RETURN(json j, ParseJson(line, where));
-    if (verifier::IsProfileRecord(j)) continue;  // `parity profile`'s, not a verification
-    if (std::string problem = verifier::RecordProblem(j); !problem.empty()) return Error::BadInput(where + ": " + problem);
-    records.push_back(std::move(j));
-  }
-  return records;
-}
 
 namespace {
 
@@ -46,25 +29,16 @@ Expected<Input> Resolve(const fs::path& p) {
 
 // The repro dir a record names, found where the shard's artifacts are now: beside its
 // results.jsonl (CI artifacts move), else where the record says.
-fs::path FindRepro(const json& r, const Input& in) {
-  const fs::path named = r.value("repro_dir", std::string());
+fs::path FindRepro(const results::Record& r, const Input& in) {
+  const fs::path named = r.repro_dir;
   if (fs::is_directory(in.dir / "repros" / named.filename())) return in.dir / "repros" / named.filename();
   return named;
 }
 
-std::string Attempts(const json& r) {
-  if (!r.contains("attempts")) return r["verification_code"].get<std::string>();
+std::string Codes(const results::Record& r) {
   std::string s;
-  for (const auto& a : r["attempts"]) s += (s.empty() ? "" : ",") + a.value("verification_code", std::string("?"));
+  for (const auto& a : r.AllAttempts()) s += (s.empty() ? "" : ",") + std::string(results::ToString(a.code));
   return s;
-}
-
-json AttemptsOf(const json& r) {
-  if (r.contains("attempts") && r["attempts"].is_array()) return r["attempts"];
-  json a = {{"verification_code", r["verification_code"]}};
-  for (const char* key : {"phase", "timed_out", "exception_type", "error"})
-    if (r.contains(key)) a[key] = r[key];
-  return json::array({a});
 }
 
 }  // namespace
@@ -73,34 +47,33 @@ Expected<MergeSummary> Merge(const fs::path& out, const std::vector<fs::path>& i
   if (fs::exists(out / "results.jsonl"))
     return Error::BadInput(out.string() + "/results.jsonl exists: merge into a new directory");
   MergeSummary s;
-  std::vector<json> merged;
+  std::vector<results::Record> merged;
   std::map<std::string, size_t> by_fingerprint;
   std::map<std::string, std::string> origin;  // fingerprint -> input it came from
   std::vector<std::pair<size_t, fs::path>> repros;
   for (const auto& p : inputs) {
     PARITY_ASSIGN_OR_RETURN(Input in, Resolve(p));
-    PARITY_ASSIGN_OR_RETURN(auto records, ReadRecords(in.results));
+    PARITY_ASSIGN_OR_RETURN(auto records, results::ReadRecords(in.results, results::ReadMode::kStrict));
     for (auto& r : records) {
-      const std::string fp = r["fingerprint"];
+      const std::string fp = r.fingerprint;
       auto it = by_fingerprint.find(fp);
       if (it == by_fingerprint.end()) {
         by_fingerprint[fp] = merged.size();
         origin[fp] = in.results.string();
-        if (r.contains("repro_dir")) repros.emplace_back(merged.size(), FindRepro(r, in));
+        if (!r.repro_dir.empty()) repros.emplace_back(merged.size(), FindRepro(r, in));
         merged.push_back(std::move(r));
         continue;
       }
-      json& kept = merged[it->second];
+      results::Record& kept = merged[it->second];
       ++s.duplicates;
-      const bool same = kept["verification_code"] == r["verification_code"];
-      if (same && !r.contains("attempts")) continue;
+      const bool same = kept.code == r.code;
+      if (same && r.attempts.empty()) continue;
       if (!same)
-        s.conflicts.push_back(kept["model"].value("model_name", std::string()) + " " +
-                              kept["experiment"].value("backend", std::string()) + " (" + fp + "): " + Attempts(kept) + " in " +
-                              origin[fp] + ", " + Attempts(r) + " in " + in.results.string());
-      json all = AttemptsOf(kept);  // both runs count: the gate sees a flaky experiment
-      for (const auto& a : AttemptsOf(r)) all.push_back(a);
-      kept["attempts"] = all;
+        s.conflicts.push_back(kept.model + " " + kept.backend + " (" + fp + "): " + Codes(kept) + " in " + origin[fp] + ", " +
+                              Codes(r) + " in " + in.results.string());
+      std::vector<results::Attempt> all = kept.AllAttempts();  // both runs count: the gate sees a flaky experiment
+      for (const auto& a : r.AllAttempts()) all.push_back(a);
+      kept.attempts = std::move(all);
     }
   }
   std::error_code ec;
@@ -114,11 +87,11 @@ Expected<MergeSummary> Merge(const fs::path& out, const std::vector<fs::path>& i
     const fs::path dst = out / "repros" / name;
     fs::copy(src, dst, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
     if (ec) return Error::Runtime("cannot copy " + src.string() + " to " + dst.string() + ": " + ec.message());
-    merged[i]["repro_dir"] = dst.string();
+    merged[i].repro_dir = dst.string();
     ++s.repros;
   }
   std::string text;
-  for (const auto& r : merged) text += r.dump() + "\n";
+  for (const auto& r : merged) text += r.ToJson().dump() + "\n";
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(out / "results.jsonl", text));
   s.records = static_cast<int>(merged.size());
   return s;

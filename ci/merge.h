@@ -20,9 +20,6 @@ struct MergeSummary {
   std::vector<std::string> conflicts;  // one line each
 };
 
-// Every line of a results.jsonl; a line that is not a record is kBadInput naming the file and line.
-[[nodiscard]] Expected<std::vector<nlohmann::json>> ReadRecords(const std::filesystem::path& file);
-
 // OUT must not hold a results.jsonl already (nothing is overwritten).
 [[nodiscard]] Expected<MergeSummary> Merge(const std::filesystem::path& out, const std::vector<std::filesystem::path>& inputs);
 

@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "verifier/backend.h"
-#include "verifier/worker.h"
+#include "runtime/worker.h"
 
 namespace parity::cli {
 
@@ -11,7 +11,7 @@ namespace {
 // The dynamo backends registered in the worker's torch (out-of-tree ones too, through the
 // torch_dynamo_backends entry point), each runnable as torch_compile:<name>.
 void AddDynamoBackends(nlohmann::json& list) {
-  auto resp = verifier::AskWorker({{"cmd", "list_backends"}});
+  auto resp = runtime::AskWorker({{"cmd", "list_backends"}});
   if (!resp.ok()) {
     list.push_back({{"name", "torch_compile:<name>"},
                     {"kind", "python worker"},

@@ -3,14 +3,15 @@
 
 #include "ci/ci.h"
 #include "cli/commands.h"
-#include "cli/verify_args.h"
+#include "cli/experiment_options.h"
+#include "report/reports.h"
 
 namespace parity::cli {
 
 namespace {
 
 struct CiArgs {
-  VerifyArgs verify;
+  MatrixArgs verify;
   std::string expected;
   std::vector<std::string> results;
   bool update = false, strict = false, fail_on_drift = false, minify = false;
@@ -27,11 +28,14 @@ int RunCiCommand(const CiArgs& a) {
   if (a.retries < 0) throw Failure{Error::BadInput("--retries " + std::to_string(a.retries) + ": expected 0 or more")};
   o.retries = a.retries;
   if (!(a.drift_factor > 1.0)) throw Failure{Error::BadInput("--drift-factor: expected a number above 1")};
-  o.gate.strict = a.strict;
+  o.gate.policy.strict = a.strict;
+  o.gate.policy.fail_on_drift = a.fail_on_drift;
   o.gate.drift_factor = a.drift_factor;
-  o.gate.fail_on_drift = a.fail_on_drift;
   o.minify = a.minify;
-  return Unwrap(ci::RunCi(o, std::cout)).exit_code;
+  const ci::CiOutcome outcome = Unwrap(ci::RunCi(o, std::cout));
+  Unwrap(report::WriteReports(o.verify.output_dir, report::Entries(outcome.records, outcome.gate.rows),
+                              std::string("parity ci: ") + (outcome.gate.failed ? "FAILED" : "passed")));
+  return outcome.exit_code;
 }
 
 }  // namespace
@@ -46,11 +50,11 @@ void set_ci_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--results", a->results, "gate these results.jsonl files (e.g. merged shards) instead of running");
   cmd->add_flag("--update-expected", a->update, "rewrite the baseline from the results (stable order, minimal diff)");
   cmd->add_option("--retries", a->retries, "reruns of a failure that does not match the baseline (default 2)");
-  cmd->add_flag("--strict", a->strict, "FLAKY fails the gate");
+  cmd->add_flag("--strict", a->strict, "FLAKY and NO_FP64 fail the gate");
   cmd->add_option("--drift-factor", a->drift_factor, "DRIFT when an output's error grew more than this (default 10)");
   cmd->add_flag("--fail-on-drift", a->fail_on_drift, "DRIFT fails the gate");
   cmd->add_flag("--minify", a->minify, "minify each FAIL and name the culprit op and its source line");
-  AddVerifyOptions(cmd, a->verify);
+  AddMatrixOptions(cmd, a->verify);
   cmd->callback([a, &exit_code] { exit_code = RunCiCommand(*a); });
 }
 

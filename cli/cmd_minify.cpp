@@ -2,22 +2,18 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "compare/same.h"
+#include "cli/experiment_options.h"
 #include "minifier/delta.h"
 #include "minifier/minify.h"
-#include "verifier/backend.h"
-#include "verifier/host_ops.h"
 
 namespace parity::cli {
 
 namespace {
 
 struct MinifyArgs {
-  std::string dir, out, backend, device, check;
-  std::vector<std::string> backend_options, imports;
-  double tol = 0;
-  bool tol_given = false;
-  int jobs = 1, timeout = 600, confirm = 3, scan_max = 1024;
+  std::string dir, out, backend, check;
+  ExperimentArgs experiment{minifier::MinifyOptions::MinifyDefaults()};
+  int confirm = 3, scan_max = 1024;
   bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, print_passes = false;
 };
 
@@ -31,16 +27,8 @@ int RunMinify(const MinifyArgs& a) {
   o.repro_dir = a.dir;
   o.out_dir = a.out;
   if (!a.backend.empty()) o.backend = a.backend;
-  if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
-  o.device = a.device;
-  if (a.tol_given) {
-    Unwrap(compare::CheckTolerance(a.tol, "--tol"));
-    o.tol = a.tol;
-  }
-  o.strict = a.strict;
-  if (a.jobs < 1) throw Failure{Error::BadInput("--jobs must be at least 1")};
-  o.jobs = a.jobs;
-  o.timeout_s = a.timeout;
+  o.experiment = ToExperimentOptions(a.experiment);
+  if (a.strict) o.experiment.ignore_non_fp = false;
   o.confirm_runs = a.confirm;
   if (a.scan_max < 1) throw Failure{Error::BadInput("--scan-max " + std::to_string(a.scan_max) + ": expected at least 1")};
   o.scan_max = a.scan_max;
@@ -48,7 +36,6 @@ int RunMinify(const MinifyArgs& a) {
   o.stage_bisect = !a.no_stage_bisect;
   o.scan = !a.no_scan;
   o.check_command = a.check;
-  o.imports = Unwrap(verifier::ApprovedImports(a.imports));
   std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
   Unwrap(minifier::Minify(o, std::cout));  // a failure to reproduce is an error (exit 1)
   return 0;
@@ -62,13 +49,8 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("dir", a->dir, "the failing repro dir (e.g. parity-results/repros/...)");
   cmd->add_option("--out", a->out, "output dir (default DIR-minify): minified/, repro.py, summary.json");
   cmd->add_option("--backend", a->backend, "backend (default: the manifest's)");
-  cmd->add_option("--backend-option", a->backend_options, "KEY=VALUE (default: the manifest's)");
-  cmd->add_option("--device", a->device, "device (default: the manifest's)");
-  cmd->add_option("--tol", a->tol, "tolerance (default: the manifest's failure tol, else the suite's)")
-      ->each([a](const std::string&) { a->tol_given = true; });
+  AddExperimentOptions(cmd, a->experiment, kBackendOptions | kDevice | kTol | kTimeout | kJobs | kCacheDir | kImports);
   cmd->add_flag("--strict", a->strict, "accuracy: integer/bool outputs that differ count too");
-  cmd->add_option("--jobs,-j", a->jobs, "candidates tested at once (isolated processes, one worker each)");
-  cmd->add_option("--timeout", a->timeout, "seconds per backend run (default 600)");
   cmd->add_option("--confirm", a->confirm, "runs of the original before reducing (default 3)");
   cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");
   cmd->add_flag("--no-stage-bisect", a->no_stage_bisect, "skip eager -> aot_eager -> decompositions -> backend bisection");
@@ -76,7 +58,6 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-scan", a->no_scan,
                 "find the culprit by node bisection only (no divergence scan of the intermediate values first)");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");
-  cmd->add_option("--import", a->imports, "allow importing MODULE (in the worker) for the repro's host ops");
   cmd->add_flag("--print-passes", a->print_passes, "list the delta passes and exit");
   cmd->callback([a, &exit_code] { exit_code = RunMinify(*a); });
 }

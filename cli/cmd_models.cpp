@@ -2,13 +2,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "verifier/worker.h"
+#include "runtime/worker.h"
 
 namespace parity::cli {
 
 namespace {
 int RunModels(bool as_json) {
-  auto resp = Unwrap(verifier::AskWorker({{"cmd", "list_models"}}));
+  auto resp = Unwrap(runtime::AskWorker({{"cmd", "list_models"}}));
   if (as_json) {
     std::cout << resp["models"].dump(2) << "\n";
     return 0;

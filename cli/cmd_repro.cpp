@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/experiment_options.h"
 #include "compare/same.h"
 #include "repro/graph_json.h"
 #include "repro/repro_dir.h"
@@ -14,9 +15,9 @@
 #include "verifier/backend.h"
 #include "verifier/case.h"
 #include "verifier/experiment.h"
-#include "verifier/host_ops.h"
-#include "verifier/run_repro.h"
-#include "verifier/worker.h"
+#include "runtime/host_ops.h"
+#include "verify/run_repro.h"
+#include "runtime/worker.h"
 
 namespace parity::cli {
 
@@ -25,28 +26,17 @@ namespace {
 struct ReproRunArgs {
   std::string dir;
   std::string backend;  // empty: eager against the stored outputs
-  std::vector<std::string> backend_options, imports;
+  ExperimentArgs experiment;
   std::string dtype;
-  std::string device;
-  double tol = 1e-4;
-  bool tol_given = false;
   bool equal_nan = false;
-  bool cosine = false;
   bool no_fp64 = false;
   bool json = false;
 };
 
 // With a backend other than eager: the verification flow on this repro dir, in this process
 // (eager twice, fp64 reference, the backend, same()), e.g. to replay a minified failure.
-int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
-  verifier::CaseOptions co;
-  co.backend = a.backend;
-  if (!a.backend_options.empty()) co.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
-  if (!a.device.empty()) co.device = a.device;
-  if (a.tol_given) co.tol = a.tol;
-  co.cosine = a.cosine;
-  co.imports = Unwrap(verifier::ApprovedImports(a.imports));
-  verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, co));
+int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const verifier::ExperimentOptions& options) {
+  verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, a.backend, options));
   Unwrap(verifier::MakeBackend(spec.backend));
   const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch);
@@ -67,33 +57,32 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro) {
 }
 
 int RunReproRun(const ReproRunArgs& a) {
-  Unwrap(compare::CheckTolerance(a.tol, "--tol"));
+  const verifier::ExperimentOptions options = ToExperimentOptions(a.experiment);
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
-  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro);
-  Unwrap(verifier::PrepareHostOps(repro, Unwrap(verifier::ApprovedImports(a.imports)),
-                                  [](const nlohmann::json& req) { return verifier::AskWorker(req); }));
-  verifier::RunReproOptions o;
+  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options);
+  Unwrap(runtime::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
+  verify::RunReproOptions o;
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
   // The dir's own device (where it was captured, or where it failed) unless --device says.
-  const std::string device = a.device.empty() ? repro.manifest().device : a.device;
+  const std::string device = options.device.value_or(repro.manifest().device);
   try {
     o.device = c10::Device(device);
   } catch (const std::exception&) {
-    throw Failure{Error::BadInput(a.device.empty() ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
-                                                         "\", not a device"
-                                                   : "--device \"" + a.device + "\" is not a device")};
+    throw Failure{Error::BadInput(!options.device ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
+                                                        "\", not a device"
+                                                  : "--device \"" + device + "\" is not a device")};
   }
   if (o.device.is_cuda() && !at::hasCUDA())
     throw Failure{Error::BadInput(
-        a.device.empty() ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
-                               "\" but CUDA is not available here; pass --device cpu to run it on the CPU"
-                         : "--device " + a.device + ": CUDA is not available here")};
-  o.same.tol = a.tol;
+        !options.device ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
+                              "\" but CUDA is not available here; pass --device cpu to run it on the CPU"
+                        : "--device " + device + ": CUDA is not available here")};
+  o.same.tol = options.tol.value_or(compare::kDefaultTol);
   o.same.equal_nan = a.equal_nan;
-  o.same.cos_similarity = a.cosine;
+  o.same.cos_similarity = options.cosine;
   o.fp64_reference = !a.no_fp64;
-  auto report = Unwrap(verifier::RunRepro(repro, o));
+  auto report = Unwrap(verify::RunRepro(repro, o));
   std::cout << (a.json ? report.ToJson().dump(2) + "\n" : report.ToText());
   return report.pass ? 0 : 1;
 }
@@ -148,17 +137,11 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   run->add_option(
       "--backend", run_args->backend,
       "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
-  run->add_option("--backend-option", run_args->backend_options, "KEY=VALUE (default: the manifest's, for its backend)");
+  AddExperimentOptions(run, run_args->experiment, kBackendOptions | kDevice | kTol | kCosine | kImports);
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
-  run->add_option("--device", run_args->device, "cpu, cuda, cuda:1, ... (default: the manifest's)");
-  run->add_option("--tol", run_args->tol, "same() tolerance (default 1e-4)")->each([run_args](const std::string&) {
-    run_args->tol_given = true;
-  });
   run->add_flag("--equal-nan", run_args->equal_nan, "NaNs in the same places compare equal");
-  run->add_flag("--cosine", run_args->cosine, "compare by cosine similarity");
   run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");
   run->add_flag("--json", run_args->json, "print the report as JSON");
-  run->add_option("--import", run_args->imports, "allow importing MODULE (in the worker) for the repro's host ops");
   run->callback([run_args, &exit_code] { exit_code = RunReproRun(*run_args); });
 
   auto show_args = std::make_shared<ReproShowArgs>();

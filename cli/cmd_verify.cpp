@@ -2,16 +2,20 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/verify_args.h"
+#include "cli/experiment_options.h"
+#include "report/reports.h"
 
 namespace parity::cli {
 
 void set_verify_command(CLI::App& app, int& exit_code) {
-  auto a = std::make_shared<VerifyArgs>();
+  auto a = std::make_shared<MatrixArgs>();
   CLI::App* cmd = app.add_subcommand("verify", "Verify backends against eager and an fp64 reference (accuracy check)");
-  AddVerifyOptions(cmd, *a);
+  AddMatrixOptions(cmd, *a);
   cmd->callback([a, &exit_code] {
-    auto summary = Unwrap(verifier::Verify(ToVerifyOptions(*a), std::cout));
+    const verify::VerifyOptions o = ToVerifyOptions(*a);
+    auto summary = Unwrap(verify::Verify(o, std::cout));
+    auto records = Unwrap(results::ReadRecords(summary.results_file, results::ReadMode::kLenient));
+    Unwrap(report::WriteReports(o.output_dir, report::Entries(records), "parity verify"));
     exit_code = summary.failed > 0 ? 1 : 0;
   });
 }

@@ -27,8 +27,11 @@ namespace parity::compare {
 // >= 0, else kBadInput.
 [[nodiscard]] Status CheckTolerance(double tol, const std::string& flag);
 
+// same()'s default tolerance (torch._dynamo.utils.same), the one literal of it.
+inline constexpr double kDefaultTol = 1e-4;
+
 struct SameOptions {
-  double tol = 1e-4;
+  double tol = kDefaultTol;
   bool cos_similarity = false;
   bool equal_nan = false;
   bool exact_dtype = true;

@@ -17,7 +17,7 @@
 
 #include "minifier/signature.h"
 #include "repro/repro_dir.h"
-#include "verifier/isolation.h"
+#include "verifier/runner.h"
 
 namespace parity::minifier {
 

@@ -8,26 +8,14 @@
 #include "minifier/steps/steps.h"
 #include "util/files.h"
 #include "verifier/backend.h"
+#include "runtime/host_ops.h"
 #include "verifier/case.h"
-#include "verifier/host_ops.h"
 
 namespace parity::minifier {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-verifier::CaseOptions CaseOptionsOf(const MinifyOptions& o) {
-  verifier::CaseOptions c;
-  c.backend = o.backend;
-  c.backend_options = o.backend_options;
-  if (!o.device.empty()) c.device = o.device;
-  c.tol = o.tol;
-  c.ignore_non_fp = !o.strict;
-  c.cache_dir = o.cache_dir.string();
-  c.imports = o.imports;
-  return c;
-}
 
 // One minify run's pieces: the runner, the tensors candidates read, a writer and test per graph.
 struct Pipeline {
@@ -46,7 +34,7 @@ struct Pipeline {
     return CandidateWriter(m, g, tensors);
   }
   DirJudge Judge(const std::string& name) {
-    if (!o.check_command.empty()) return CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
+    if (!o.check_command.empty()) return CheckCommandJudge(o.check_command, o.experiment.jobs, o.experiment.timeout_s);
     return BackendJudge(runner, state.base, state.original, out / "work" / name);
   }
   std::unique_ptr<Interestingness> Test(size_t gi, const std::string& name) {
@@ -58,7 +46,7 @@ struct Pipeline {
         repro,        o,      runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); }, nullptr,
         out / "work", nullptr};
     if (!o.check_command.empty())
-      ctx.check = CheckCommandJudge(o.check_command, o.jobs, o.timeout_s);
+      ctx.check = CheckCommandJudge(o.check_command, o.experiment.jobs, o.experiment.timeout_s);
     else
       ctx.run_candidate = [this](const ir::Graph& g) { return RunCandidate(g); };
     return ctx;
@@ -109,16 +97,17 @@ fs::path DefaultOutDir(const fs::path& repro_dir) {
 Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   const auto started = std::chrono::steady_clock::now();
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(opts.repro_dir));
-  PARITY_ASSIGN_OR_RETURN(verifier::ExperimentSpec base, verifier::Case::FromRepro(repro, CaseOptionsOf(opts)));
+  PARITY_RETURN_IF_ERROR(opts.experiment.Check());
+  PARITY_ASSIGN_OR_RETURN(verifier::ExperimentSpec base, verifier::Case::FromRepro(repro, opts.backend, opts.experiment));
   PARITY_RETURN_IF_ERROR(verifier::FindBackend(base.backend));
   const fs::path out = opts.out_dir.empty() ? DefaultOutDir(opts.repro_dir) : opts.out_dir;
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return Error::BadInput("--out " + out.string() + ": " + ec.message());
-  Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.timeout_s, opts.jobs), {}, {}};
+  Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.experiment.timeout_s, opts.experiment.jobs), {}, {}};
   for (const auto& info : repro.tensors().tensors()) p.tensors[info.name] = *repro.tensors().Get(info.name);
   // Host ops run in this process too (the reference values), through the runner's worker.
-  PARITY_RETURN_IF_ERROR(verifier::PrepareHostOps(repro, base.imports, [&p](const json& req) { return p.runner.Ask(req); }));
+  PARITY_RETURN_IF_ERROR(runtime::PrepareHostOps(repro, base.imports, [&p](const json& req) { return p.runner.Ask(req); }));
   p.state.source = base.repro;
   p.state.base = base;
   if (auto resumed = ReductionState::LoadCheckpoint(out, base, repro.graphs().size())) {
@@ -130,7 +119,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   }
   auto test = p.Test(p.state.graph_index, "candidates");
   p.state.current = RunPassesToFixedPoint(
-      std::move(*p.state.current), *test, opts.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
+      std::move(*p.state.current), *test, opts.experiment.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
   const CandidateWriter writer = p.Writer(p.state.graph_index);
   OutputContext octx{
       repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(), started};

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "verifier/options.h"
 
 namespace parity::minifier {
 
@@ -23,20 +24,24 @@ struct MinifyOptions {
   std::filesystem::path repro_dir;
   std::filesystem::path out_dir;       // default DefaultOutDir(repro_dir)
   std::optional<std::string> backend;  // default: the manifest's
-  std::optional<nlohmann::json> backend_options;
-  std::string device;         // default: the manifest's
-  std::optional<double> tol;  // default: the manifest's failure tol, else the suite's
-  bool strict = false;        // accuracy: count bool/int divergence too
-  int jobs = 1;
-  int timeout_s = 600;
+  // How candidates run (backend options, device, tolerance default to the repro dir's); minify's
+  // own defaults: MinifyDefaults().
+  verifier::ExperimentOptions experiment = MinifyDefaults();
   int confirm_runs = 3;   // runs of the original before reducing
   bool majority = false;  // accept a flaky original that fails in most runs
   bool stage_bisect = true;
   bool scan = true;           // the divergence scan before node bisection (--no-scan: bisection only)
   int scan_max = 1024;        // values the scan exposes at most (an evenly spaced sample beyond)
   std::string check_command;  // --check
-  std::filesystem::path cache_dir;
-  std::vector<std::string> imports;  // approved host-op modules (verifier/host_ops.h)
+
+  // A candidate gets 600 s (not verify's 1800), and integer/bool outputs that differ do not count
+  // (--strict counts them).
+  static verifier::ExperimentOptions MinifyDefaults() {
+    verifier::ExperimentOptions o;
+    o.timeout_s = 600;
+    o.ignore_non_fp = true;
+    return o;
+  }
 };
 
 struct MinifyResult {

@@ -22,7 +22,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
             {"backend", s.base.backend},
             {"backend_options", s.base.backend_options},
             {"tol", verifier::EffectiveTolerance(s.base)},
-            {"strict", ctx.options.strict},
+            {"strict", !ctx.options.experiment.ignore_non_fp},
             {"confirm", s.confirm},
             {"signature", s.original.ToJson()},
             {"graph", entry.name},

@@ -15,7 +15,7 @@
 #include "minifier/minify.h"
 #include "minifier/signature.h"
 #include "repro/graph.h"
-#include "verifier/isolation.h"
+#include "verifier/runner.h"
 
 namespace parity::minifier {
 

@@ -11,12 +11,12 @@
 #include "util/json.h"
 #include "util/subprocess.h"
 #include "verifier/backend.h"
-#include "verifier/captures.h"
+#include "verify/captures.h"
 #include "verifier/case.h"
-#include "verifier/isolation.h"
-#include "verifier/matrix.h"
-#include "verifier/results.h"
-#include "verifier/worker.h"
+#include "verifier/runner.h"
+#include "verify/matrix.h"
+#include "results/record.h"
+#include "runtime/worker.h"
 
 namespace parity::profile {
 
@@ -36,8 +36,8 @@ struct Experiment {
 
 // The one experiment the options name, through the one case mapping verify uses.
 Expected<Experiment> ResolveExperiment(const ProfileOptions& o, verifier::IsolatedRunner& runner) {
-  PARITY_RETURN_IF_ERROR(verifier::ValidateVerifyOptions(o.experiment));
-  PARITY_ASSIGN_OR_RETURN(auto specs, verifier::ExpandMatrix(o.experiment, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
+  PARITY_RETURN_IF_ERROR(verify::ValidateVerifyOptions(o.matrix));
+  PARITY_ASSIGN_OR_RETURN(auto specs, verify::ExpandMatrix(o.matrix, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
   if (specs.size() != 1)
     return Error::BadInput("parity profile takes one model or repro dir, one backend, test and dtype; these options give " +
                            std::to_string(specs.size()) + " experiments");
@@ -52,7 +52,7 @@ Expected<Experiment> ResolveExperiment(const ProfileOptions& o, verifier::Isolat
 // The captured repro dir of a suite model (cached, as verify caches it).
 Status EnsureCapture(ExperimentSpec& spec, const fs::path& cache_dir, verifier::IsolatedRunner& runner) {
   if (!spec.repro.empty()) return Status::Ok();
-  verifier::CaptureCache captures(cache_dir, [&](const json& req) { return runner.Ask(req); });
+  verify::CaptureCache captures(cache_dir, [&](const json& req) { return runner.Ask(req); });
   PARITY_ASSIGN_OR_RETURN(spec.repro, captures.Get(spec));
   return Status::Ok();
 }
@@ -86,11 +86,11 @@ Expected<json> RunChild(const json& request, const fs::path& scratch, int timeou
   const fs::path req = scratch / "request.json", res = scratch / "result.json", log = scratch / "profile.log";
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(req, request.dump()));
   SpawnOptions so;
-  so.env = verifier::PythonEnv();
+  so.env = runtime::PythonEnv();
   so.stdout_path = log.string();
   so.stderr_path = log.string();
   PARITY_ASSIGN_OR_RETURN(
-      Child child, Child::Spawn({verifier::WorkerPython(), "-m", "parity_capture.profile", req.string(), res.string()}, so));
+      Child child, Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.profile", req.string(), res.string()}, so));
   ExitInfo how = child.Wait(std::chrono::seconds(timeout_s));
   if (!how.exited || how.code != 0 || !fs::exists(res))
     return Error::Runtime("the profiling child (backend " + request.value("backend", "") + ") ended (" + how.Describe() +
@@ -112,7 +112,7 @@ Status WriteOutputs(const ExperimentSpec& spec, const Report& report, const fs::
   std::error_code ec;
   fs::create_directories(output_dir, ec);
   if (ec) return Error::BadInput("--output-dir " + output_dir.string() + ": " + ec.message());
-  PARITY_RETURN_IF_ERROR(verifier::AppendJsonLine(output_dir / "results.jsonl", ProfileRecord(spec, report)));
+  PARITY_RETURN_IF_ERROR(AppendLine(output_dir / "results.jsonl", ProfileRecord(spec, report).dump()));
   const fs::path csv = output_dir / kPerformanceCsv;
   std::string text;
   if (fs::exists(csv)) {
@@ -141,7 +141,7 @@ Status CheckProfileOptions(const ProfileOptions& o) {
 }
 
 json ProfileRecord(const ExperimentSpec& spec, const Report& report) {
-  return {{"kind", verifier::kProfileRecordKind},
+  return {{"kind", results::kProfileRecordKind},
           {"model", {{"suite_name", spec.suite}, {"model_name", spec.model}}},
           {"experiment", spec.ToJson()},
           {"profile", report.ToJson()}};
@@ -149,11 +149,11 @@ json ProfileRecord(const ExperimentSpec& spec, const Report& report) {
 
 Expected<Report> Profile(const ProfileOptions& o, std::ostream& progress) {
   PARITY_RETURN_IF_ERROR(CheckProfileOptions(o));
-  const fs::path cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? verifier::DefaultCacheDir() : o.experiment.cache_dir);
+  const fs::path cache_dir = fs::absolute(o.matrix.experiment.cache_dir.empty() ? verifier::DefaultCacheDir() : o.matrix.experiment.cache_dir);
   RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-profile-");
   const fs::path scratch = fs::temp_directory_path() / ("parity-profile-" + std::to_string(::getpid()));
   fs::create_directories(scratch);
-  verifier::IsolatedRunner runner(scratch / "workers", o.experiment.timeout_s, 1);
+  verifier::IsolatedRunner runner(scratch / "workers", o.matrix.experiment.timeout_s, 1);
   PARITY_ASSIGN_OR_RETURN(Experiment experiment, ResolveExperiment(o, runner));
   ExperimentSpec& spec = experiment.spec;
   progress << "profile: " << spec.model << " " << spec.backend << " " << spec.device << " " << spec.test << " " << spec.dtype
@@ -162,14 +162,14 @@ Expected<Report> Profile(const ProfileOptions& o, std::ostream& progress) {
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(spec.repro));
   progress << "profile: eager, then " << spec.backend << " (compile, " << o.warmup << " warm-up, " << o.iterations << " timed, "
            << o.profile_iterations << " profiled iterations)\n";
-  PARITY_ASSIGN_OR_RETURN(json child, RunChild(ChildRequest(experiment, o, scratch), scratch, o.experiment.timeout_s));
+  PARITY_ASSIGN_OR_RETURN(json child, RunChild(ChildRequest(experiment, o, scratch), scratch, o.matrix.experiment.timeout_s));
   PARITY_ASSIGN_OR_RETURN(Report report, ReportOf(child, &repro.graphs().front().graph));
   report.model = spec.model;
   report.backend = spec.backend;
   report.test = spec.test;
   report.dtype = spec.dtype;
   report.batch_size = spec.batch_size != 0 ? spec.batch_size : repro.manifest().batch_size;
-  PARITY_RETURN_IF_ERROR(WriteOutputs(spec, report, o.experiment.output_dir));
+  PARITY_RETURN_IF_ERROR(WriteOutputs(spec, report, o.matrix.output_dir));
   RemoveAll(scratch);
   return report;
 }

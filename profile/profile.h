@@ -14,14 +14,14 @@
 
 #include "profile/breakdown.h"
 #include "util/status.h"
-#include "verifier/verify.h"
+#include "verify/verify.h"
 
 namespace parity::profile {
 
 struct ProfileOptions {
-  // Exactly one suite model or repro dir, one backend, test and dtype; device, batch size,
-  // backend options, imports, timeout, output and cache dirs as `parity verify` takes them.
-  verifier::VerifyOptions experiment;
+  // Exactly one suite model or repro dir, one backend, test and dtype, as `parity verify` takes
+  // them (how it runs: matrix.experiment; where its record goes: matrix.output_dir).
+  verify::VerifyOptions matrix;
   int warmup = 3;                                            // warm iterations before timing
   int iterations = 20;                                       // timed iterations (medians and spread)
   int profile_iterations = 5;                                // iterations under the profiler (after one warm-up step)

@@ -3,13 +3,12 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
-#include "ci/ci.h"
-#include "ci/merge.h"
 #include "report/reports.h"
+#include "results/record.h"
+#include "results/verdict.h"
+#include "runtime/worker.h"
 #include "util/files.h"
 #include "util/subprocess.h"
-#include "verifier/results.h"
-#include "verifier/worker.h"
 
 namespace parity::report {
 namespace fs = std::filesystem;
@@ -55,26 +54,22 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
       continue;
     }
     const fs::path file = fs::is_directory(in) ? in / "results.jsonl" : in;
-    PARITY_ASSIGN_OR_RETURN(auto records, ci::ReadRecords(file));
-    json rows = nullptr;
-    const fs::path gate_file = file.parent_path() / ci::kGateFile;
+    PARITY_ASSIGN_OR_RETURN(auto records, results::ReadRecords(file, results::ReadMode::kStrict));
+    std::vector<results::GateRow> rows;
+    const fs::path gate_file = file.parent_path() / results::kGateFile;
     if (fs::exists(gate_file)) {
-      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(gate_file));
-      json gate = json::parse(text, nullptr, false);
-      if (!gate.is_object() || !gate.contains("rows") || !gate["rows"].is_array())
-        return Error::BadInput(gate_file.string() + ": field \"rows\" missing or not an array");
-      rows = gate["rows"];
+      PARITY_ASSIGN_OR_RETURN(results::GateFile gate, results::ReadGateFile(gate_file));
+      rows = std::move(gate.rows);
     }
-    for (auto& e : Entries(records, rows)) {
-      s.with_verdicts += e.gate.is_object();
-      const Outcome o = OutcomeOf(e);
-      const std::string weaker_rule = verifier::WeakerRuleNote(e.record);
-      data["entries"].push_back({{"record", std::move(e.record)},
-                                 {"gate", std::move(e.gate)},
-                                 {"outcome", {{"kind", o.kind}, {"label", o.label}, {"weaker_rule", weaker_rule}}}});
+    for (const auto& e : Entries(records, rows)) {
+      s.with_verdicts += e.gate.has_value();
+      const results::Outcome o = e.outcome();
+      data["entries"].push_back({{"record", e.record.ToJson()},
+                                 {"gate", e.gate ? e.gate->ToJson() : json()},
+                                 {"outcome", {{"kind", o.kind}, {"label", o.label}, {"weaker_rule", e.record.WeakerRuleNote()}}}});
       ++s.experiments;
     }
-    for (auto& p : verifier::ReadProfileRecords(file)) {
+    for (auto& p : results::ReadProfileRecords(file)) {
       data["profiles"].push_back(std::move(p["profile"]));
       ++s.profiles;
     }
@@ -84,11 +79,11 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(tmp, data.dump()));
   const fs::path log = tmp.string() + ".log";
   SpawnOptions so;
-  so.env = verifier::PythonEnv();
+  so.env = runtime::PythonEnv();
   so.stdout_path = log.string();
   so.stderr_path = log.string();
   const fs::path partial = out.string() + ".partial";
-  auto child = Child::Spawn({verifier::WorkerPython(), "-m", "parity_capture.report", tmp.string(), partial.string()}, so);
+  auto child = Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.report", tmp.string(), partial.string()}, so);
   if (!child.ok()) return child.error();
   const ExitInfo how = child->Wait(std::chrono::minutes(10));
   std::error_code ec;
@@ -97,7 +92,7 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
     auto text = ReadFile(log);
     fs::remove(log, ec);
     fs::remove(partial, ec);
-    return Error::Runtime("the report renderer (" + verifier::WorkerPython() + " -m parity_capture.report) failed: " +
+    return Error::Runtime("the report renderer (" + runtime::WorkerPython() + " -m parity_capture.report) failed: " +
                           how.Describe() + (text.ok() ? "; " + text->substr(text->size() > 2000 ? text->size() - 2000 : 0) : ""));
   }
   fs::remove(log, ec);

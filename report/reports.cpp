@@ -1,29 +1,19 @@
 #include "report/reports.h"
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 
-#include "ci/statuses.h"
+#include "results/statuses.h"
 #include "util/csv.h"
 #include "util/files.h"
-#include "verifier/results.h"
 
 namespace parity::report {
-using nlohmann::json;
 
 namespace {
-
-std::string Str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-double Num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-std::string Model(const json& r) { return Str(r.value("model", json::object()), "model_name"); }
-std::string Exp(const json& r, const char* key) { return Str(r.value("experiment", json::object()), key); }
 
 std::string Fixed(double v, const char* fmt) {
   char buf[64];
@@ -31,23 +21,24 @@ std::string Fixed(double v, const char* fmt) {
   return buf;
 }
 
-// The failing outputs' statistics, one line each.
-std::string FailingOutputs(const json& r) {
-  std::string s;
-  for (const auto& o : r.value("outputs", json::array())) {
-    if (!o.is_object() || o.value("pass", true)) continue;
-    const json& st = o.value("stats", json::object());
-    s += Str(o, "path") + ": " + Str(o, "message") + " (max abs " + Fixed(Num(st, "max_abs_err"), "%.3g") + ", rmse vs fp64 " +
-         Fixed(Num(st, "rmse_res_vs_fp64"), "%.3g") + ")\n";
-  }
-  return s;
+std::string Str(const nlohmann::json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
 }
 
-double MaxAbs(const json& r) {
-  double m = 0;
-  for (const auto& o : r.value("outputs", json::array()))
-    if (o.is_object()) m = std::max(m, Num(o.value("stats", json::object()), "max_abs_err"));
-  return m;
+double Stat(const nlohmann::json& o, const char* key) {
+  const double v = results::OutputStat(o, key);
+  return std::isnan(v) ? 0.0 : v;
+}
+
+// The failing outputs' statistics, one line each.
+std::string FailingOutputs(const results::Record& r) {
+  std::string s;
+  for (const auto& o : r.outputs) {
+    if (o.value("pass", true)) continue;
+    s += Str(o, "path") + ": " + Str(o, "message") + " (max abs " + Fixed(Stat(o, "max_abs_err"), "%.3g") + ", rmse vs fp64 " +
+         Fixed(Stat(o, "rmse_res_vs_fp64"), "%.3g") + ")\n";
+  }
+  return s;
 }
 
 std::string Xml(const std::string& s) {
@@ -74,36 +65,33 @@ std::string Md(std::string s) {
   return s;
 }
 
-}  // namespace
+std::string Label(const results::Record& r) { return r.model + " " + r.backend + " " + r.test + " " + r.dtype; }
 
-Outcome OutcomeOf(const Entry& e) {
-  const std::string code = Str(e.record, "verification_code");
-  if (e.gate.is_object()) {
-    const std::string v = Str(e.gate, "verdict");
-    if (v == "PASS" || v == "XFAIL" || v == "FLAKY" || v == "DRIFT" || v == "NO_FP64") return {"pass", v};
-    return {code == "FAIL" || v == "IMPROVED" || v == "NEW" ? "fail" : "error", v};
-  }
-  if (code == "PASS") return {"pass", code};
-  if (code == "VERIFIER_SKIPPED") return {"skipped", code};
-  return {code == "FAIL" ? "fail" : "error", code};
+// What a passing entry says beside its verdict: the gate's note, the weaker rule that decided.
+std::string PassNote(const Entry& e, const results::Outcome& o) {
+  std::string note = o.label;
+  if (e.gate && !e.gate->note.empty()) note += ": " + e.gate->note;
+  if (e.record.LacksFp64Reference() && !(e.gate && e.gate->verdict == results::Verdict::kNoFp64))
+    note += "; " + e.record.WeakerRuleNote();
+  return note;
 }
 
-std::vector<Entry> Entries(const std::vector<json>& records, const json& gate_rows) {
-  std::map<std::string, json> rows;
-  if (gate_rows.is_array())
-    for (const auto& row : gate_rows)
-      if (!Str(row, "fingerprint").empty()) rows[Str(row, "fingerprint")] = row;
+}  // namespace
+
+std::vector<Entry> Entries(const std::vector<results::Record>& records, const std::vector<results::GateRow>& rows) {
+  std::map<std::string, const results::GateRow*> by_fp;
+  for (const auto& row : rows)
+    if (!row.fingerprint.empty()) by_fp[row.fingerprint] = &row;
   std::map<std::string, size_t> seen;
   std::vector<Entry> entries;
   for (const auto& r : records) {
-    const std::string fp = Str(r, "fingerprint");
-    auto it = rows.find(fp);
-    Entry e{r, it == rows.end() ? json() : it->second};
-    if (auto s = seen.find(fp); s != seen.end() && !fp.empty()) {
+    auto it = by_fp.find(r.fingerprint);
+    Entry e{r, it == by_fp.end() ? std::nullopt : std::optional<results::GateRow>(*it->second)};
+    if (auto s = seen.find(r.fingerprint); s != seen.end() && !r.fingerprint.empty()) {
       entries[s->second] = std::move(e);
       continue;
     }
-    seen[fp] = entries.size();
+    seen[r.fingerprint] = entries.size();
     entries.push_back(std::move(e));
   }
   return entries;
@@ -113,54 +101,50 @@ std::string AccuracyCsv(const std::vector<Entry>& entries) {
   CsvTable t;
   t.header = {"dev", "name", "batch_size", "accuracy", "graph_breaks", "unique_graphs", "compilation_latency"};
   for (const auto& e : entries) {
-    const json& r = e.record;
-    const int breaks = r.value("graph_breaks", 0);
-    t.rows.push_back({Exp(r, "accelerator"), Model(r), std::to_string(r["experiment"].value("batch_size", 0)), ci::StatusOf(r),
-                      std::to_string(breaks), std::to_string(breaks + 1),
-                      Fixed(Num(r.value("metrics", json::object()), "compile_time_s"), "%.3f")});
+    const results::Record& r = e.record;
+    const int breaks = r.graph_breaks.value_or(0);
+    t.rows.push_back({r.accelerator, r.model, std::to_string(r.batch_size), results::StatusOf(r), std::to_string(breaks),
+                      std::to_string(breaks + 1), Fixed(r.compile_time_s, "%.3f")});
   }
   return CsvText(t);
 }
 
 std::string JUnitXml(const std::vector<Entry>& entries) {
   std::map<std::string, std::vector<const Entry*>> suites;
-  for (const auto& e : entries) suites[ci::ConfigOf(e.record)].push_back(&e);
+  for (const auto& e : entries) suites[results::ConfigOf(e.record)].push_back(&e);
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"parity\">\n";
   for (const auto& [config, es] : suites) {
     int failures = 0, errors = 0, skipped = 0;
     double time = 0;
     for (const Entry* e : es) {
-      const auto o = OutcomeOf(*e);
+      const auto o = e->outcome();
       failures += o.kind == "fail";
       errors += o.kind == "error";
       skipped += o.kind == "skipped";
-      time += Num(e->record.value("metrics", json::object()), "wall_time_s");
+      time += e->record.wall_time_s;
     }
     x << "  <testsuite name=\"" << Xml(config) << "\" tests=\"" << es.size() << "\" failures=\"" << failures << "\" errors=\""
       << errors << "\" skipped=\"" << skipped << "\" time=\"" << Fixed(time, "%.3f") << "\">\n";
     for (const Entry* e : es) {
-      const json& r = e->record;
-      const auto o = OutcomeOf(*e);
-      x << "    <testcase classname=\"" << Xml(config) << "\" name=\""
-        << Xml(Model(r) + " " + Exp(r, "backend") + " " + Exp(r, "test") + " " + Exp(r, "dtype")) << "\" time=\""
-        << Fixed(Num(r.value("metrics", json::object()), "wall_time_s"), "%.3f") << "\"";
-      const std::string message =
-          o.label + ": " + ci::StatusOf(r) +
-          (e->gate.is_object() && !Str(e->gate, "expected").empty() ? ", expected " + Str(e->gate, "expected") : "") +
-          (Str(r, "error").empty() ? "" : ": " + Str(r, "error").substr(0, 500));
-      std::string body = FailingOutputs(r);
-      if (!Str(r, "repro_dir").empty()) body += "repro dir: " + Str(r, "repro_dir") + "\n";
+      const results::Record& r = e->record;
+      const auto o = e->outcome();
+      x << "    <testcase classname=\"" << Xml(config) << "\" name=\"" << Xml(Label(r)) << "\" time=\""
+        << Fixed(r.wall_time_s, "%.3f") << "\"";
       if (o.kind == "fail" || o.kind == "error") {
+        std::string message = o.label + ": " + results::StatusOf(r) +
+                              (e->gate && !e->gate->expected.empty() ? ", expected " + e->gate->expected : "") +
+                              (r.error.empty() ? "" : ": " + r.error.substr(0, 500));
+        if (e->gate && !e->gate->note.empty() && r.error.empty()) message += ": " + e->gate->note;
+        std::string body = FailingOutputs(r);
+        if (!r.repro_dir.empty()) body += "repro dir: " + r.repro_dir + "\n";
         const char* tag = o.kind == "fail" ? "failure" : "error";
         x << ">\n      <" << tag << " message=\"" << Xml(message) << "\" type=\"" << Xml(o.label) << "\">" << Xml(body) << "</"
           << tag << ">\n    </testcase>\n";
       } else if (o.kind == "skipped") {
-        x << ">\n      <skipped message=\"" << Xml(Str(r, "error")) << "\"/>\n    </testcase>\n";
-      } else if (o.label != "PASS" || verifier::LacksFp64Reference(r)) {
-        std::string note = o.label + (Str(e->gate, "note").empty() ? "" : ": " + Str(e->gate, "note"));
-        if (verifier::LacksFp64Reference(r) && o.label != "NO_FP64") note += "; " + verifier::WeakerRuleNote(r);
-        x << ">\n      <system-out>" << Xml(note) << "</system-out>\n    </testcase>\n";
+        x << ">\n      <skipped message=\"" << Xml(r.error) << "\"/>\n    </testcase>\n";
+      } else if (o.label != "PASS" || r.LacksFp64Reference()) {
+        x << ">\n      <system-out>" << Xml(PassNote(*e, o)) << "</system-out>\n    </testcase>\n";
       } else {
         x << "/>\n";
       }
@@ -173,7 +157,7 @@ std::string JUnitXml(const std::vector<Entry>& entries) {
 
 std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string& title) {
   std::map<std::string, int> counts;
-  for (const auto& e : entries) ++counts[OutcomeOf(e).label];
+  for (const auto& e : entries) ++counts[e.outcome().label];
   std::ostringstream m;
   m << "## " << title << "\n\n";
   for (auto it = counts.begin(); it != counts.end(); ++it)
@@ -182,33 +166,29 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
   m << "| model | backend | test | dtype | device | result | status | expected | max abs error | wall s |\n"
        "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& e : entries) {
-    const json& r = e.record;
-    const auto o = OutcomeOf(e);
-    const bool weak = verifier::LacksFp64Reference(r);
-    const std::string mark = o.kind == "pass" ? (o.label == "PASS" && !weak ? "✅ " : "⚠️ ") : o.kind == "skipped" ? "⏭️ " : "❌ ";
-    m << "| " << Md(Model(r)) << " | " << Md(Exp(r, "backend")) << " | " << Exp(r, "test") << " | " << Exp(r, "dtype") << " | "
-      << Exp(r, "accelerator") << " | " << mark << o.label << " | " << ci::StatusOf(r) << " | "
-      << (e.gate.is_object() ? Str(e.gate, "expected") : "") << " | " << Fixed(MaxAbs(r), "%.3g") << " | "
-      << Fixed(Num(r.value("metrics", json::object()), "wall_time_s"), "%.1f") << " |\n";
+    const results::Record& r = e.record;
+    const auto o = e.outcome();
+    const bool clean = o.label == "PASS" && !r.LacksFp64Reference();
+    const std::string mark = o.kind == "pass" ? (clean ? "✅ " : "⚠️ ") : o.kind == "skipped" ? "⏭️ " : "❌ ";
+    m << "| " << Md(r.model) << " | " << Md(r.backend) << " | " << r.test << " | " << r.dtype << " | " << r.accelerator << " | "
+      << mark << o.label << " | " << results::StatusOf(r) << " | " << (e.gate ? e.gate->expected : "") << " | "
+      << Fixed(r.MaxAbsError(), "%.3g") << " | " << Fixed(r.wall_time_s, "%.1f") << " |\n";
   }
   bool header = false;
   for (const auto& e : entries) {
-    const auto o = OutcomeOf(e);
-    if (o.kind != "fail" && o.kind != "error" && o.label != "DRIFT" && o.label != "FLAKY" && !verifier::LacksFp64Reference(e.record))
-      continue;
+    const auto o = e.outcome();
+    const results::Record& r = e.record;
+    const bool noted = o.label == "DRIFT" || o.label == "FLAKY" || r.LacksFp64Reference();
+    if (o.kind != "fail" && o.kind != "error" && !noted) continue;
     if (!header) m << "\n### Details\n\n";
     header = true;
-    const json& r = e.record;
-    m << "- **" << Md(Model(r)) << "** " << Exp(r, "backend") << " " << Exp(r, "test") << " " << Exp(r, "dtype") << ": "
-      << o.label;
-    const std::string note = e.gate.is_object() ? Str(e.gate, "note") : "";
-    const std::string error = Str(r, "error");
-    if (!note.empty() && (error.empty() || note.rfind(error.substr(0, 40), 0) != 0)) m << " (" << Md(note) << ")";
-    if (!error.empty()) m << "  \n  `" << Md(error.substr(0, 300)) << "`";
-    if (verifier::LacksFp64Reference(r)) m << "  \n  " << Md(verifier::WeakerRuleNote(r));
-    if (!Str(r, "repro_dir").empty()) m << "  \n  repro dir: `" << Str(r, "repro_dir") << "`";
-    if (e.gate.is_object() && e.gate.contains("culprit"))
-      m << "  \n  culprit: `" << Str(e.gate["culprit"], "op") << "` " << Md(Str(e.gate["culprit"], "source"));
+    m << "- **" << Md(r.model) << "** " << r.backend << " " << r.test << " " << r.dtype << ": " << o.label;
+    const std::string note = e.gate ? e.gate->note : "";
+    if (!note.empty() && (r.error.empty() || note.rfind(r.error.substr(0, 40), 0) != 0)) m << " (" << Md(note) << ")";
+    if (!r.error.empty()) m << "  \n  `" << Md(r.error.substr(0, 300)) << "`";
+    if (r.LacksFp64Reference() && note.find(r.WeakerRuleNote()) == std::string::npos) m << "  \n  " << Md(r.WeakerRuleNote());
+    if (!r.repro_dir.empty()) m << "  \n  repro dir: `" << r.repro_dir << "`";
+    if (e.gate && !e.gate->culprit_op.empty()) m << "  \n  culprit: `" << e.gate->culprit_op << "` " << Md(e.gate->culprit_source);
     m << "\n";
   }
   return m.str();

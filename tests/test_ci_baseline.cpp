@@ -54,7 +54,7 @@ TEST(Baseline, UpdateKeepsOrderAndColumnsAndInsertsSorted) {
   testing::Spit(file, "name,accuracy,graph_breaks,owner\nzeta,pass,0,alice\nbert,fail_accuracy,2,bob\nmlp,pass,0,carol\n");
   auto b = Baseline::Load(dir.path(), false);
   ASSERT_TRUE(b.ok());
-  auto changes = b->Update({Rec("bert", "PASS"), Rec("alpha", "FAIL", "compare"), Rec("mlp", "PASS")}, {{kConfig, "zeta"}});
+  auto changes = b->Update({Rec("bert", "PASS"), Rec("alpha", "FAIL", "compare"), Rec("mlp", "PASS")}, {ConfigModel{kConfig, "zeta"}});
   ASSERT_TRUE(changes.ok()) << changes.error().message;
   ASSERT_EQ(changes->size(), 1u);
   EXPECT_NE((*changes)[0].find("1 changed, 1 added, 1 removed"), std::string::npos) << (*changes)[0];
@@ -75,7 +75,7 @@ TEST(Baseline, AFlakyRecordThatMatchedKeepsTheBaseline) {
   auto b = Baseline::Load(dir.path(), false);
   ASSERT_TRUE(b.ok());
   auto r = Rec("mlp", "FAIL", "compare");
-  r["attempts"] = {{{"verification_code", "FAIL"}, {"phase", "compare"}}, {{"verification_code", "PASS"}}};
+  r.attempts = {{results::Code::kFail, "compare", false, "", ""}, {results::Code::kPass, "", false, "", ""}};
   ASSERT_TRUE(b->Update({r}, {}).ok());
   EXPECT_EQ(b->ExpectedStatus(kConfig, "mlp"), "pass");
 }

@@ -17,7 +17,7 @@ using testing::Rec;
 struct CiTest : ::testing::Test {
   void SetUp() override {
     std::string text;
-    for (const auto& r : {Rec("a", "PASS"), Rec("b", "FAIL", "compare"), Rec("c", "PASS")}) text += r.dump() + "\n";
+    for (const auto& r : {Rec("a", "PASS"), Rec("b", "FAIL", "compare"), Rec("c", "PASS")}) text += r.ToJson().dump() + "\n";
     testing::Spit(dir_ / "results.jsonl", text);
   }
   CiOptions Options() {

@@ -29,9 +29,9 @@ class GateTest : public ::testing::Test {
     EXPECT_TRUE(b->LoadConfigs({kConfig}).ok());
     return std::move(*b);
   }
-  std::vector<nlohmann::json> Records() {
+  std::vector<results::Record> Records() {
     auto flaky = Rec("flaky_rerun", "FAIL", "compare");
-    flaky["attempts"] = {{{"verification_code", "FAIL"}, {"phase", "compare"}}, {{"verification_code", "PASS"}}};
+    flaky.attempts = {{results::Code::kFail, "compare", false, "", ""}, {results::Code::kPass, "", false, "", ""}};
     return {Rec("pass_ok", "PASS"),
             Rec("xfail", "FAIL", "compare"),
             Rec("regressed", "EXCEPTION_RAISED", "backend"),
@@ -78,10 +78,10 @@ TEST_F(GateTest, OnlyFailImprovedMissingAndNewFailByDefault) {
   GateResult g = Gate({records[0], records[1], records[4], records[6]}, b, GateOptions{}, GateScope{false, nullptr});
   EXPECT_FALSE(g.failed);  // PASS, XFAIL, FLAKY, DRIFT
   GateOptions strict;
-  strict.strict = true;
+  strict.policy.strict = true;
   EXPECT_TRUE(Gate({records[4]}, b, strict, GateScope{false, nullptr}).failed);
   GateOptions drift;
-  drift.fail_on_drift = true;
+  drift.policy.fail_on_drift = true;
   EXPECT_TRUE(Gate({records[6]}, b, drift, GateScope{false, nullptr}).failed);
   drift.drift_factor = 100;
   EXPECT_EQ(Gate({records[6]}, b, drift, GateScope{false, nullptr}).rows[0].verdict, Verdict::kPass);
@@ -90,9 +90,9 @@ TEST_F(GateTest, OnlyFailImprovedMissingAndNewFailByDefault) {
 TEST_F(GateTest, APassWithoutAnFp64ReferenceIsNoFp64AndFailsUnderStrict) {
   Baseline b = Load();
   auto weak = Rec("pass_ok", "PASS");
-  weak["fp64_reference"] = false;
-  weak["cosine"] = true;
-  weak["reference_error"] = "node \"view_4\" (aten::view): view size is not compatible";
+  weak.fp64_reference = false;
+  weak.cosine = true;
+  weak.reference_error = "node \"view_4\" (aten::view): view size is not compatible";
   GateResult g = Gate({weak}, b, GateOptions{}, GateScope{false, nullptr});
   ASSERT_EQ(g.rows.size(), 1u);
   EXPECT_EQ(g.rows[0].verdict, Verdict::kNoFp64);
@@ -100,12 +100,13 @@ TEST_F(GateTest, APassWithoutAnFp64ReferenceIsNoFp64AndFailsUnderStrict) {
   EXPECT_NE(g.rows[0].note.find("view_4"), std::string::npos) << g.rows[0].note;
   EXPECT_FALSE(g.failed);
   GateOptions strict;
-  strict.strict = true;
+  strict.policy.strict = true;
   g = Gate({weak}, b, strict, GateScope{false, nullptr});
   EXPECT_TRUE(g.failed);
-  EXPECT_NE(FailureMessage(g, strict, "update").find("without an fp64 reference"), std::string::npos);
+  EXPECT_TRUE(g.rows[0].fails);
+  EXPECT_NE(FailureMessage(g, "update").find("without an fp64 reference"), std::string::npos);
   auto with_ref = Rec("pass_ok", "PASS");
-  with_ref["fp64_reference"] = true;
+  with_ref.fp64_reference = true;
   EXPECT_EQ(Gate({with_ref}, b, strict, GateScope{false, nullptr}).rows[0].verdict, Verdict::kPass);
 }
 
@@ -138,7 +139,7 @@ TEST_F(GateTest, TheMessageNamesTheModelsAndTheUpdateCommand) {
   Baseline b = Load();
   GateResult g =
       Gate({Rec("regressed", "FAIL", "compare"), Rec("improved", "PASS")}, b, GateOptions{}, GateScope{false, nullptr});
-  const std::string msg = FailureMessage(g, GateOptions{}, "parity ci --expected X --results r.jsonl --update-expected");
+  const std::string msg = FailureMessage(g, "parity ci --expected X --results r.jsonl --update-expected");
   EXPECT_NE(msg.find("FAIL: 1 model(s) have accuracy status regressed"), std::string::npos) << msg;
   EXPECT_NE(msg.find("IMPROVED: 1 model(s)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parity ci --expected X --results r.jsonl --update-expected"), std::string::npos) << msg;

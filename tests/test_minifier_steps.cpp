@@ -185,7 +185,7 @@ TEST(MinifySteps, GraphBisectTakesTheOnlyGraph) {
 TEST(MinifySteps, NodeBisectFindsTheCulpritWithOneOrFourJobs) {
   for (int jobs : {1, 4}) {
     Fixture f;
-    f.options.jobs = jobs;
+    f.options.experiment.jobs = jobs;
     f.state.current = Chain(50);
     HasNode test("op37");
     auto ctx = f.Context();

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "verifier/results.h"
+#include "results/record.h"
 
 namespace parity::profile {
 namespace {
@@ -28,9 +28,9 @@ TEST(Profile, ARecordIsAProfileNotAVerification) {
   Report report;
   report.model = "mlp";
   const nlohmann::json rec = ProfileRecord(spec, report);
-  EXPECT_TRUE(verifier::IsProfileRecord(rec));
-  EXPECT_FALSE(rec.contains("fingerprint"));           // verify's resume must not take it for a run experiment
-  EXPECT_FALSE(verifier::RecordProblem(rec).empty());  // verification readers skip it
+  EXPECT_TRUE(results::IsProfileRecord(rec));
+  EXPECT_FALSE(rec.contains("fingerprint"));                          // verify's resume must not take it for a run experiment
+  EXPECT_FALSE(results::Record::FromJson(rec, "results.jsonl").ok());  // not a verification record
   EXPECT_EQ(rec["model"]["model_name"], "mlp");
   EXPECT_EQ(rec["experiment"]["backend"], "inductor");
   EXPECT_TRUE(rec["profile"].contains("speed"));

@@ -34,7 +34,7 @@ TEST(Case, FromReproTakesTheManifest) {
     m.backend_options = {{"max_autotune", "True"}};
     m.failure = {{"tol", 0.02}};
   });
-  auto s = Case::FromRepro(r, CaseOptions{});
+  auto s = Case::FromRepro(r, std::nullopt, ExperimentOptions{});
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->suite, "huggingface");
   EXPECT_EQ(s->test, "train");
@@ -54,18 +54,18 @@ TEST(Case, FromReproOverrides) {
     m.backend_options = {{"cpp.inject_relu_bug_TESTING_ONLY", "accuracy"}};
     m.failure = {{"tol", 0.02}};
   });
-  CaseOptions o;
-  o.backend = "aot_eager";  // another backend: the manifest's options are not its options
+  ExperimentOptions o;
   o.device = "cpu";
   o.tol = 1e-3;
-  auto s = Case::FromRepro(r, o);
+  auto s = Case::FromRepro(r, "aot_eager", o);  // another backend: the manifest's options are not its options
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->backend, "aot_eager");
   EXPECT_TRUE(s->backend_options.empty());
   EXPECT_DOUBLE_EQ(*s->tol, 1e-3);
-  o.backend = "inductor";
+  s = Case::FromRepro(r, "inductor", ExperimentOptions{});  // its own backend: its own options
+  EXPECT_EQ(s->backend_options, (nlohmann::json{{"cpp.inject_relu_bug_TESTING_ONLY", "accuracy"}}));
   o.backend_options = nlohmann::json{{"max_autotune", "True"}};
-  s = Case::FromRepro(r, o);
+  s = Case::FromRepro(r, "inductor", o);
   EXPECT_EQ(s->backend_options, (nlohmann::json{{"max_autotune", "True"}}));
 }
 
@@ -75,7 +75,7 @@ TEST(Case, AnAutocastCaptureIsAmp) {
     m.backend = "eager";
     m.extra["amp"] = "bfloat16";
   });
-  auto s = Case::FromRepro(r, CaseOptions{});
+  auto s = Case::FromRepro(r, std::nullopt, ExperimentOptions{});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->dtype, "amp");
   EXPECT_DOUBLE_EQ(EffectiveTolerance(*s), 1e-3);
@@ -85,7 +85,7 @@ TEST(Case, AnAutocastCaptureIsAmp) {
 TEST(Case, FromReproWithoutABackendIsBadInput) {
   testing::TempDir dir;
   ReproDir r = SmallRepro(dir, [](Manifest& m) { m.backend.reset(); });
-  auto s = Case::FromRepro(r, CaseOptions{});
+  auto s = Case::FromRepro(r, std::nullopt, ExperimentOptions{});
   EXPECT_TRUE(testing::FailsWith(s, {"manifest.json", "names no backend", "--backend"}));
   EXPECT_EQ(s.error().kind, ErrorKind::kBadInput);
 }
@@ -94,19 +94,17 @@ TEST(Case, SuiteFieldDefaultsToRepro) {
   testing::TempDir dir;
   ReproDir r = SmallRepro(dir, [](Manifest&) {});
   EXPECT_EQ(r.manifest().suite, "repro");
-  CaseOptions o;
-  o.backend = "eager";
-  auto s = Case::FromRepro(r, o);
+  auto s = Case::FromRepro(r, "eager", ExperimentOptions{});
   ASSERT_TRUE(s.ok());
   EXPECT_DOUBLE_EQ(EffectiveTolerance(*s), 1e-4);  // torchbench's default
 }
 
 TEST(Case, FromSuite) {
-  CaseOptions o;
-  o.backend = "inductor";
+  ExperimentOptions o;
   o.batch_size = 4;
   o.tol = 1e-2;
-  ExperimentSpec s = Case::FromSuite("llama", "huggingface", "train", "float32", o);
+  ExperimentSpec s = Case::FromSuite("llama", "huggingface", "train", "float32", "inductor", o);
+  EXPECT_EQ(s.backend, "inductor");
   EXPECT_EQ(s.model, "llama");
   EXPECT_EQ(s.suite, "huggingface");
   EXPECT_EQ(s.test, "train");

@@ -109,3 +109,20 @@ int RemoveDeadProcessDirs(const fs::path& parent, const std::string& prefix) {
 }
 
 }  // namespace parity
+
+namespace parity {
+
+Status AppendLine(const std::filesystem::path& file, const std::string& line) {
+  std::error_code ec;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Error::Runtime(file.string() + ": cannot open for append: " + std::strerror(errno));
+  const std::string text = line + "\n";
+  ssize_t n = ::write(fd, text.data(), text.size());
+  ::fsync(fd);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return Error::Runtime(file.string() + ": short write");
+  return Status::Ok();
+}
+
+}  // namespace parity

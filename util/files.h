@@ -17,6 +17,10 @@ namespace parity {
 // partial file.
 [[nodiscard]] Status WriteFileAtomic(const std::filesystem::path& path, const std::string& data);
 
+// Appends `line` and a newline with a single write(2) to an O_APPEND file, then fsync: a process
+// killed meanwhile leaves whole lines only (several writers may share the file).
+[[nodiscard]] Status AppendLine(const std::filesystem::path& path, const std::string& line);
+
 // Removes a file or a directory tree (like rm -rf); missing is fine. Implemented with POSIX
 // calls: some libtorch builds export their own std::filesystem::remove_all, which the dynamic
 // linker may bind parity's calls to, and torch 2.11's CUDA wheel's copy jumps to null.

@@ -1,5 +1,7 @@
 #include "verifier/case.h"
 
+#include "compare/same.h"
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -7,12 +9,12 @@ namespace parity::verifier {
 
 namespace {
 
-void ApplyCommon(ExperimentSpec& s, const CaseOptions& o) {
+void ApplyCommon(ExperimentSpec& s, const ExperimentOptions& o) {
   s.repeat = o.repeat;
   s.iterations_per_run = o.iterations_per_run;
   s.cosine = o.cosine;
   s.ignore_non_fp = o.ignore_non_fp;
-  s.cache_dir = o.cache_dir.empty() ? DefaultCacheDir().string() : o.cache_dir;
+  s.cache_dir = o.cache_dir.empty() ? DefaultCacheDir().string() : o.cache_dir.string();
   s.tol = o.tol;
   s.imports = o.imports;
 }
@@ -20,11 +22,11 @@ void ApplyCommon(ExperimentSpec& s, const CaseOptions& o) {
 }  // namespace
 
 ExperimentSpec Case::FromSuite(const std::string& model, const std::string& suite, const std::string& test,
-                               const std::string& dtype, const CaseOptions& o) {
+                               const std::string& dtype, const std::string& backend, const ExperimentOptions& o) {
   ExperimentSpec s;
   s.model = model;
   s.suite = suite;
-  s.backend = o.backend.value_or("inductor");
+  s.backend = backend;
   s.backend_options = o.backend_options.value_or(nlohmann::json::object());
   s.test = test;
   s.dtype = dtype;
@@ -34,13 +36,14 @@ ExperimentSpec Case::FromSuite(const std::string& model, const std::string& suit
   return s;
 }
 
-Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const CaseOptions& o) {
+Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const std::optional<std::string>& backend,
+                                         const ExperimentOptions& o) {
   const Manifest& m = repro.manifest();
   ExperimentSpec s;
   s.model = m.model;
   s.suite = m.suite;
   s.repro = std::filesystem::absolute(repro.root()).string();
-  s.backend = o.backend.value_or(m.backend.value_or(""));
+  s.backend = backend.value_or(m.backend.value_or(""));
   if (s.backend.empty()) return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
   if (o.backend_options)
     s.backend_options = *o.backend_options;
@@ -73,7 +76,7 @@ double DefaultTolerance(const std::string& suite, const std::string& test, const
   if (suite == "timm" || suite == "torchvision-style") return train ? 1e-2 : 1e-3;
   // torchbench and everything else
   if (reduced) return train ? 1e-2 : 1e-3;
-  return train ? 1e-3 : 1e-4;
+  return train ? 1e-3 : compare::kDefaultTol;
 }
 
 double EffectiveTolerance(const ExperimentSpec& spec) {

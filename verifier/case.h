@@ -12,32 +12,19 @@
 
 #include "repro/repro_dir.h"
 #include "verifier/experiment.h"
+#include "verifier/options.h"
 
 namespace parity::verifier {
-
-// Command-line overrides. Unset fields fall back to the repro dir's manifest (FromRepro) or
-// to the defaults (FromSuite).
-struct CaseOptions {
-  std::optional<std::string> backend;             // FromRepro: default the manifest's backend
-  std::optional<nlohmann::json> backend_options;  // default: the manifest's, for its own backend
-  std::optional<std::string> device;              // FromRepro: default the manifest's device
-  std::optional<double> tol;                      // default: the manifest's failure tol, else the suite's
-  bool cosine = false;
-  bool ignore_non_fp = false;
-  int batch_size = 0;  // FromSuite: 0 = the model's default
-  int repeat = 1;
-  int iterations_per_run = 1;
-  std::string cache_dir;  // default DefaultCacheDir()
-  std::vector<std::string> imports;  // approved host-op modules (verifier/host_ops.h)
-};
 
 struct Case {
   // A suite model (captured later: `repro` stays empty until the capture exists).
   static ExperimentSpec FromSuite(const std::string& model, const std::string& suite, const std::string& test,
-                                  const std::string& dtype, const CaseOptions& options);
-  // A repro dir: model, suite, test (mode) and dtype from its manifest. BadInput naming the
-  // manifest when no backend is given and the manifest names none.
-  [[nodiscard]] static Expected<ExperimentSpec> FromRepro(const ReproDir& repro, const CaseOptions& options);
+                                  const std::string& dtype, const std::string& backend, const ExperimentOptions& options);
+  // A repro dir: model, suite, test (mode), dtype and device from its manifest, `options`
+  // overriding what they set. `backend` unset: the manifest's; BadInput naming the manifest when
+  // it names none.
+  [[nodiscard]] static Expected<ExperimentSpec> FromRepro(const ReproDir& repro, const std::optional<std::string>& backend,
+                                                          const ExperimentOptions& options);
 };
 
 // The dtype a capture ran in, for tolerances and reports: "amp" when it ran under autocast

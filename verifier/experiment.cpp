@@ -11,9 +11,9 @@
 #include "util/digest.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
-#include "verifier/host_ops.h"
+#include "runtime/host_ops.h"
 #include "verifier/reference.h"
-#include "verifier/worker.h"
+#include "runtime/worker.h"
 
 namespace parity::verifier {
 
@@ -312,7 +312,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   }
   if (device.is_cuda() && !at::hasCUDA()) return Finish(r, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
   // Host ops (ops registered from Python only) call the worker; the driver checked approval.
-  if (Status st = PrepareHostOps(*repro, spec.imports, [](const nlohmann::json& req) { return AskWorker(req); }); !st.ok())
+  if (Status st = runtime::PrepareHostOps(*repro, spec.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }); !st.ok())
     return Finish(r, Code::kEagerFailed, st.error().message);
   auto backend = MakeBackend(spec.backend);
   if (!backend.ok()) return Finish(r, Code::kVerifierSkipped, backend.error().message);

@@ -12,9 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "verifier/results.h"
+#include "results/codes.h"
 
 namespace parity::verifier {
+
+// An experiment comes to a verification code (results/codes.h).
+using results::Code;
+using results::ParseCode;
+using results::ToString;
 
 struct ExperimentSpec {
   std::string model;  // suite name or repro dir's model

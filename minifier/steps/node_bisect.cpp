@@ -99,7 +99,7 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
     return Status::Ok();
   }
   size_t lo = 0, hi = ops.size() - 1;  // invariant: prefix(hi) reproduces
-  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.jobs, train, test);
+  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.experiment.jobs, train, test);
   const ir::Node* culprit = ops[hi];
   state.culprit = NodeInfo(culprit);
   ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"

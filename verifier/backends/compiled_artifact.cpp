@@ -2,7 +2,7 @@
 
 #include "repro/graph_json.h"
 #include "util/digest.h"
-#include "verifier/worker.h"
+#include "runtime/worker.h"
 
 namespace parity::verifier {
 namespace fs = std::filesystem;
@@ -15,7 +15,7 @@ Expected<fs::path> CompiledArtifact(const ExperimentContext& ctx, const std::str
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   const fs::path tmp = path.string() + ".tmp" + extension;
-  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", cmd},
+  PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker({{"cmd", cmd},
                                                 {"repro", fs::absolute(ctx.repro->root()).string()},
                                                 {"graph", ctx.graph->name},
                                                 {"device", ctx.device.str()},

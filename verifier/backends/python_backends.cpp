@@ -5,7 +5,7 @@
 
 #include "verifier/backends/backends.h"
 #include "verifier/reference.h"
-#include "verifier/worker.h"
+#include "runtime/worker.h"
 
 namespace parity::verifier {
 
@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 Availability PythonAvailable() {
-  if (!fs::exists(WorkerPython())) return {false, "python interpreter " + WorkerPython() + " not found (run ./setup.sh)"};
+  if (!fs::exists(runtime::WorkerPython())) return {false, "python interpreter " + runtime::WorkerPython() + " not found (run ./setup.sh)"};
   return {};
 }
 
@@ -30,7 +30,7 @@ Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string
                         {"device", ctx.device.str()},
                         {"iterations", ctx.iterations + 1},
                         {"out", Abs(out)}};
-  PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker(req));
+  PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker(req));
   BackendRun run;
   PARITY_ASSIGN_OR_RETURN(run.outputs, LoadNamed(out));
   run.compile_time_s = resp.value("compile_time_s", 0.0);
@@ -45,7 +45,7 @@ class WorkerBackend final : public Backend {
   Status Supports(const ExperimentContext& ctx) const override {
     if (backend_ == "inductor") return Status::Ok();
     // torch_compile:<name>: the name must be registered with dynamo in the worker's torch.
-    auto resp = AskWorker({{"cmd", "list_backends"}});
+    auto resp = runtime::AskWorker({{"cmd", "list_backends"}});
     if (!resp.ok()) return resp.error();
     for (const auto& b : (*resp)["backends"])
       if (b == backend_) return Status::Ok();
@@ -69,7 +69,7 @@ class AotAutogradBackend final : public Backend {
     if (ctx.mode == "train") return RunInWorker(ctx, name_);
     const fs::path dir = ctx.work_dir / ("aot_" + name_);
     auto t0 = std::chrono::steady_clock::now();
-    PARITY_ASSIGN_OR_RETURN(auto resp, AskWorker({{"cmd", "aot_graphs"},
+    PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker({{"cmd", "aot_graphs"},
                                                   {"repro", Abs(ctx.repro->root())},
                                                   {"graph", ctx.graph->name},
                                                   {"backend", name_},

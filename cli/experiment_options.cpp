@@ -1,0 +1,92 @@
+#include "cli/experiment_options.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "runtime/host_ops.h"
+#include "verifier/backend.h"
+
+namespace parity::cli {
+
+void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
+  const verifier::ExperimentOptions& d = a.options;
+  auto has = [which](ExperimentFlag f) { return (which & f) != 0; };
+  if (has(kBackendOptions))
+    cmd->add_option("--backend-option", a.backend_options,
+                    "KEY=VALUE passed to the backend (inductor: config keys; a repro dir: its own for its backend)");
+  if (has(kDevice))
+    cmd->add_option("--device", a.device, "cpu or cuda (default cpu; a repro dir: where it was captured or failed)");
+  if (has(kTol))
+    cmd->add_option("--tol", a.tol, "tolerance (default: a failure repro dir's, else per suite, test and dtype; docs/verify.md)")
+        ->each([&a](const std::string& v) { a.options.tol = std::stod(v); });  // set: --tol was given
+  if (has(kCosine)) cmd->add_flag("--cosine", a.options.cosine, "compare by cosine similarity");
+  if (has(kBatchSize))
+    cmd->add_option("--batch-size", a.options.batch_size, "batch size of suite models (default: the model's)");
+  if (has(kRepeat)) {
+    cmd->add_option("--repeat", a.options.repeat, "timed repetitions (default " + std::to_string(d.repeat) + ")");
+    cmd->add_option("--iterations-per-run", a.options.iterations_per_run,
+                    "iterations per repetition (default " + std::to_string(d.iterations_per_run) + ")");
+  }
+  if (has(kTimeout))
+    cmd->add_option("--timeout", a.options.timeout_s, "seconds per experiment (default " + std::to_string(d.timeout_s) + ")");
+  if (has(kJobs))
+    cmd->add_option("--jobs,-j", a.options.jobs,
+                    "experiments at once, isolated processes (one GPU each with --device cuda and several GPUs; default " +
+                        std::to_string(d.jobs) + ")");
+  if (has(kCacheDir)) cmd->add_option("--cache-dir", a.cache_dir, "captures and compiled artifacts (default ~/.cache/parity)");
+  if (has(kImports)) cmd->add_option("--import", a.imports, "allow importing MODULE (in the worker) for host ops of the repro dirs");
+}
+
+verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
+  verifier::ExperimentOptions o = a.options;
+  if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
+  if (!a.device.empty()) o.device = a.device;
+  if (!a.cache_dir.empty()) o.cache_dir = a.cache_dir;
+  o.imports = Unwrap(runtime::ApprovedImports(a.imports));
+  Unwrap(o.Check());
+  return o;
+}
+
+void AddMatrixOptions(CLI::App* cmd, MatrixArgs& a) {
+  cmd->add_option("dirs", a.dirs, "captured repro dirs to verify (instead of, or besides, --model)");
+  cmd->add_option("--model", a.models, "suite model(s) (parity models), or 'all'");
+  cmd->add_option("--backend", a.backends, "backend(s) (parity backends); default inductor");
+  cmd->add_option("--test", a.tests, "eval and/or train (default eval; a repro dir: the test it was captured in)");
+  cmd->add_option(
+      "--dtype", a.dtypes,
+      "float32, float16, bfloat16, amp (autocast: float16 on CUDA, bfloat16 on the CPU) (default float32; a repro dir: "
+      "its capture's)");
+  cmd->add_option("--filter", a.filter, "only models matching this regex");
+  cmd->add_option("--exclude", a.exclude, "skip models matching this regex");
+  cmd->add_option("--output-dir", a.output_dir, "where results.jsonl and repros/ go (default parity-results)");
+  cmd->add_option("--shard", a.shard,
+                  "run shard I of N (I/N, 1-based); default from $JOB_COMPLETION_INDEX, $SLURM_ARRAY_TASK_ID or "
+                  "$CI_NODE_INDEX (docs/ci.md)");
+  cmd->add_option("--shards", a.shards, "the number of shards of a Kubernetes Indexed Job (with $JOB_COMPLETION_INDEX)");
+  cmd->add_option("--shard-costs", a.shard_costs, "results.jsonl of an earlier run: balance the shards by its wall times");
+  AddExperimentOptions(cmd, a.experiment);
+}
+
+verify::VerifyOptions ToVerifyOptions(const MatrixArgs& a) {
+  verify::VerifyOptions o;
+  o.repro_dirs = a.dirs;
+  o.models = a.models;
+  o.backends = a.backends;
+  o.tests = a.tests;
+  o.dtypes = a.dtypes;
+  o.filter = a.filter;
+  o.exclude = a.exclude;
+  o.output_dir = a.output_dir;
+  o.progress = ::isatty(1);
+  o.experiment = ToExperimentOptions(a.experiment);
+  o.shard = Unwrap(verify::ResolveShard(a.shard, a.shards, [](const char* name) { return std::getenv(name); }));
+  for (const auto& f : a.shard_costs) {
+    if (!std::filesystem::is_regular_file(f)) throw Failure{Error::BadInput("--shard-costs " + f + ": no such file")};
+    o.cost_files.emplace_back(f);
+  }
+  return o;
+}
+
+}  // namespace parity::cli

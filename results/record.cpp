@@ -1,0 +1,289 @@
+#include "results/record.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "util/files.h"
+#include "util/json.h"
+
+namespace parity::results {
+using nlohmann::json;
+
+namespace {
+
+// Typed reads of a record's fields: absent gives the default, a wrong JSON type is kBadInput
+// naming the field.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+
+  Status String(const json& obj, const char* key, std::string& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_string()) return Bad(prefix, key, "is not a string");
+    out = obj[key].get<std::string>();
+    return Status::Ok();
+  }
+  Status Number(const json& obj, const char* key, double& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_number()) return Bad(prefix, key, "is not a number");
+    out = obj[key].get<double>();
+    return Status::Ok();
+  }
+  Status Int(const json& obj, const char* key, int& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_number_integer()) return Bad(prefix, key, "is not an integer");
+    out = obj[key].get<int>();
+    return Status::Ok();
+  }
+  Status Bool(const json& obj, const char* key, bool& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_boolean()) return Bad(prefix, key, "is not a boolean");
+    out = obj[key].get<bool>();
+    return Status::Ok();
+  }
+  Status Numbers(const json& obj, const char* key, std::vector<double>& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_array()) return Bad(prefix, key, "is not an array");
+    for (const auto& v : obj[key]) {
+      if (!v.is_number()) return Bad(prefix, key, "holds a non-number");
+      out.push_back(v.get<double>());
+    }
+    return Status::Ok();
+  }
+  Status Object(const json& obj, const char* key, const json*& out, bool required, const char* prefix = "") const {
+    if (!obj.contains(key)) return required ? Bad(prefix, key, "is missing") : Status::Ok();
+    if (!obj[key].is_object()) return Bad(prefix, key, "is not an object");
+    out = &obj[key];
+    return Status::Ok();
+  }
+  Status CodeOf(const json& obj, Code& out, const char* prefix = "") const {
+    if (!obj.contains("verification_code") || !obj["verification_code"].is_string())
+      return Bad(prefix, "verification_code", "is missing or not a string");
+    auto c = ParseCode(obj["verification_code"].get<std::string>());
+    if (!c.ok()) return Bad(prefix, "verification_code", "is " + obj["verification_code"].dump() + ", not a verification code");
+    out = *c;
+    return Status::Ok();
+  }
+
+ private:
+  Error Bad(const char* prefix, const char* key, const std::string& what) const {
+    return Error::BadInput(where_ + ": field \"" + prefix + key + "\" " + what);
+  }
+  const json& j_;
+  std::string where_;
+};
+
+const char* const kKnown[] = {"model",  "experiment", "repeat",         "iterations_per_run", "metrics",   "timestamp",
+                              "verification_code", "tolerance", "cosine", "outputs", "fingerprint", "error", "exception_type",
+                              "notes",  "phase",      "fp64_reference", "reference_error",    "repro_input", "repro_dir",
+                              "timed_out", "graph_breaks", "attempts"};
+
+Expected<Attempt> AttemptFromJson(const json& a, const Reader& r) {
+  Attempt at;
+  if (!a.is_object()) return Error::BadInput("an entry of \"attempts\" is not an object");
+  PARITY_RETURN_IF_ERROR(r.CodeOf(a, at.code, "attempts[]."));
+  PARITY_RETURN_IF_ERROR(r.String(a, "phase", at.phase, "attempts[]."));
+  PARITY_RETURN_IF_ERROR(r.Bool(a, "timed_out", at.timed_out, "attempts[]."));
+  PARITY_RETURN_IF_ERROR(r.String(a, "exception_type", at.exception_type, "attempts[]."));
+  PARITY_RETURN_IF_ERROR(r.String(a, "error", at.error, "attempts[]."));
+  return at;
+}
+
+}  // namespace
+
+json Attempt::ToJson() const {
+  json a = {{"verification_code", results::ToString(code)}};
+  if (code == Code::kPass) return a;
+  if (!phase.empty()) a["phase"] = phase;
+  if (timed_out) a["timed_out"] = true;
+  if (!exception_type.empty()) a["exception_type"] = exception_type;
+  if (!error.empty()) a["error"] = error.substr(0, 300);
+  return a;
+}
+
+Attempt Record::FirstAttempt() const {
+  Attempt a;
+  a.code = code;
+  a.phase = phase;
+  a.timed_out = timed_out;
+  a.exception_type = exception_type;
+  a.error = error.substr(0, 300);
+  return a;
+}
+
+std::string Record::WeakerRuleNote() const {
+  if (!LacksFp64Reference()) return "";
+  return "no fp64 reference, decided by cosine similarity (" + reference_error.substr(0, 160) + ")";
+}
+
+double OutputStat(const json& o, const char* key) {
+  if (!o.is_object() || !o.contains("stats") || !o["stats"].is_object()) return std::nan("");
+  const json& s = o["stats"];
+  return s.contains(key) && s[key].is_number() ? s[key].get<double>() : std::nan("");
+}
+
+double Record::MaxAbsError() const {
+  double m = 0;
+  for (const auto& o : outputs)
+    if (double v = OutputStat(o, "max_abs_err"); !std::isnan(v)) m = std::max(m, v);
+  return m;
+}
+
+json Record::ToJson() const {
+  json j = extra;
+  j["model"] = {{"suite_name", suite}, {"model_name", model}};
+  j["experiment"] = {{"accelerator", accelerator}, {"accelerator_model", accelerator_model},
+                     {"backend", backend},         {"backend_options", backend_options},
+                     {"test", test},               {"batch_size", batch_size},
+                     {"dtype", dtype}};
+  if (!config.empty()) j["experiment"]["config"] = config;
+  j["repeat"] = repeat;
+  j["iterations_per_run"] = iterations_per_run;
+  j["metrics"] = {{"total_time", total_time},
+                  {"per_iter_time", per_iter_time},
+                  {"compile_time_s", compile_time_s},
+                  {"wall_time_s", wall_time_s}};
+  j["timestamp"] = timestamp;
+  j["verification_code"] = results::ToString(code);
+  j["tolerance"] = tolerance;
+  j["cosine"] = cosine;
+  j["outputs"] = outputs;
+  j["fingerprint"] = fingerprint;
+  if (!error.empty()) j["error"] = error;
+  if (!exception_type.empty()) j["exception_type"] = exception_type;
+  if (!notes.empty()) j["notes"] = notes;
+  if (!phase.empty() && code != Code::kPass) j["phase"] = phase;
+  if (fp64_reference) j["fp64_reference"] = *fp64_reference;
+  if (!reference_error.empty()) j["reference_error"] = reference_error;
+  if (!repro_input.empty()) j["repro_input"] = repro_input;
+  if (!repro_dir.empty()) j["repro_dir"] = repro_dir;
+  if (timed_out) j["timed_out"] = true;
+  if (graph_breaks) j["graph_breaks"] = *graph_breaks;
+  if (!attempts.empty()) {
+    j["attempts"] = json::array();
+    for (const auto& a : attempts) j["attempts"].push_back(a.ToJson());
+  }
+  return j;
+}
+
+Expected<Record> Record::FromJson(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error::BadInput(where + ": not a JSON object (a results.jsonl record)");
+  Reader r(j, where);
+  Record rec;
+  PARITY_RETURN_IF_ERROR(r.CodeOf(j, rec.code));
+  if (!j.contains("fingerprint") || !j["fingerprint"].is_string())
+    return Error::BadInput(where + ": field \"fingerprint\" is missing or not a string");
+  rec.fingerprint = j["fingerprint"].get<std::string>();
+  const json *model = nullptr, *exp = nullptr, *metrics = nullptr;
+  PARITY_RETURN_IF_ERROR(r.Object(j, "model", model, true));
+  PARITY_RETURN_IF_ERROR(r.Object(j, "experiment", exp, true));
+  PARITY_RETURN_IF_ERROR(r.String(*model, "suite_name", rec.suite, "model."));
+  PARITY_RETURN_IF_ERROR(r.String(*model, "model_name", rec.model, "model."));
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "accelerator", rec.accelerator, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "accelerator_model", rec.accelerator_model, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "backend", rec.backend, "experiment."));
+  if (exp->contains("backend_options") && !(*exp)["backend_options"].is_null()) {
+    if (!(*exp)["backend_options"].is_object())
+      return Error::BadInput(where + ": field \"experiment.backend_options\" is not an object");
+    rec.backend_options = (*exp)["backend_options"];
+  }
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "test", rec.test, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "dtype", rec.dtype, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.Int(*exp, "batch_size", rec.batch_size, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.String(*exp, "config", rec.config, "experiment."));
+  PARITY_RETURN_IF_ERROR(r.Int(j, "repeat", rec.repeat));
+  PARITY_RETURN_IF_ERROR(r.Int(j, "iterations_per_run", rec.iterations_per_run));
+  PARITY_RETURN_IF_ERROR(r.Object(j, "metrics", metrics, false));
+  if (metrics) {
+    PARITY_RETURN_IF_ERROR(r.Numbers(*metrics, "total_time", rec.total_time, "metrics."));
+    PARITY_RETURN_IF_ERROR(r.Numbers(*metrics, "per_iter_time", rec.per_iter_time, "metrics."));
+    PARITY_RETURN_IF_ERROR(r.Number(*metrics, "compile_time_s", rec.compile_time_s, "metrics."));
+    PARITY_RETURN_IF_ERROR(r.Number(*metrics, "wall_time_s", rec.wall_time_s, "metrics."));
+  }
+  PARITY_RETURN_IF_ERROR(r.Number(j, "timestamp", rec.timestamp));
+  PARITY_RETURN_IF_ERROR(r.Number(j, "tolerance", rec.tolerance));
+  PARITY_RETURN_IF_ERROR(r.Bool(j, "cosine", rec.cosine));
+  if (j.contains("outputs") && !j["outputs"].is_null()) {
+    if (!j["outputs"].is_array()) return Error::BadInput(where + ": field \"outputs\" is not an array");
+    for (const auto& o : j["outputs"])
+      if (!o.is_object()) return Error::BadInput(where + ": field \"outputs\" holds a non-object");
+    rec.outputs = j["outputs"];
+  }
+  PARITY_RETURN_IF_ERROR(r.String(j, "error", rec.error));
+  PARITY_RETURN_IF_ERROR(r.String(j, "exception_type", rec.exception_type));
+  PARITY_RETURN_IF_ERROR(r.String(j, "notes", rec.notes));
+  PARITY_RETURN_IF_ERROR(r.String(j, "phase", rec.phase));
+  if (j.contains("fp64_reference")) {
+    bool ran = true;
+    PARITY_RETURN_IF_ERROR(r.Bool(j, "fp64_reference", ran));
+    rec.fp64_reference = ran;
+  }
+  PARITY_RETURN_IF_ERROR(r.String(j, "reference_error", rec.reference_error));
+  PARITY_RETURN_IF_ERROR(r.String(j, "repro_input", rec.repro_input));
+  PARITY_RETURN_IF_ERROR(r.String(j, "repro_dir", rec.repro_dir));
+  PARITY_RETURN_IF_ERROR(r.Bool(j, "timed_out", rec.timed_out));
+  if (j.contains("graph_breaks")) {
+    int breaks = 0;
+    PARITY_RETURN_IF_ERROR(r.Int(j, "graph_breaks", breaks));
+    rec.graph_breaks = breaks;
+  }
+  if (j.contains("attempts")) {
+    if (!j["attempts"].is_array()) return Error::BadInput(where + ": field \"attempts\" is not an array");
+    for (const auto& a : j["attempts"]) {
+      auto at = AttemptFromJson(a, r);
+      if (!at.ok()) return Error::BadInput(at.error().message.rfind(where, 0) == 0 ? at.error().message : where + ": " + at.error().message);
+      rec.attempts.push_back(std::move(*at));
+    }
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) rec.extra[it.key()] = it.value();
+  return rec;
+}
+
+bool IsProfileRecord(const json& j) { return j.is_object() && j.contains("kind") && j["kind"] == kProfileRecordKind; }
+
+std::vector<json> ReadProfileRecords(const std::filesystem::path& file) {
+  std::vector<json> records;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = ParseJson(line, file.string());  // nesting bounded
+    if (j.ok() && IsProfileRecord(*j) && j->contains("profile") && (*j)["profile"].is_object()) records.push_back(std::move(*j));
+  }
+  return records;
+}
+
+Expected<std::vector<Record>> ReadRecords(const std::filesystem::path& file, ReadMode mode) {
+  std::error_code ec;
+  if (mode == ReadMode::kLenient && !std::filesystem::exists(file, ec)) return std::vector<Record>{};
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  std::vector<Record> records;
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = file.string() + ":" + std::to_string(n);
+    auto j = ParseJson(line, where);
+    if (j.ok() && IsProfileRecord(*j)) continue;  // `parity profile`'s, not a verification
+    auto rec = j.ok() ? Record::FromJson(*j, where) : Expected<Record>(j.error());
+    if (!rec.ok()) {
+      if (mode == ReadMode::kStrict) return rec.error();
+      continue;
+    }
+    records.push_back(std::move(*rec));
+  }
+  return records;
+}
+
+Status AppendRecord(const std::filesystem::path& file, const Record& record) { return AppendLine(file, record.ToJson().dump()); }
+
+std::set<std::string> DoneFingerprints(const std::filesystem::path& file) {
+  std::set<std::string> done;
+  auto records = ReadRecords(file, ReadMode::kLenient);
+  if (records.ok())
+    for (const auto& r : *records) done.insert(r.fingerprint);
+  return done;
+}
+
+}  // namespace parity::results

@@ -1,0 +1,105 @@
+// The results.jsonl record of one experiment (docs/verify.md), in PyTorch/XLA's shape, as a type:
+// the one writer (AppendRecord: one whole line at a time) and the one reader (ReadRecords) every
+// consumer uses (verify's resume and reports, ci's gate and merge, report's HTML). Fields this
+// parity does not know are kept (`extra`), so records of a newer parity round-trip.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "results/codes.h"
+#include "util/status.h"
+
+namespace parity::results {
+
+// What a record keeps of each attempt of an experiment that ran more than once.
+struct Attempt {
+  Code code = Code::kVerifierDidntRun;
+  std::string phase;  // the phase that decided (not for PASS)
+  bool timed_out = false;
+  std::string exception_type;
+  std::string error;  // its first 300 characters
+  nlohmann::json ToJson() const;
+};
+
+struct Record {
+  // "model"
+  std::string suite;
+  std::string model;
+  // "experiment"
+  std::string accelerator;  // cpu | cuda
+  std::string accelerator_model;
+  std::string backend;
+  nlohmann::json backend_options = nlohmann::json::object();
+  std::string test = "eval";
+  std::string dtype = "float32";
+  int batch_size = 0;
+  std::string config;  // the expected-file configuration (statuses.h ConfigName); "" in older records
+  int repeat = 1;
+  int iterations_per_run = 1;
+  // "metrics"
+  std::vector<double> total_time, per_iter_time;
+  double compile_time_s = 0.0;
+  double wall_time_s = 0.0;
+  double timestamp = 0.0;
+  Code code = Code::kVerifierDidntRun;  // "verification_code"
+  double tolerance = 0.0;
+  bool cosine = false;
+  nlohmann::json outputs = nlohmann::json::array();  // per output: compare::Verdict::ToJson (path, pass, rule, stats, ...)
+  std::string fingerprint;
+  std::string error;           // why, when not PASS
+  std::string exception_type;  // EXCEPTION_RAISED: the exception's type
+  std::string notes;           // what changed the flow
+  std::string phase;           // the phase that decided (not for PASS)
+  std::optional<bool> fp64_reference;  // PASS and FAIL: whether the fp64 reference ran
+  std::string reference_error;         // why it did not
+  std::string repro_input;             // the repro dir verified, when the case came from one
+  std::string repro_dir;               // the failure's repro dir, when one was written
+  bool timed_out = false;
+  std::optional<int> graph_breaks;
+  std::vector<Attempt> attempts;  // every attempt, when the experiment ran more than once
+  nlohmann::json extra = nlohmann::json::object();
+
+  // The record's own (first) attempt, and every attempt (that one alone when it ran once).
+  Attempt FirstAttempt() const;
+  std::vector<Attempt> AllAttempts() const { return attempts.empty() ? std::vector<Attempt>{FirstAttempt()} : attempts; }
+  // A comparison that ran without its fp64 reference (cosine similarity, a weaker rule, decided).
+  bool LacksFp64Reference() const { return fp64_reference.has_value() && !*fp64_reference; }
+  // "no fp64 reference, decided by cosine similarity (why)" for such a record, else "".
+  std::string WeakerRuleNote() const;
+  // The largest max_abs_err over the outputs (0 when none has statistics).
+  double MaxAbsError() const;
+
+  nlohmann::json ToJson() const;
+  // kBadInput naming `where` and the field when `j` is not a record.
+  [[nodiscard]] static Expected<Record> FromJson(const nlohmann::json& j, const std::string& where);
+};
+
+// An output's statistic (`stats.<key>`), NaN when absent.
+double OutputStat(const nlohmann::json& output, const char* key);
+
+// `parity profile` records share results.jsonl ("kind": "profile", no verification_code):
+// ReadRecords skips them.
+inline constexpr const char* kProfileRecordKind = "profile";
+bool IsProfileRecord(const nlohmann::json& j);
+// The profile records of a results file (other and torn lines are ignored).
+std::vector<nlohmann::json> ReadProfileRecords(const std::filesystem::path& file);
+
+enum class ReadMode {
+  kStrict,   // a line that is not a record is kBadInput naming the file, line and field
+  kLenient,  // such lines are skipped (the torn last line of a killed run, foreign lines)
+};
+// The records of a results file, in file order. A missing file is kBadInput in strict mode and
+// no records in lenient mode.
+[[nodiscard]] Expected<std::vector<Record>> ReadRecords(const std::filesystem::path& file, ReadMode mode);
+// Appends the record as one JSON line (util/files.h AppendLine: a killed run leaves whole lines).
+[[nodiscard]] Status AppendRecord(const std::filesystem::path& file, const Record& record);
+// Fingerprints of the records already in a results file (a resumed run skips them).
+std::set<std::string> DoneFingerprints(const std::filesystem::path& file);
+
+}  // namespace parity::results

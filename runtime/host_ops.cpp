@@ -1,0 +1,310 @@
+#include "runtime/host_ops.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/library.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <type_traits>
+
+#include "repro/graph.h"
+#include "repro/graph_json.h"
+#include "repro/safetensors.h"
+#include "util/files.h"
+
+namespace parity::runtime {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  WorkerCall call;                                         // where host op calls go
+  std::set<std::string> registered;                        // "ns::op.overload"
+  std::vector<std::unique_ptr<torch::Library>> libraries;  // keep the registrations alive
+};
+
+Registry& Reg() {
+  static Registry r;
+  return r;
+}
+
+bool Approved(const std::string& module, const std::vector<std::string>& approved) {
+  for (const auto& a : approved)
+    if (module == a || module.rfind(a + ".", 0) == 0) return true;
+  return false;
+}
+
+// A node of `repro` calling `op`, for messages.
+std::string NodeCalling(const ReproDir& repro, const std::string& op) {
+  for (const auto& g : repro.graphs())
+    for (const ir::Node* n : g.graph.nodes())
+      if (n->target() == op) return g.name + ": %" + n->name();
+  return "no node";
+}
+
+fs::path ShmDir() { return fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path(); }
+
+// One argument as JSON; tensors go to `tensors` (CPU, contiguous) and are named in the JSON.
+json EncodeArg(const c10::IValue& v, const c10::TypePtr& type, std::vector<std::pair<std::string, at::Tensor>>& tensors,
+               std::optional<c10::Device>& device) {
+  if (v.isNone()) return nullptr;
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!device) device = t.device();
+    const std::string key = "t" + std::to_string(tensors.size());
+    tensors.emplace_back(key, t.detach().to(at::kCPU).contiguous());
+    return {{"tensor", {{"key", key}, {"device", t.device().str()}}}};
+  }
+  if (v.isBool()) return v.toBool();
+  if (v.isInt()) {
+    if (type && type->kind() == c10::TypeKind::ScalarTypeType)
+      return {{"dtype", ir::TorchDtypeName(static_cast<c10::ScalarType>(v.toInt()))}};
+    return v.toInt();
+  }
+  if (v.isDouble()) return std::isfinite(v.toDouble()) ? json(v.toDouble()) : json{{"float", c10::str(v.toDouble())}};
+  if (v.isString()) return v.toStringRef();
+  if (v.isDevice()) return {{"device", v.toDevice().str()}};
+  if (v.isList() || v.isTuple()) {
+    json out = json::array();
+    c10::TypePtr elem;
+    if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
+    const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
+    for (const auto& x : items) out.push_back(EncodeArg(x, elem, tensors, device));
+    return out;
+  }
+  throw std::runtime_error("host op argument of type " + v.tagKind() + " is not supported");
+}
+
+std::string QualifiedName(const c10::FunctionSchema& schema) {
+  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+}
+
+// One request to the worker with `tensors` in a shared-memory safetensors file; the tensors it
+// answers with, in order ("r0", "r1", ...).
+std::vector<at::Tensor> WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  static std::atomic<int> serial{0};
+  const std::string stem = "parity-host-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+  const fs::path in = ShmDir() / (stem + "-in.safetensors"), out = ShmDir() / (stem + "-out.safetensors");
+  const std::string op = request.value("op", std::string());
+  if (auto st = safetensors::Save(in, tensors); !st.ok()) throw std::runtime_error(st.error().message);
+  request["tensors"] = in.string();
+  request["out"] = out.string();
+  WorkerCall call;
+  {
+    std::lock_guard<std::mutex> lock(Reg().mu);
+    call = Reg().call;
+  }
+  auto resp = call(request);
+  RemoveAll(in);
+  if (!resp.ok()) {
+    const Error& e = resp.error();
+    throw std::runtime_error("host op " + op + ": " + e.Text());
+  }
+  auto results = safetensors::LoadAll(out);
+  RemoveAll(out);
+  if (!results.ok()) throw std::runtime_error("host op " + op + ": " + results.error().message);
+  std::vector<at::Tensor> outs;
+  for (auto& [key, t] : *results) outs.push_back(t.clone());
+  return outs;
+}
+
+// The dispatcher kernel of every host op (below autograd): arguments to the worker, results back
+// on the device of the first tensor argument.
+void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& sargs = schema.arguments();
+  json args = json::array();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::optional<c10::Device> device;
+  auto given = torch::jit::last(*stack, sargs.size());
+  for (size_t i = 0; i < sargs.size(); ++i) args.push_back(EncodeArg(given[i], sargs[i].type(), tensors, device));
+  torch::jit::drop(*stack, sargs.size());
+  const std::string name = QualifiedName(schema);
+  std::vector<at::Tensor> outs = WorkerRoundTrip({{"cmd", "host_call"}, {"op", name}, {"args", args}}, tensors);
+  if (device)
+    for (auto& t : outs) t = t.to(*device);
+  const auto& rets = schema.returns();
+  if (rets.size() == 1 && rets[0].type()->kind() == c10::TypeKind::ListType) {
+    stack->emplace_back(c10::List<at::Tensor>(outs));
+    return;
+  }
+  if (outs.size() != rets.size())
+    throw std::runtime_error("host op " + name + " returned " + std::to_string(outs.size()) + " tensors, its schema " +
+                             std::to_string(rets.size()));
+  for (auto& t : outs) stack->emplace_back(std::move(t));
+}
+
+// The backward of a host op call: the worker recomputes the op with autograd on the saved
+// arguments and returns the vector-Jacobian product for the differentiable inputs.
+struct HostBackward final : torch::autograd::Node {
+  const c10::FunctionSchema* schema = nullptr;
+  std::vector<c10::IValue> args;    // detached
+  std::vector<size_t> diff;         // argument positions of the differentiable inputs
+  std::vector<at::Tensor> outputs;  // detached, for the shape of a missing grad
+  std::string name() const override { return "HostBackward(" + QualifiedName(*schema) + ")"; }
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    json jargs = json::array(), jgrads = json::array();
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    std::optional<c10::Device> device;
+    for (size_t i = 0; i < args.size(); ++i) jargs.push_back(EncodeArg(args[i], schema->arguments()[i].type(), tensors, device));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      at::Tensor g = k < grads.size() && grads[k].defined() ? grads[k] : at::zeros_like(outputs[k]);
+      jgrads.push_back(EncodeArg(g, nullptr, tensors, device));
+    }
+    auto outs = WorkerRoundTrip(
+        {{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}}, tensors);
+    for (auto& t : outs) t = device ? t.to(*device) : t;
+    return outs;
+  }
+};
+
+// Autograd nodes are intrusive_ptr-owned from torch 2.13 on, shared_ptr-owned before (2.11 builds).
+constexpr bool kIntrusiveNodes = std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>;
+using NodePtr =
+    std::conditional_t<kIntrusiveNodes, c10::intrusive_ptr<torch::autograd::Node>, std::shared_ptr<torch::autograd::Node>>;
+template <typename N>
+auto MakeNode() {
+  if constexpr (kIntrusiveNodes)
+    return c10::make_intrusive<N>();
+  else
+    return std::make_shared<N>();
+}
+
+// The Autograd kernel: forward below autograd; when gradients are wanted, the outputs get a
+// HostBackward node over the tensor arguments that require grad.
+void HostAutogradKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - static_cast<long>(n), stack->end());
+  std::vector<size_t> diff;
+  std::vector<at::Tensor> diff_inputs;
+  for (size_t i = 0; i < n; ++i)
+    if (args[i].isTensor() && args[i].toTensor().requires_grad()) {
+      diff.push_back(i);
+      diff_inputs.push_back(args[i].toTensor());
+    }
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  }
+  if (!at::GradMode::is_enabled() || diff.empty()) return;
+  auto node = MakeNode<HostBackward>();
+  node->schema = &schema;
+  for (auto& a : args) node->args.push_back(a.isTensor() ? c10::IValue(a.toTensor().detach()) : a);
+  node->diff = diff;
+  node->set_next_edges(torch::autograd::collect_next_edges(diff_inputs));
+  const size_t nret = schema.returns().size();
+  for (size_t k = 0; k < nret; ++k) {
+    c10::IValue& v = (*stack)[stack->size() - nret + k];
+    if (!v.isTensor()) continue;
+    at::Tensor t = v.toTensor();
+    node->outputs.push_back(t.detach());
+    if (t.is_floating_point()) torch::autograd::set_history(t, NodePtr(node));
+  }
+}
+
+Status Register(const std::string& name, const HostOp& op) {
+  const std::string ns = name.substr(0, name.find("::")), local = name.substr(name.find("::") + 2);
+  const auto [opname, overload] = ir::SplitOperatorName(name);
+  if (c10::Dispatcher::singleton().findSchema({opname, overload})) return Status::Ok();  // registered in C++ already
+  try {
+    auto lib = std::make_unique<torch::Library>(torch::Library::FRAGMENT, ns, std::nullopt, __FILE__, __LINE__);
+    lib->def(op.schema.c_str());
+    lib->impl(local.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                                             torch::CppFunction::makeFromBoxedFunction<&HostKernel>()));
+    lib->impl(local.c_str(),
+              torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<&HostAutogradKernel>()));
+    Reg().libraries.push_back(std::move(lib));
+  } catch (const std::exception& e) {
+    return Error::BadInput("host op " + name + ": cannot register schema \"" + op.schema + "\": " + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+fs::path ConfigPath() {
+  if (const char* p = std::getenv("PARITY_CONFIG"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return fs::path(x) / "parity" / "config.json";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".config" / "parity" / "config.json";
+  return {};
+}
+
+Expected<std::vector<std::string>> ApprovedImports(const std::vector<std::string>& flags) {
+  std::vector<std::string> out = flags;
+  const fs::path config = ConfigPath();
+  if (config.empty() || !fs::exists(config)) return out;
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(config));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Error::BadInput(config.string() + ": not a JSON object");
+  if (!j.contains("allowed_imports")) return out;
+  if (!j["allowed_imports"].is_array()) return Error::BadInput(config.string() + ": field \"allowed_imports\" is not an array");
+  for (const auto& m : j["allowed_imports"]) {
+    if (!m.is_string()) return Error::BadInput(config.string() + ": field \"allowed_imports\" holds a non-string");
+    out.push_back(m.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::string> HostOpModules(const ReproDir& repro) {
+  std::vector<std::string> out;
+  for (const auto& [name, op] : repro.manifest().host_ops)
+    if (!op.module.empty() && std::find(out.begin(), out.end(), op.module) == out.end()) out.push_back(op.module);
+  return out;
+}
+
+Status CheckHostOpsApproved(const ReproDir& repro, const std::vector<std::string>& approved) {
+  const std::string mw = (repro.root() / "manifest.json").string();
+  for (const auto& [name, op] : repro.manifest().host_ops) {
+    const std::string where = mw + ": host op " + name + " (" + NodeCalling(repro, name) + ")";
+    if (op.module.empty())
+      return Error::BadInput(where +
+                             ": the manifest names no module that registers it (defined in a script run as "
+                             "__main__?): capture with imports=[\"MODULE\"] (parity_capture.capture or dump_backend) "
+                             "or set host_ops[\"" +
+                             name + "\"].module in the manifest");
+    if (!Approved(op.module, approved))
+      return Error::BadInput(where + " needs module " + op.module + ", which parity imports only when allowed: pass --import " +
+                             op.module + " (or list it under \"allowed_imports\" in " + ConfigPath().string() + ")");
+  }
+  return Status::Ok();
+}
+
+Status ImportHostOpModules(const ReproDir& repro, const std::vector<std::string>& approved, const WorkerCall& call) {
+  const auto& ops = repro.manifest().host_ops;
+  if (ops.empty()) return Status::Ok();
+  PARITY_RETURN_IF_ERROR(CheckHostOpsApproved(repro, approved));
+  if (auto r = call({{"cmd", "import_modules"}, {"modules", HostOpModules(repro)}}); !r.ok()) {
+    const auto& [name, op] = *ops.begin();
+    return Error::BadInput((repro.root() / "manifest.json").string() + ": host op " + name + " (" + NodeCalling(repro, name) +
+                           "): importing its module " + op.module + " failed: " + r.error().message);
+  }
+  return Status::Ok();
+}
+
+Status PrepareHostOps(const ReproDir& repro, const std::vector<std::string>& approved, WorkerCall call) {
+  const auto& ops = repro.manifest().host_ops;
+  if (ops.empty()) return Status::Ok();
+  PARITY_RETURN_IF_ERROR(ImportHostOpModules(repro, approved, call));
+  std::lock_guard<std::mutex> lock(Reg().mu);
+  Reg().call = std::move(call);
+  for (const auto& [name, op] : ops)
+    if (!Reg().registered.count(name)) {
+      PARITY_RETURN_IF_ERROR(Register(name, op));  // a failed registration is tried again next time
+      Reg().registered.insert(name);
+    }
+  return Status::Ok();
+}
+
+}  // namespace parity::runtime

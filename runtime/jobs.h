@@ -1,0 +1,105 @@
+// Jobs in isolated child processes, and the job slots that run them: each job runs in a fresh
+// exec of the parity binary (`parity _experiment --dir DIR`, in its own process group, killed at
+// its deadline and when the driver dies); `jobs` slots keep a job each running, every slot with
+// its own persistent Python worker (started when a job needs one, restarted when a job crashed or
+// hung in it) and its own environment (its GPU, its share of CPU threads: SlotEnvironments).
+// Knows nothing of what a job computes: a job is a JSON spec in, a JSON result out.
+//
+// The child protocol, both ends here: the driver writes DIR/spec.json and spawns the child; the
+// child writes each phase's name to DIR/status.txt as it starts and its result to
+// DIR/result.json; the driver reads the result back, or, when the child crashed, hung or was
+// killed, reports how it ended, the phase it was in and the tail of DIR/log.txt.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/worker.h"
+#include "util/subprocess.h"
+
+namespace parity::runtime {
+
+// The hidden subcommand of a job's child (cli/cmd_experiment.cpp registers it).
+inline constexpr const char* kJobCommand = "_experiment";
+
+// The extra environment of each of `jobs` slots. On CUDA with several GPUs (`gpus`, the ids in
+// `visible_devices` = $CUDA_VISIBLE_DEVICES when set, else 0..gpus-1) slot i is pinned to GPU
+// i mod n; on the CPU with jobs > 1 each slot gets cpus/jobs threads (OMP_NUM_THREADS,
+// MKL_NUM_THREADS). One slot gets nothing.
+std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
+                                                       int cpus);
+
+struct Job {
+  nlohmann::json spec;         // what the child reads (DIR/spec.json)
+  std::filesystem::path dir;   // the child's dir (its scratch space)
+  bool needs_worker = false;   // the child talks to its slot's Python worker ($PARITY_WORKER_SOCKET)
+};
+
+// How a job ended.
+struct JobOutcome {
+  std::optional<nlohmann::json> result;  // DIR/result.json of a child that exited 0 having written it
+  ExitInfo how;                          // how the child ended (timed_out: killed at the deadline)
+  std::string phase;                     // the last phase it started
+  std::string log_tail;                  // the end of its log
+  std::string failure;                   // set when the job could not start, or its worker died with it
+  int timeout_s = 0;                     // the deadline it ran under
+};
+
+class JobRunner {
+ public:
+  // `slot_env`: one entry per slot (its size is the number of slots); empty: one slot.
+  JobRunner(std::filesystem::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env);
+  ~JobRunner();
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  // One request to slot 0's worker (capture, listings, repro scripts); a worker that died is
+  // restarted on the next request.
+  [[nodiscard]] Expected<nlohmann::json> Ask(const nlohmann::json& request);
+
+  // Called in the driver's thread as each job ends, in the order they end; returning true runs
+  // that job again (in `<dir>.rN`), e.g. a retry of a failure.
+  using OnDone = std::function<bool(size_t index, const JobOutcome& outcome)>;
+  using OnStart = std::function<void(size_t index, const std::filesystem::path& dir)>;
+  using OnTick = std::function<void()>;  // while jobs run, about 4 times a second
+  // Keeps every slot busy until every job is done (a new job starts as soon as one ends).
+  void RunStream(std::vector<Job> jobs, const OnDone& on_done, const OnStart& on_start = nullptr, const OnTick& on_tick = nullptr);
+  int slots() const { return static_cast<int>(slots_.size()); }
+
+ private:
+  struct Slot {
+    std::vector<std::string> env;
+    std::unique_ptr<WorkerProcess> worker;
+    std::optional<WorkerClient> client;
+  };
+  struct Running;
+  [[nodiscard]] Status EnsureWorker(size_t slot);
+  void RestartWorker(size_t slot);
+  // Starts `job` in `slot` in `dir`; why it could not start otherwise.
+  Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot);
+  // Waits until one of `running` ends (or passes its deadline) and returns its position.
+  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick);
+  JobOutcome Finish(const Job& job, Running& run);
+  std::filesystem::path scratch_;
+  int timeout_s_;
+  std::vector<Slot> slots_;
+};
+
+// Driver side: the phase a running child is in ("" before its first).
+std::string CurrentPhase(const std::filesystem::path& dir);
+
+// Child side: the entry of `parity _experiment --dir DIR`: `run` gets DIR/spec.json and a
+// callback that records each phase as it starts; what it returns is written to DIR/result.json.
+// Exit 0 when the result was written, 2 when the spec cannot be read.
+using PhaseFn = std::function<void(const std::string& phase)>;
+int JobChildMain(const std::filesystem::path& dir,
+                 const std::function<Expected<nlohmann::json>(const nlohmann::json& spec, const PhaseFn& on_phase)>& run);
+
+}  // namespace parity::runtime

@@ -1,0 +1,183 @@
+#include "runtime/worker.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "util/digest.h"
+
+namespace parity::runtime {
+namespace fs = std::filesystem;
+
+std::string WorkerPython() {
+  if (const char* p = std::getenv("PARITY_PYTHON"); p && *p) return p;
+  return PARITY_PYTHON_DEFAULT;
+}
+
+std::vector<std::string> PythonEnv() {
+  const char* pp = std::getenv("PYTHONPATH");
+  return {std::string("PYTHONPATH=") + PARITY_SOURCE_DIR + "/tools" + (pp && *pp ? std::string(":") + pp : ""),
+          "PYTHONUNBUFFERED=1"};
+}
+
+namespace {
+
+// A Unix socket path must fit sockaddr_un::sun_path (108 bytes with its NUL): a socket asked for
+// deep inside a long work dir (a minify of a repro dir with a long name) lives in the temp dir
+// instead, under a name unique to this process and the path asked for.
+std::string UsableSocketPath(const std::string& wanted) {
+  if (wanted.size() < sizeof(sockaddr_un::sun_path)) return wanted;
+  return (fs::temp_directory_path() /
+          ("parity-" + std::to_string(::getpid()) + "-" + Sha256Hex(wanted).substr(0, 12) + ".sock"))
+      .string();
+}
+
+}  // namespace
+
+WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
+    : socket_path_(UsableSocketPath(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
+
+WorkerProcess::~WorkerProcess() { Stop(); }
+
+std::optional<ExitInfo> WorkerProcess::Check() {
+  if (!child_) return std::nullopt;
+  auto done = child_->Poll();
+  if (done) child_.reset();
+  return done;
+}
+
+Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
+  if (child_ && !Check()) return Status::Ok();
+  std::error_code ec;
+  fs::remove(socket_path_, ec);
+  SpawnOptions so;
+  so.env = env_;
+  so.stdout_path = log_path_;
+  so.stderr_path = log_path_;
+  for (auto& e : PythonEnv()) so.env.push_back(e);
+  so.env.push_back("TORCHINDUCTOR_FALLBACK_RANDOM=1");
+  auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_}, so);
+  if (!child.ok()) return child.error();
+  child_.emplace(std::move(*child));
+  ++restarts_;
+  const auto deadline = std::chrono::steady_clock::now() + startup_timeout;
+  while (!fs::exists(socket_path_)) {
+    if (auto ended = Check())
+      return Error::Runtime("python worker (" + WorkerPython() + ") exited at start-up: " + ended->Describe() + "; see " +
+                            log_path_);
+    if (std::chrono::steady_clock::now() > deadline) {
+      Stop();
+      return Error::Runtime("python worker did not start within " + std::to_string(startup_timeout.count()) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
+void WorkerProcess::Stop() {
+  if (child_) child_->Kill();
+  child_.reset();
+  std::error_code ec;
+  fs::remove(socket_path_, ec);
+}
+
+Expected<WorkerClient> WorkerClient::Connect(const std::string& socket_path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error::Runtime(std::string("python worker: socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    ::close(fd);
+    return Error::Runtime("python worker: socket path too long: " + socket_path);
+  }
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return Error::Runtime("python worker: cannot connect to " + socket_path + ": " + std::strerror(errno));
+  }
+  return WorkerClient(fd);
+}
+
+WorkerClient::~WorkerClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+Error Lost(std::string what) {
+  Error e = Error::Runtime("python worker: " + std::move(what));
+  e.exception_type = kWorkerLost;
+  return e;
+}
+}  // namespace
+
+Expected<nlohmann::json> WorkerClient::Exchange(nlohmann::json request) {
+  request["id"] = next_id_++;
+  std::string line = request.dump() + "\n";
+  size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return Lost("connection lost while sending");
+    }
+    off += static_cast<size_t>(n);
+  }
+  while (true) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string resp = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      auto j = nlohmann::json::parse(resp, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) return Lost("malformed answer: " + resp.substr(0, 200));
+      return j;
+    }
+    char buf[65536];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Lost("connection lost (the worker died)");
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Expected<nlohmann::json> WorkerClient::Call(nlohmann::json request) {
+  PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, Exchange(std::move(request)));
+  if (resp.value("ok", false)) return resp;
+  auto field = [&](const char* key) { return resp.contains(key) && resp[key].is_string() ? resp[key].get<std::string>() : ""; };
+  Error e = Error::Runtime(field("error"));
+  e.exception_type = field("error_type").empty() ? "Error" : field("error_type");
+  e.traceback = field("traceback");
+  return e;
+}
+
+namespace {
+Expected<WorkerClient*> ProcessWorker() {
+  static std::unique_ptr<WorkerProcess> own;
+  static std::optional<WorkerClient> client;
+  if (client) return &*client;
+  std::string path;
+  if (const char* s = std::getenv("PARITY_WORKER_SOCKET"); s && *s) {
+    path = s;
+  } else {
+    path = (fs::temp_directory_path() / ("parity-worker-" + std::to_string(::getpid()) + ".sock")).string();
+    own = std::make_unique<WorkerProcess>(path, path + ".log");
+    PARITY_RETURN_IF_ERROR(own->Ensure());
+  }
+  auto c = WorkerClient::Connect(path);
+  if (!c.ok()) return c.error();
+  client.emplace(std::move(*c));
+  return &*client;
+}
+}  // namespace
+
+Expected<nlohmann::json> AskWorker(nlohmann::json request) {
+  PARITY_ASSIGN_OR_RETURN(WorkerClient * w, ProcessWorker());
+  return w->Call(std::move(request));
+}
+
+}  // namespace parity::runtime

@@ -1,0 +1,70 @@
+// The persistent Python worker (tools/parity_capture/worker.py): WorkerProcess starts and
+// restarts it; WorkerClient speaks its protocol (JSON lines over a Unix socket, docs/worker.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+#include "util/subprocess.h"
+
+namespace parity::runtime {
+
+// The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
+std::string WorkerPython();
+// The environment parity's Python runs with: PYTHONPATH with tools/ (parity_capture) first.
+std::vector<std::string> PythonEnv();
+
+class WorkerProcess {
+ public:
+  // `log_path`: the worker's stdout/stderr go there; `env`: extra NAME=VALUE entries.
+  WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env = {});
+  ~WorkerProcess();
+  // Starts the worker unless it is running; waits until it listens.
+  [[nodiscard]] Status Ensure(std::chrono::seconds startup_timeout = std::chrono::seconds(120));
+  // How it ended, if it is no longer running (the next Ensure starts a new one).
+  std::optional<ExitInfo> Check();
+  void Stop();
+  const std::string& socket_path() const { return socket_path_; }
+  int restarts() const { return restarts_; }
+
+ private:
+  std::string socket_path_, log_path_;
+  std::vector<std::string> env_;
+  std::optional<Child> child_;
+  int restarts_ = -1;
+};
+
+// The exception_type of a transport failure: the worker died or the connection broke (the
+// worker is restarted; the request was not answered).
+inline constexpr const char* kWorkerLost = "parity.WorkerLost";
+inline bool IsWorkerLost(const Error& e) { return e.exception_type == kWorkerLost; }
+
+// The one client of the worker protocol.
+class WorkerClient {
+ public:
+  [[nodiscard]] static Expected<WorkerClient> Connect(const std::string& socket_path);
+  WorkerClient(WorkerClient&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), next_id_(o.next_id_) { o.fd_ = -1; }
+  ~WorkerClient();
+  // Sends one request and waits for its answer. An {"ok": false} answer is a Runtime error
+  // carrying the Python exception's type, message and traceback as they are; a transport
+  // failure is a Runtime error whose exception_type is kWorkerLost.
+  [[nodiscard]] Expected<nlohmann::json> Call(nlohmann::json request);
+
+ private:
+  [[nodiscard]] Expected<nlohmann::json> Exchange(nlohmann::json request);
+  explicit WorkerClient(int fd) : fd_(fd) {}
+  int fd_ = -1;
+  std::string buffer_;
+  int next_id_ = 1;
+};
+
+// One request to this process's worker: the one at $PARITY_WORKER_SOCKET (an experiment child),
+// or a private worker started on first use and kept for the life of the process.
+[[nodiscard]] Expected<nlohmann::json> AskWorker(nlohmann::json request);
+
+}  // namespace parity::runtime

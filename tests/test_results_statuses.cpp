@@ -1,0 +1,69 @@
+#include "results/statuses.h"
+
+#include <gtest/gtest.h>
+
+#include "ci_records.h"
+
+namespace parity::results {
+namespace {
+
+using testing::Rec;
+
+TEST(Statuses, EveryCodeMapsToADynamoRunnerStatus) {
+  EXPECT_EQ(StatusOf(Rec("m", "PASS")), "pass");
+  EXPECT_EQ(StatusOf(Rec("m", "FAIL", "compare")), "fail_accuracy");
+  EXPECT_EQ(StatusOf(Rec("m", "NONDETERMINISTIC_EAGER_RUN", "eager_2nd_run")), "eager_two_runs_differ");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_SKIPPED", "capability")), "pass_due_to_skip");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "capture")), "model_fail_to_load");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "load")), "model_fail_to_load");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "eager")), "eager_1st_run_fail");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "eager_2nd_run")), "eager_2nd_run_fail");
+  EXPECT_EQ(StatusOf(Rec("m", "EAGER_FAILED", "fp64_reference")), "eager_fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "EXCEPTION_RAISED", "backend")), "fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_DIDNT_RUN", "backend")), "fail_to_run");
+  EXPECT_EQ(StatusOf(Rec("m", "VERIFIER_DIDNT_RUN", "eager")), "eager_fail_to_run");
+  auto t = Rec("m", "VERIFIER_DIDNT_RUN", "backend");
+  t.timed_out = true;
+  EXPECT_EQ(StatusOf(t), "timeout");
+  for (const auto& r : {Rec("m", "PASS"), Rec("m", "FAIL"), t}) EXPECT_TRUE(IsKnownStatus(StatusOf(r)));
+}
+
+TEST(Statuses, OutOfMemoryIsOOM) {
+  auto r = Rec("m", "EXCEPTION_RAISED", "backend");
+  r.exception_type = "torch.OutOfMemoryError";
+  EXPECT_EQ(StatusOf(r), "OOM");
+  auto e = Rec("m", "EAGER_FAILED", "eager");
+  e.error = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  EXPECT_EQ(StatusOf(e), "eager_1st_run_OOM");
+  e.phase = "eager_2nd_run";
+  EXPECT_EQ(StatusOf(e), "eager_2nd_run_OOM");
+}
+
+TEST(Statuses, AttemptsMapLikeRecords) {
+  Attempt a;
+  a.code = Code::kVerifierDidntRun;
+  a.timed_out = true;
+  EXPECT_EQ(StatusOf(a), "timeout");
+  a.code = Code::kFail;
+  EXPECT_EQ(StatusOf(a), "fail_accuracy");
+  auto r = Rec("m", "EAGER_FAILED", "eager");
+  EXPECT_EQ(StatusOf(r.FirstAttempt()), StatusOf(r));
+}
+
+TEST(Statuses, ConfigNamesFollowPyTorchsExpectedFiles) {
+  EXPECT_EQ(ConfigName("inductor", "huggingface", "float32", "eval", "cuda"), "inductor_huggingface_inference");
+  EXPECT_EQ(ConfigName("inductor", "timm", "amp", "train", "cuda:1"), "inductor_timm_amp_training");
+  EXPECT_EQ(ConfigName("inductor", "torchbench", "float32", "eval", "cpu"), "cpu_inductor_torchbench_inference");
+  EXPECT_EQ(ConfigName("my_npu", "huggingface", "bfloat16", "eval", "cpu"), "cpu_my_npu_huggingface_bfloat16_inference");
+  EXPECT_EQ(ConfigOf(Rec("m", "PASS")), testing::kConfig);
+}
+
+TEST(Statuses, ARecordsOwnConfigurationWins) {
+  auto r = Rec("m", "PASS", "", 1e-8, "torch_compile:aot_eager");
+  EXPECT_EQ(ConfigOf(r), "cpu_aot_eager_repro_inference");  // an older record: named as PyTorch names it
+  r.config = "cpu_torch_compile_aot_eager_repro_inference";  // what verify records (parity has its own aot_eager)
+  EXPECT_EQ(ConfigOf(r), r.config);
+}
+
+}  // namespace
+}  // namespace parity::results

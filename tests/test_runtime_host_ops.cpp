@@ -1,0 +1,128 @@
+// Host ops in the C++ interpreter, with the worker faked in-process: a graph mixing ATen ops
+// and a host op runs (forward in float32 and float64, and backward through the host op), the
+// dispatcher reaches the host op only through the worker, and approval is checked first.
+#include "runtime/host_ops.h"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/tanh.h>
+#include <gtest/gtest.h>
+
+#include "interpreter/interpreter.h"
+#include "repro/safetensors.h"
+#include "test_helpers.h"
+
+namespace parity::runtime {
+namespace {
+
+using ir::Arg;
+using ir::NodeKind;
+using nlohmann::json;
+
+// x -> tanh -> parity_unit::scale(t, 3.0) -> mul(w) -> out
+void WriteHostRepro(const std::filesystem::path& dir, const std::string& module) {
+  GraphEntry e;
+  e.name = "g";
+  e.file = "graphs/g.json";
+  e.graph.set_name("g");
+  ir::Graph& g = e.graph;
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::Node* w = g.Append(NodeKind::kGetAttr, "w", "param/w");
+  ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
+  t->args = {Arg::Ref(x)};
+  ir::Node* s = g.Append(NodeKind::kCallFunction, "scale", "parity_unit::scale");
+  s->args = {Arg::Ref(t), Arg::Float(3.0)};
+  ir::Node* m = g.Append(NodeKind::kCallFunction, "mul", "aten::mul.Tensor");
+  m->args = {Arg::Ref(s), Arg::Ref(w)};
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(m)})};
+  e.inputs = {{"x", "input/x"}};
+  Manifest man;
+  man.model = "host";
+  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", module, "host"};
+  ASSERT_TRUE(WriteReproDir(dir, man, {&e}, {{"input/x", at::randn({3, 4})}, {"param/w", at::randn({4})}}).ok());
+}
+
+// The worker, in-process: host_call computes x * s; host_backward returns grad * s.
+struct FakeWorker {
+  int calls = 0, backward_calls = 0;
+  std::vector<std::string> imported;
+  Expected<json> operator()(const json& req) {
+    if (req["cmd"] == "import_modules") {
+      for (const auto& m : req["modules"]) imported.push_back(m);
+      return json::object();
+    }
+    auto in = safetensors::LoadAll(req["tensors"].get<std::string>());
+    std::map<std::string, at::Tensor> t(in->begin(), in->end());
+    const double s = req["args"][1].get<double>();
+    at::Tensor r;
+    if (req["cmd"] == "host_call") {
+      ++calls;
+      r = t[req["args"][0]["tensor"]["key"].get<std::string>()] * s;
+    } else {
+      ++backward_calls;
+      r = t[req["grads"][0]["tensor"]["key"].get<std::string>()] * s;
+    }
+    EXPECT_TRUE(safetensors::Save(req["out"].get<std::string>(), {{"r0", r}}).ok());
+    return json{{"returns", 1}};
+  }
+};
+
+TEST(HostOps, UnapprovedModuleIsBadInputNamingOpNodeModuleAndFlag) {
+  testing::TempDir dir;
+  WriteHostRepro(dir.path(), "unit_mod");
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  Status st = CheckHostOpsApproved(*r, {"other"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind, ErrorKind::kBadInput);
+  for (const char* needle : {"parity_unit::scale", "%scale", "unit_mod", "--import unit_mod"})
+    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+  EXPECT_TRUE(CheckHostOpsApproved(*r, {"unit_mod"}).ok());
+  EXPECT_TRUE(CheckHostOpsApproved(*r, {"unit"}).ok() == false);  // a prefix approves submodules only
+  FakeWorker fake;
+  EXPECT_FALSE(PrepareHostOps(*r, {}, std::ref(fake)).ok());
+  EXPECT_TRUE(fake.imported.empty());  // nothing imported without approval
+}
+
+TEST(HostOps, InterpreterDispatchesBetweenAtenAndTheHostOp) {
+  testing::TempDir dir;
+  WriteHostRepro(dir.path(), "unit_pkg.ops");
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok());
+  auto fake = std::make_shared<FakeWorker>();
+  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
+  EXPECT_EQ(fake->imported, std::vector<std::string>{"unit_pkg.ops"});
+  const GraphEntry& g = r->graphs()[0];
+  auto program = interp::Program::Compile(g.graph, "g");
+  ASSERT_TRUE(program.ok()) << program.error().message;
+  auto inputs = *r->Inputs(g);
+  auto attrs = *r->Attrs(g);
+  const at::Tensor want = at::tanh(inputs["x"]) * 3.0 * attrs["param/w"];
+  for (auto dtype : {std::optional<c10::ScalarType>(), std::optional<c10::ScalarType>(c10::kDouble)}) {
+    interp::RunOptions ro;
+    ro.float_dtype = dtype;
+    auto out = program->Run(inputs, attrs, ro);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    at::Tensor got = out->outputs[0].toTensor();
+    EXPECT_EQ(got.scalar_type(), dtype.value_or(c10::kFloat));  // the worker saw float64 in fp64 mode
+    EXPECT_TRUE(at::allclose(got.to(c10::kFloat), want, 1e-5, 1e-5));
+  }
+  EXPECT_EQ(fake->calls, 2);
+  // Backward through the host op: d/dx (tanh(x) * 3 * w) = (1 - tanh^2) * 3 * w.
+  at::Tensor x = inputs["x"].clone().requires_grad_(true);
+  inputs["x"] = x;
+  interp::RunOptions ro;
+  ro.grad = true;
+  at::AutoGradMode grad(true);
+  auto out = program->Run(inputs, attrs, ro);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  out->outputs[0].toTensor().sum().backward();
+  EXPECT_EQ(fake->backward_calls, 1);
+  const at::Tensor th = at::tanh(inputs["x"].detach());
+  EXPECT_TRUE(at::allclose(x.grad(), (1 - th * th) * 3.0 * attrs["param/w"], 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace parity::runtime

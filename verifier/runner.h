@@ -1,0 +1,59 @@
+// Experiments in isolated children: ExperimentSpecs as jobs of runtime/jobs.h (one process
+// each, a deadline each, `jobs` at once with a Python worker per slot), and the child's side,
+// `parity _experiment`, which runs the flow. A child that crashed, hung or was killed is
+// VERIFIER_DIDNT_RUN with the way it ended, the phase it was in and the tail of its log.
+// Shared by `parity verify`, `parity ci` and `parity minify`.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/jobs.h"
+#include "verifier/experiment.h"
+
+namespace parity::verifier {
+
+using ExperimentBatch = std::vector<std::pair<ExperimentSpec, std::filesystem::path>>;
+
+// What the drivers need of a runner (the minifier's steps take this, so tests can fake it).
+class ExperimentRunner {
+ public:
+  virtual ~ExperimentRunner() = default;
+  // Runs up to jobs() experiments at once; results in the order given.
+  virtual std::vector<ExperimentResult> RunMany(ExperimentBatch batch) = 0;
+  virtual int jobs() const = 0;
+};
+
+class IsolatedRunner final : public ExperimentRunner {
+ public:
+  // `slot_env`: one entry per slot (runtime::SlotEnvironments); empty: one slot.
+  IsolatedRunner(std::filesystem::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
+      : jobs_(std::move(scratch), timeout_s, std::move(slot_env)) {}
+  IsolatedRunner(std::filesystem::path scratch, int timeout_s, int jobs = 1)
+      : IsolatedRunner(std::move(scratch), timeout_s, std::vector<std::vector<std::string>>(std::max(1, jobs))) {}
+
+  // One request to slot 0's Python worker.
+  [[nodiscard]] Expected<nlohmann::json> Ask(const nlohmann::json& request) { return jobs_.Ask(request); }
+
+  ExperimentResult Run(ExperimentSpec spec, const std::filesystem::path& dir) { return RunMany({{std::move(spec), dir}})[0]; }
+  std::vector<ExperimentResult> RunMany(ExperimentBatch batch) override;
+  // As runtime::JobRunner::RunStream: `on_done` returning true runs the experiment again.
+  using OnDone = std::function<bool(size_t index, const ExperimentResult& result)>;
+  void RunStream(ExperimentBatch batch, const OnDone& on_done, const runtime::JobRunner::OnStart& on_start = nullptr,
+                 const runtime::JobRunner::OnTick& on_tick = nullptr);
+  int jobs() const override { return jobs_.slots(); }
+
+ private:
+  runtime::JobRunner jobs_;
+};
+
+// The result of a job's outcome: its result.json, else VERIFIER_DIDNT_RUN saying how it ended.
+ExperimentResult ResultOf(const runtime::JobOutcome& outcome);
+
+// The child's side: `parity _experiment --dir DIR` runs DIR/spec.json's experiment in DIR.
+int ExperimentChildMain(const std::filesystem::path& dir);
+
+}  // namespace parity::verifier

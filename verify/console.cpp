@@ -1,0 +1,82 @@
+#include "verify/console.h"
+
+#include "verifier/runner.h"
+
+#include <cstdio>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+namespace parity::verify {
+
+namespace {
+
+std::string Label(const verifier::ExperimentSpec& s) { return s.model + " " + s.backend + " " + s.test + " " + s.dtype; }
+
+std::string Fixed(double v, int prec) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+double MaxAbsError(const verifier::ExperimentResult& r) {
+  double max_abs = 0;
+  for (const auto& v : r.outputs)
+    if (v.contains("stats") && v["stats"]["max_abs_err"].is_number())
+      max_abs = std::max(max_abs, v["stats"]["max_abs_err"].get<double>());
+  return max_abs;
+}
+
+void Row(std::ostream& out, const std::vector<std::string>& r) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%-12s %-28s %-6s %-9s %-27s %10s %10s %10s\n", r[0].c_str(), r[1].substr(0, 28).c_str(),
+                r[2].c_str(), r[3].c_str(), r[4].c_str(), r[5].c_str(), r[6].c_str(), r[7].c_str());
+  out << line;
+}
+
+}  // namespace
+
+void VerifyConsole::Started(size_t index, const verifier::ExperimentSpec& spec, const std::filesystem::path& dir) {
+  running_[index] = {Label(spec), dir, std::chrono::steady_clock::now()};
+  Tick();
+}
+
+void VerifyConsole::Tick() {
+  if (!progress_) return;
+  std::ostringstream os;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [index, r] : running_) {
+    const std::string phase = r.dir.empty() ? "" : runtime::CurrentPhase(r.dir);
+    const int s = static_cast<int>(std::chrono::duration<double>(now - r.started).count());
+    if (os.tellp() > 0) os << " | ";
+    os << "[" << index << "/" << total_ << "] " << r.label << ": " << (phase.empty() ? "starting" : phase) << " " << s << "s";
+  }
+  std::string line = os.str();
+  if (line.size() > 200) line.resize(200);
+  out_ << "\r\033[K" << line << std::flush;
+}
+
+void VerifyConsole::Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r, double wall_s) {
+  running_.erase(index);
+  if (progress_) out_ << "\r\033[K";
+  out_ << "[" << index << "/" << total_ << "] " << Label(spec) << ": " << results::ToString(r.code) << " (" << Fixed(wall_s, 1) << " s)";
+  if (!r.error.empty() && r.code != results::Code::kPass) out_ << "  " << r.error.substr(0, 160);
+  if (!r.has_fp64_reference() && (r.code == results::Code::kPass || r.code == results::Code::kFail))
+    out_ << "  [no fp64 reference: decided by cosine similarity; " << r.reference_error.substr(0, 120) << "]";
+  out_ << "\n" << std::flush;
+  std::ostringstream max_abs;
+  max_abs << std::setprecision(3) << MaxAbsError(r);
+  rows_.push_back({spec.model, spec.backend, spec.test, spec.dtype, results::ToString(r.code), Fixed(r.compile_time_s, 2),
+                   r.per_iter_time.empty() ? "-" : Fixed(r.per_iter_time[0] * 1e3, 2), r.outputs.empty() ? "-" : max_abs.str()});
+}
+
+void VerifyConsole::Summary(const VerifySummary& s) {
+  out_ << "\n";
+  Row(out_, {"model", "backend", "test", "dtype", "verification_code", "compile_s", "iter_ms", "max_abs"});
+  for (const auto& row : rows_) Row(out_, row);
+  out_ << s.passed << " passed, " << s.failed << " failed, " << s.skipped << " skipped";
+  if (s.resumed) out_ << ", " << s.resumed << " already in " << s.results_file.string();
+  out_ << "; results: " << s.results_file.string() << "\n";
+}
+
+}  // namespace parity::verify

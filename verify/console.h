@@ -1,0 +1,40 @@
+// What `parity verify` prints: a line per experiment as it ends, then the table and the totals;
+// on a TTY also a live status line: each running experiment (i/N), its current phase and its
+// elapsed time.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "verifier/experiment.h"
+#include "verify/verify.h"
+
+namespace parity::verify {
+
+class VerifyConsole {
+ public:
+  VerifyConsole(std::ostream& out, bool progress, size_t total) : out_(out), progress_(progress), total_(total) {}
+  // `dir`: the experiment child's dir (its phase is read from there); empty when none runs.
+  void Started(size_t index, const verifier::ExperimentSpec& spec, const std::filesystem::path& dir = {});
+  void Tick();  // redraws the status line (a TTY only)
+  void Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result, double wall_s);
+  void Summary(const VerifySummary& summary);
+
+ private:
+  std::ostream& out_;
+  bool progress_;
+  size_t total_;
+  std::vector<std::vector<std::string>> rows_;
+  struct Running {
+    std::string label;
+    std::filesystem::path dir;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<size_t, Running> running_;
+};
+
+}  // namespace parity::verify

@@ -1,0 +1,42 @@
+#include "verify/failure_repro.h"
+
+#include "repro/repro_dir.h"
+#include "util/files.h"
+
+namespace parity::verify {
+namespace fs = std::filesystem;
+
+Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r) {
+  const fs::path dst = output_dir / "repros" /
+                       FileNameSlug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
+  std::error_code ec;
+  RemoveAll(dst);
+  fs::create_directories(dst.parent_path(), ec);
+  fs::copy(spec.repro, dst, fs::copy_options::recursive, ec);
+  if (ec) return Error::Runtime("cannot copy " + spec.repro + " to " + dst.string() + ": " + ec.message());
+  PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(dst));
+  Manifest m = repro.manifest();
+  // Where it failed is where it reproduces: minify and repro run take the device from here (each
+  // graph keeps the device it was captured on).
+  for (auto& g : repro.mutable_graphs())
+    if (g.device.empty()) g.device = m.device;
+  m.device = spec.device;
+  m.backend = spec.backend;
+  m.backend_options = spec.backend_options;
+  nlohmann::json failing = nlohmann::json::array();
+  for (const auto& v : r.outputs)
+    if (!v.value("pass", true)) failing.push_back(v.value("path", std::string()));
+  m.failure = {{"verification_code", results::ToString(r.code)},
+               {"kind", r.code == results::Code::kFail ? "accuracy" : "exception"},
+               {"message", r.error},
+               {"failing_outputs", failing},
+               {"tol", r.tol},
+               {"test", spec.test},
+               {"device", spec.device}};
+  std::vector<const GraphEntry*> graphs;
+  for (const auto& g : repro.graphs()) graphs.push_back(&g);
+  PARITY_RETURN_IF_ERROR(WriteFileAtomic(dst / "manifest.json", ManifestToJson(m, graphs).dump(2) + "\n"));
+  return dst;
+}
+
+}  // namespace parity::verify

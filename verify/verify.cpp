@@ -1,0 +1,212 @@
+#include "verify/verify.h"
+
+#include <ATen/Context.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ostream>
+#include <set>
+#include <thread>
+
+#include "repro/repro_dir.h"
+#include "runtime/jobs.h"
+#include "util/files.h"
+#include "verifier/case.h"
+#include "verifier/runner.h"
+#include "verify/captures.h"
+#include "verify/console.h"
+#include "verify/failure_repro.h"
+#include "verify/matrix.h"
+#include "verify/record.h"
+
+namespace parity::verify {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One verify run's collaborators.
+struct Session {
+  const VerifyOptions& o;
+  verifier::IsolatedRunner& runner;
+  CaptureCache captures;
+  std::string accelerator;  // asked once
+};
+
+std::string AcceleratorModel(Session& s, const std::string& device) {
+  if (device.rfind("cuda", 0) != 0) return CpuModel();
+  if (!s.accelerator.empty()) return s.accelerator;
+  auto resp = s.runner.Ask({{"cmd", "ping"}});
+  return s.accelerator = resp.ok() ? resp->value("device_name", std::string("cuda")) : std::string("cuda");
+}
+
+std::vector<std::vector<std::string>> SlotEnv(const VerifyOptions& o) {
+  const bool cuda = UsesCuda(o);
+  const int jobs = o.experiment.jobs;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const int gpus = cuda && jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// This shard's part of the matrix, balanced by the costs of earlier runs.
+std::vector<verifier::ExperimentSpec> SelectShard(std::vector<verifier::ExperimentSpec> specs, const VerifyOptions& o, std::ostream& out) {
+  if (o.shard.count <= 1) return specs;
+  std::vector<std::string> keys;
+  for (const auto& s : specs) keys.push_back(s.Fingerprint());
+  const auto known = KnownCosts(o.cost_files);
+  std::vector<verifier::ExperimentSpec> mine;
+  for (size_t i : ShardItems(keys, CostsFor(keys, known), o.shard)) mine.push_back(std::move(specs[i]));
+  out << "shard " << o.shard.Text() << (o.shard.source.empty() ? "" : " (from " + o.shard.source + ")") << ": " << mine.size()
+      << " of " << keys.size() << " experiments" << (known.empty() ? "" : ", balanced by earlier wall times") << "\n";
+  return mine;
+}
+
+// One experiment of this run and its attempts.
+struct Item {
+  verifier::ExperimentSpec spec;
+  bool from_repro = false;                // a repro dir given by the user, not a capture
+  std::optional<verifier::ExperimentResult> early;  // decided before it could run
+  std::vector<verifier::ExperimentResult> attempts;
+  Clock::time_point started = Clock::now();
+  double wall_s = 0.0;  // of the first attempt
+};
+
+// Suite models are captured (once, cached) before anything runs; an experiment that cannot run
+// here gets its result now.
+void Prepare(std::vector<Item>& items, Session& s) {
+  for (Item& item : items) {
+    verifier::ExperimentSpec& spec = item.spec;
+    item.from_repro = !spec.repro.empty();
+    if (spec.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+      verifier::ExperimentResult r;
+      r.code = results::Code::kVerifierSkipped;
+      r.error = "CUDA is not available on this machine/build";
+      item.early = r;
+    } else if (spec.repro.empty()) {
+      auto captured = s.captures.Get(spec);
+      if (captured.ok()) {
+        spec.repro = *captured;
+        continue;
+      }
+      verifier::ExperimentResult r;
+      r.code = results::Code::kEagerFailed;
+      r.phase = "capture";
+      r.error = "capture failed: " + captured.error().Text();
+      item.early = r;
+    }
+  }
+}
+
+// The record of one experiment (its first attempt); a FAIL or EXCEPTION_RAISED also gets its
+// repro dir.
+results::Record Record(const Item& item, Session& s) {
+  const verifier::ExperimentSpec& spec = item.spec;
+  const verifier::ExperimentResult& r = item.attempts.front();
+  RecordContext ctx;
+  ctx.accelerator_model = AcceleratorModel(s, spec.device);
+  ctx.wall_time_s = item.wall_s;
+  ctx.batch_size = spec.batch_size;
+  if (!spec.repro.empty())
+    if (auto repro = ReproDir::Load(spec.repro); repro.ok()) {
+      if (ctx.batch_size == 0 && !item.from_repro) ctx.batch_size = repro->manifest().batch_size;
+      ctx.graphs = static_cast<int>(repro->graphs().size());
+    }
+  if ((r.code == results::Code::kFail || r.code == results::Code::kExceptionRaised) && !spec.repro.empty())
+    if (auto dir = WriteFailureRepro(s.o.output_dir, spec, r); dir.ok()) ctx.repro_dir = dir->string();
+  if (item.from_repro) ctx.repro_input = spec.repro;
+  ctx.attempts = item.attempts;
+  return RecordOf(spec, r, ctx);
+}
+
+void Tally(VerifySummary& summary, Code code) {
+  ++summary.total;
+  if (code == results::Code::kPass)
+    ++summary.passed;
+  else if (code == results::Code::kVerifierSkipped)
+    ++summary.skipped;
+  else
+    ++summary.failed;
+}
+
+// Runs the experiments, `jobs` at once, recording each as it ends (after its retries).
+Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, const VerifyHooks& hooks, VerifySummary& summary,
+              VerifyConsole& console) {
+  Status status = Status::Ok();
+  // One attempt ended; false when the experiment is done (recorded).
+  auto finish = [&](size_t i, const verifier::ExperimentResult& r) {
+    Item& item = items[i];
+    if (item.attempts.empty()) item.wall_s = std::chrono::duration<double>(Clock::now() - item.started).count();
+    item.attempts.push_back(r);
+    if (hooks.retry && hooks.retry(item.spec, item.attempts)) return true;
+    results::Record record = Record(item, s);
+    if (auto st = results::AppendRecord(summary.results_file, record); !st.ok() && status.ok()) status = st;
+    summary.records.push_back(std::move(record));
+    Tally(summary, item.attempts.front().code);
+    console.Finished(i + 1, item.spec, item.attempts.front(), item.wall_s);
+    return false;
+  };
+  verifier::ExperimentBatch batch;
+  std::vector<size_t> index_of;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].early) {
+      console.Started(i + 1, items[i].spec);
+      while (finish(i, *items[i].early)) {
+      }
+      continue;
+    }
+    batch.emplace_back(items[i].spec, run_dir / ("exp" + std::to_string(i + 1)));
+    index_of.push_back(i);
+  }
+  s.runner.RunStream(
+      std::move(batch), [&](size_t k, const verifier::ExperimentResult& r) { return finish(index_of[k], r); },
+      [&](size_t k, const fs::path& dir) {
+        Item& item = items[index_of[k]];
+        if (item.attempts.empty()) item.started = Clock::now();
+        console.Started(index_of[k] + 1, item.spec, dir);
+      },
+      [&] { console.Tick(); });
+  return status;
+}
+
+}  // namespace
+
+Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, const VerifyHooks& hooks) {
+  VerifyOptions o = opts;
+  o.experiment.cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? verifier::DefaultCacheDir() : o.experiment.cache_dir);
+  PARITY_RETURN_IF_ERROR(ValidateVerifyOptions(o));
+  std::error_code ec;
+  fs::create_directories(o.output_dir, ec);
+  if (ec) return Error::BadInput("--output-dir " + o.output_dir.string() + ": " + ec.message());
+  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
+  const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
+  verifier::IsolatedRunner runner(run_dir, o.experiment.timeout_s, SlotEnv(o));
+  Session s{o, runner, CaptureCache(o.experiment.cache_dir, [&](const nlohmann::json& req) { return runner.Ask(req); }), ""};
+  PARITY_RETURN_IF_ERROR(ImportReproHostOps(o, [&](const nlohmann::json& req) { return runner.Ask(req); }));
+  PARITY_ASSIGN_OR_RETURN(auto all, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
+
+  VerifySummary summary;
+  summary.matrix = static_cast<int>(all.size());
+  summary.results_file = o.output_dir / "results.jsonl";
+  const std::set<std::string> done = results::DoneFingerprints(summary.results_file);
+  std::vector<Item> items;
+  for (auto& spec : SelectShard(std::move(all), o, out)) {
+    if (done.count(spec.Fingerprint())) {
+      ++summary.resumed;
+      summary.fingerprints.push_back(spec.Fingerprint());
+      continue;
+    }
+    summary.fingerprints.push_back(spec.Fingerprint());
+    items.emplace_back();
+    items.back().spec = std::move(spec);
+  }
+  VerifyConsole console(out, o.progress, items.size());
+  Prepare(items, s);
+  PARITY_RETURN_IF_ERROR(RunAll(items, s, run_dir, hooks, summary, console));
+  RemoveAll(run_dir);
+  console.Summary(summary);
+  return summary;
+}
+
+}  // namespace parity::verify
