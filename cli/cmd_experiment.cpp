@@ -1,5 +1,5 @@
 // parity _experiment --dir DIR: the hidden entry of an isolated experiment child
-// (verifier/child.h owns both ends of the protocol).
+// (runtime/jobs.h owns both ends of the protocol, verifier/runner.h the experiment it runs).
 #include "cli/commands.h"
 #include "verifier/runner.h"
 

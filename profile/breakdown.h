@@ -1,5 +1,5 @@
 // What a profile says, computed from the facts the profiling child reports
-// (tools/parity_capture/profile.py): speed as the dynamo runner's --performance reports it,
+// (tools/parity_capture/profiling/): speed as the dynamo runner's --performance reports it,
 // the backend's time per kernel and per category (as Inductor's `-p` report groups them), each
 // kernel's graph nodes and model source line, and the eager per-op table. Pure: no processes,
 // no files, so tests drive it with hand-made reports.

@@ -90,7 +90,7 @@ Expected<json> RunChild(const json& request, const fs::path& scratch, int timeou
   so.stdout_path = log.string();
   so.stderr_path = log.string();
   PARITY_ASSIGN_OR_RETURN(
-      Child child, Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.profile", req.string(), res.string()}, so));
+      Child child, Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.profiling", req.string(), res.string()}, so));
   ExitInfo how = child.Wait(std::chrono::seconds(timeout_s));
   if (!how.exited || how.code != 0 || !fs::exists(res))
     return Error::Runtime("the profiling child (backend " + request.value("backend", "") + ") ended (" + how.Describe() +

@@ -1,6 +1,6 @@
 // `parity profile`: where a compiled model spends its time, kernel by kernel, next to eager.
 // Steps: the experiment (the one case mapping: a suite model or a repro dir), its capture, the
-// profiling child (tools/parity_capture/profile.py, with a deadline: a backend that crashes or
+// profiling child (tools/parity_capture/profiling/, with a deadline: a backend that crashes or
 // hangs ends the child, not parity), the report (breakdown.h), and what it leaves: a record
 // ("kind": "profile") in results.jsonl, a row of performance.csv, the trace.
 #pragma once

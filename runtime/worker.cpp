@@ -61,7 +61,6 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
   for (auto& e : PythonEnv()) so.env.push_back(e);
-  so.env.push_back("TORCHINDUCTOR_FALLBACK_RANDOM=1");
   auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_}, so);
   if (!child.ok()) return child.error();
   child_.emplace(std::move(*child));

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-// What tools/parity_capture/profile.py reports, made by hand.
+// What tools/parity_capture/profiling/ reports, made by hand.
 json Child(const std::string& device = "cpu") {
   json rows = json::array({{{"name", "graph_0_cpp_fused_gelu_0"},
                             {"time_us", 30.0},

@@ -2,7 +2,7 @@
 // seed (a mismatch is NONDETERMINISTIC_EAGER_RUN), an fp64 reference (cosine when it cannot
 // run), the backend, then same() with the suite's tolerance. ExperimentSpec says what to run
 // (made by verifier/case.h from a suite model or a repro dir), ExperimentResult what came of it.
-// verifier/child.h runs it in an isolated child process.
+// verifier/runner.h runs it in an isolated child process.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -38,7 +38,7 @@ struct ExperimentSpec {
   bool ignore_non_fp = false;  // integer/bool outputs that differ do not fail (minify's default)
   std::string cache_dir;
   std::string work_dir;
-  std::vector<std::string> imports;  // approved modules for host ops (verifier/host_ops.h); not in the fingerprint
+  std::vector<std::string> imports;  // approved modules for host ops (runtime/host_ops.h); not in the fingerprint
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);

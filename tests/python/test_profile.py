@@ -169,15 +169,17 @@ def test_provenance_phase_is_the_aot_graphs_not_the_partitioners_tags():
     are still the forward's and map to its nodes, and the backward's map through seq_nr."""
     import torch
     from torch._inductor.utils import run_and_get_code
-    from parity_capture import profile
+    from parity_capture.profiling.categories import generated_kernels
+    from parity_capture.profiling.compile import _compile
+    from parity_capture.profiling.provenance import Provenance
 
     net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
     x = torch.randn(4, 8, requires_grad=True)
-    prov = profile.Provenance()
-    compiled, config = profile._compile(torch.fx.symbolic_trace(net), "inductor", {}, profiling=True)
+    prov = Provenance()
+    compiled, config = _compile(torch.fx.symbolic_trace(net), "inductor", {}, profiling=True)
     with config(), prov.collecting():
         _, codes = run_and_get_code(lambda: compiled(x).sum().backward())
-    kernels = profile.generated_kernels(codes)
+    kernels = generated_kernels(codes)
     assert kernels["forward"] and kernels["backward"], kernels
     for phase in ("forward", "backward"):
         mapped = [k for k in kernels[phase] if prov.nodes(k, phase)["nodes"]]

@@ -28,7 +28,7 @@ def label_of(entry) -> str:
 
 
 def weaker_rule(entry) -> str:
-    """Why a weaker rule than the fp64 one decided (parity says it: verifier/results.h), or ""."""
+    """Why a weaker rule than the fp64 one decided (parity says it: results/record.h), or ""."""
     return entry["outcome"].get("weaker_rule", "")
 
 

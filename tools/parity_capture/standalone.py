@@ -127,14 +127,23 @@ def parse_option(v):
     return v
 
 
+def inductor_settings(options):
+    """Inductor config keys for an accuracy run (every one: the worker's, the profiling child's,
+    this script's): the options as given (strings as parity passes them), and random ops falling
+    back to eager's kernels, as in PyTorch's accuracy runs, unless they say otherwise."""
+    patch = {k: parse_option(v) for k, v in (options or {}).items()}
+    patch.setdefault("fallback_random", True)
+    return patch
+
+
 def compile_for(gm, backend, options):
-    """torch.compile with a dynamo backend: Inductor's options are its config keys (random ops
-    fall back to eager's, as in PyTorch's accuracy runs); any other backend gets them as kwargs."""
-    opts = {k: parse_option(v) for k, v in (options or {}).items()}
+    """torch.compile with a dynamo backend: Inductor's options are its config keys
+    (inductor_settings); any other backend gets them as kwargs."""
     if backend == "inductor":
         import torch._inductor.config as cfg
         compiled = torch.compile(gm, backend="inductor", fullgraph=True)
-        return lambda *xs: _with_config(cfg, dict(opts, fallback_random=True), compiled, xs)
+        return lambda *xs: _with_config(cfg, inductor_settings(options), compiled, xs)
+    opts = {k: parse_option(v) for k, v in (options or {}).items()}
     return torch.compile(gm, backend=backend, fullgraph=True, **({"options": opts} if opts else {}))
 
 

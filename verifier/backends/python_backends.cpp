@@ -29,6 +29,9 @@ Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string
                         {"mode", ctx.mode},
                         {"device", ctx.device.str()},
                         {"iterations", ctx.iterations + 1},
+                        // The reference's seed and SGD step (verifier/reference.h), defined there once.
+                        {"seed", ReferenceOptions{}.seed},
+                        {"sgd_lr", kSgdLr},
                         {"out", Abs(out)}};
   PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker(req));
   BackendRun run;

@@ -1,0 +1,7 @@
+"""torch.export of a repro dir's graph, shared by the backends that compile an exported program."""
+from __future__ import annotations
+
+def export(g, device: str):
+    gm = g.module.to(device)
+    inputs = tuple(x.to(device) for x in g.inputs())
+    return torch.export.export(gm, inputs, strict=False), inputs

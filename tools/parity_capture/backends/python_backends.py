@@ -1,0 +1,142 @@
+"""The Python side of verifier/backends/python_backends.cpp: a dynamo backend run by torch.compile
+in the worker (inductor, any registered backend: `run`), and the graph AOTAutograd hands its
+compiler, as a repro dir parity's interpreter runs (`aot_graphs`)."""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Dict
+
+import torch
+
+from ..contract import SEED, SGD_LR, inductor_settings, train_results
+from ..runs import device_inputs, load_graph, write_tensors
+from ..standalone import parse_option
+
+
+def _inductor_config(options: Dict[str, Any]):
+    import torch._inductor.config as cfg
+    return cfg.patch(inductor_settings(options))
+
+
+def run(req) -> Dict[str, Any]:
+    repro, g = load_graph(req)
+    device = req.get("device", "cpu")
+    train = req.get("mode") == "train"
+    backend = req["backend"]
+    options = req.get("options", {})
+    gm = g.module.to(device)
+    inputs = device_inputs(g, device, train)
+    iters = max(1, int(req.get("iterations", 1)))
+    # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
+    inductor = backend == "inductor"
+    ctx = _inductor_config(options) if inductor else contextlib.nullcontext()
+    kw = {} if inductor or not options else {"options": {k: parse_option(v) for k, v in options.items()}}
+    torch._dynamo.reset()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    with ctx:
+        compiled = torch.compile(gm, backend=backend, fullgraph=True, **kw)
+        grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
+        with grad_ctx:
+            # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
+            # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
+            torch.manual_seed(int(req.get("seed", SEED)))
+            t0 = time.perf_counter()
+            out = compiled(*inputs)
+            sync()
+            compile_time = time.perf_counter() - t0
+            times = []
+            for _ in range(iters - 1 if iters > 1 else 0):
+                t0 = time.perf_counter()
+                compiled(*inputs)
+                sync()
+                times.append(time.perf_counter() - t0)
+        if train:
+            tensors = train_results(gm, g, out, inputs, float(req.get("sgd_lr", SGD_LR)))
+        else:
+            tensors = {f"output/{k}": v for k, v in enumerate(out)}
+    write_tensors(req["out"], tensors)
+    return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times}
+
+
+def aot_graphs(req) -> Dict[str, Any]:
+    """The graph AOTAutograd hands its compiler (functionalized; with Inductor's decompositions
+    and the min-cut partitioner for aot_eager_decomp_partition), as a repro dir."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from ..serialize import graph_to_json, write_repro_dir
+
+    repro, g = load_graph(req)
+    captured = {}
+
+    def fw_compiler(gm, example_inputs):
+        captured["fw"] = gm
+        return gm
+
+    kwargs = {}
+    if req["backend"] == "aot_eager_decomp_partition":
+        from torch._inductor.decomposition import select_decomp_table
+        kwargs = {"decompositions": select_decomp_table(), "partition_fn": min_cut_rematerialization_partition}
+    device = req.get("device", "cpu")
+    g.module = g.module.to(device)
+    inputs = [x.to(device) for x in g.inputs()]
+    # AOTAutograd sees parameters and buffers as inputs, as under torch.compile.
+    params = [getattr(g.module, n.target) for n in g.module.graph.nodes if n.op == "get_attr"]
+    flat_mod = _lift_attrs(g.module)
+    args = params + list(inputs)
+    with torch.no_grad():
+        compiled = aot_module_simplified(flat_mod, args, fw_compiler=fw_compiler, **kwargs)
+        compiled(*args) if callable(compiled) else None
+    fw = prims_to_aten(captured["fw"])
+    keys = [n.meta["parity_target"] for n in g.module.graph.nodes if n.op == "get_attr"]
+    phs = [n for n in fw.graph.nodes if n.op == "placeholder"]
+    attr_map = {p.name: k for p, k in zip(phs[: len(keys)], keys)}
+    inputs_map = {p.name: g.entry["inputs"][orig] for p, orig in zip(phs[len(keys):], g.input_names)}
+    gjson = graph_to_json(fw, g.name, attr_map)
+    entry = dict(g.entry)
+    entry["inputs"] = inputs_map
+    needed = set(keys) | set(inputs_map.values()) | set(entry.get("expected_outputs", []))
+    tensors = {k: repro.tensors[k] for k in needed}
+    manifest = dict(repro.manifest)
+    manifest.pop("graphs", None)
+    manifest["producer"] = f"parity worker ({req['backend']})"
+    write_repro_dir(req["out"], manifest, [(gjson, entry)], tensors)
+    return {"out": req["out"]}
+
+
+def prims_to_aten(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Rewrites prims ops (registered in Python only, so not runnable from C++) into the ATen
+    ops that compute the same thing. Ops without a rewrite stay, and parity reports them."""
+    prims = torch.ops.prims
+    aten = torch.ops.aten
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target is prims.convert_element_type.default:
+            x, dtype = n.args
+            n.target, n.args, n.kwargs = aten._to_copy.default, (x,), {"dtype": dtype}
+        elif n.target is prims.iota.default:
+            length = n.args[0]
+            kw = n.kwargs
+            start, step = kw.get("start", 0), kw.get("step", 1)
+            n.target, n.args = aten.arange.start_step, (start, start + step * length, step)
+            n.kwargs = {"dtype": kw.get("dtype"), "device": kw.get("device")}
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+def _lift_attrs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of gm whose get_attr nodes are placeholders (first, in graph order)."""
+    import copy
+    g2 = copy.deepcopy(gm.graph)
+    first = next(iter(g2.nodes))
+    attrs = [n for n in g2.nodes if n.op == "get_attr"]
+    with g2.inserting_before(first):
+        for n in attrs:
+            p = g2.placeholder("attr_" + n.target)
+            p.meta.update(n.meta)
+            n.replace_all_uses_with(p)
+            g2.erase_node(n)
+    return torch.fx.GraphModule(torch.nn.Module(), g2)

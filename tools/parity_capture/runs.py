@@ -1,0 +1,40 @@
+"""A repro dir's graph as the worker's backend runs and the profiling child take it: the module
+(parameters as nn.Parameters where a train run differentiates them), its inputs on a device, and
+results written back as safetensors for parity's C++ side to read."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+import torch
+
+
+def load_graph(req) -> Tuple[Any, Any]:
+    """(repro, graph) of a request's "repro" and "graph" (default: the first graph); in train
+    mode the graph's floating parameters that its program differentiated are nn.Parameters."""
+    from .reader import graph_from_json, load_repro
+    repro = load_repro(req["repro"])
+    g = next((g for g in repro.graphs if g.name == req.get("graph")), repro.graphs[0])
+    if req.get("mode") == "train":
+        gjson = json.load(open(os.path.join(req["repro"], g.entry["file"])))
+        g.module = graph_from_json(gjson, repro.tensors, parameters=g.differentiates)
+    return repro, g
+
+
+def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
+    xs = []
+    for name, t in zip(g.input_names, g.inputs()):
+        t = t.to(device)
+        if train and t.is_floating_point() and g.differentiates(name):
+            t = t.detach().clone().requires_grad_(True)
+        xs.append(t)
+    return xs
+
+
+
+def write_tensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+    tmp = path + ".tmp"
+    save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}, tmp)
+    os.replace(tmp, path)
