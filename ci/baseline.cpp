@@ -61,7 +61,7 @@ json StatsLine(const std::string& config, const results::Record& r) {
   }
   return {{"config", config},         {"name", r.model},
           {"fingerprint", r.fingerprint}, {"status", results::StatusOf(r)},
-          {"tolerance", r.tolerance},    {"wall_time_s", r.wall_time_s},
+          {"tolerance", r.tolerance},    {"wall_time_s", r.metrics.wall_time_s},
           {"outputs", outputs}};
 }
 

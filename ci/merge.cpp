@@ -69,7 +69,7 @@ Expected<MergeSummary> Merge(const fs::path& out, const std::vector<fs::path>& i
       const bool same = kept.code == r.code;
       if (same && r.attempts.empty()) continue;
       if (!same)
-        s.conflicts.push_back(kept.model + " " + kept.backend + " (" + fp + "): " + Codes(kept) + " in " + origin[fp] + ", " +
+        s.conflicts.push_back(kept.model + " " + kept.experiment.backend + " (" + fp + "): " + Codes(kept) + " in " + origin[fp] + ", " +
                               Codes(r) + " in " + in.results.string());
       std::vector<results::Attempt> all = kept.AllAttempts();  // both runs count: the gate sees a flaky experiment
       for (const auto& a : r.AllAttempts()) all.push_back(a);

@@ -70,18 +70,18 @@ void AddMatrixOptions(CLI::App* cmd, MatrixArgs& a) {
 }
 
 verify::VerifyOptions ToVerifyOptions(const MatrixArgs& a) {
-  verify::VerifyOptions o;
-  o.repro_dirs = a.dirs;
-  o.models = a.models;
-  o.backends = a.backends;
-  o.tests = a.tests;
-  o.dtypes = a.dtypes;
-  o.filter = a.filter;
-  o.exclude = a.exclude;
-  o.output_dir = a.output_dir;
-  o.progress = ::isatty(1);
-  o.experiment = ToExperimentOptions(a.experiment);
-  o.shard = Unwrap(verify::ResolveShard(a.shard, a.shards, [](const char* name) { return std::getenv(name); }));
+  verify::VerifyOptions o{.models = a.models,
+                          .repro_dirs = a.dirs,
+                          .backends = a.backends,
+                          .tests = a.tests,
+                          .dtypes = a.dtypes,
+                          .experiment = ToExperimentOptions(a.experiment),
+                          .filter = a.filter,
+                          .exclude = a.exclude,
+                          .output_dir = a.output_dir,
+                          .progress = ::isatty(1) != 0,
+                          .shard = Unwrap(verify::ResolveShard(a.shard, a.shards, [](const char* name) { return std::getenv(name); })),
+                          .cost_files = {}};
   for (const auto& f : a.shard_costs) {
     if (!std::filesystem::is_regular_file(f)) throw Failure{Error::BadInput("--shard-costs " + f + ": no such file")};
     o.cost_files.emplace_back(f);

@@ -32,6 +32,7 @@ enum ExperimentFlag : unsigned {
 // What the parser fills; the defaults are `options`' (a command may set its own first, as
 // minify does: MinifyOptions::MinifyDefaults).
 struct ExperimentArgs {
+  explicit ExperimentArgs(verifier::ExperimentOptions defaults = {}) : options(std::move(defaults)) {}
   verifier::ExperimentOptions options;
   std::vector<std::string> backend_options, imports;
   std::string device, cache_dir;

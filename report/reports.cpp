@@ -65,7 +65,7 @@ std::string Md(std::string s) {
   return s;
 }
 
-std::string Label(const results::Record& r) { return r.model + " " + r.backend + " " + r.test + " " + r.dtype; }
+std::string Label(const results::Record& r) { return r.model + " " + r.experiment.backend + " " + r.experiment.test + " " + r.experiment.dtype; }
 
 // What a passing entry says beside its verdict: the gate's note, the weaker rule that decided.
 std::string PassNote(const Entry& e, const results::Outcome& o) {
@@ -103,8 +103,8 @@ std::string AccuracyCsv(const std::vector<Entry>& entries) {
   for (const auto& e : entries) {
     const results::Record& r = e.record;
     const int breaks = r.graph_breaks.value_or(0);
-    t.rows.push_back({r.accelerator, r.model, std::to_string(r.batch_size), results::StatusOf(r), std::to_string(breaks),
-                      std::to_string(breaks + 1), Fixed(r.compile_time_s, "%.3f")});
+    t.rows.push_back({r.experiment.accelerator, r.model, std::to_string(r.experiment.batch_size), results::StatusOf(r), std::to_string(breaks),
+                      std::to_string(breaks + 1), Fixed(r.metrics.compile_time_s, "%.3f")});
   }
   return CsvText(t);
 }
@@ -122,7 +122,7 @@ std::string JUnitXml(const std::vector<Entry>& entries) {
       failures += o.kind == "fail";
       errors += o.kind == "error";
       skipped += o.kind == "skipped";
-      time += e->record.wall_time_s;
+      time += e->record.metrics.wall_time_s;
     }
     x << "  <testsuite name=\"" << Xml(config) << "\" tests=\"" << es.size() << "\" failures=\"" << failures << "\" errors=\""
       << errors << "\" skipped=\"" << skipped << "\" time=\"" << Fixed(time, "%.3f") << "\">\n";
@@ -130,7 +130,7 @@ std::string JUnitXml(const std::vector<Entry>& entries) {
       const results::Record& r = e->record;
       const auto o = e->outcome();
       x << "    <testcase classname=\"" << Xml(config) << "\" name=\"" << Xml(Label(r)) << "\" time=\""
-        << Fixed(r.wall_time_s, "%.3f") << "\"";
+        << Fixed(r.metrics.wall_time_s, "%.3f") << "\"";
       if (o.kind == "fail" || o.kind == "error") {
         std::string message = o.label + ": " + results::StatusOf(r) +
                               (e->gate && !e->gate->expected.empty() ? ", expected " + e->gate->expected : "") +
@@ -170,9 +170,9 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
     const auto o = e.outcome();
     const bool clean = o.label == "PASS" && !r.LacksFp64Reference();
     const std::string mark = o.kind == "pass" ? (clean ? "✅ " : "⚠️ ") : o.kind == "skipped" ? "⏭️ " : "❌ ";
-    m << "| " << Md(r.model) << " | " << Md(r.backend) << " | " << r.test << " | " << r.dtype << " | " << r.accelerator << " | "
+    m << "| " << Md(r.model) << " | " << Md(r.experiment.backend) << " | " << r.experiment.test << " | " << r.experiment.dtype << " | " << r.experiment.accelerator << " | "
       << mark << o.label << " | " << results::StatusOf(r) << " | " << (e.gate ? e.gate->expected : "") << " | "
-      << Fixed(r.MaxAbsError(), "%.3g") << " | " << Fixed(r.wall_time_s, "%.1f") << " |\n";
+      << Fixed(r.MaxAbsError(), "%.3g") << " | " << Fixed(r.metrics.wall_time_s, "%.1f") << " |\n";
   }
   bool header = false;
   for (const auto& e : entries) {
@@ -182,7 +182,7 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
     if (o.kind != "fail" && o.kind != "error" && !noted) continue;
     if (!header) m << "\n### Details\n\n";
     header = true;
-    m << "- **" << Md(r.model) << "** " << r.backend << " " << r.test << " " << r.dtype << ": " << o.label;
+    m << "- **" << Md(r.model) << "** " << r.experiment.backend << " " << r.experiment.test << " " << r.experiment.dtype << ": " << o.label;
     const std::string note = e.gate ? e.gate->note : "";
     if (!note.empty() && (r.error.empty() || note.rfind(r.error.substr(0, 40), 0) != 0)) m << " (" << Md(note) << ")";
     if (!r.error.empty()) m << "  \n  `" << Md(r.error.substr(0, 300)) << "`";

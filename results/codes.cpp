@@ -1,6 +1,6 @@
 #include "results/codes.h"
 
-#include <utility>
+#include "util/names.h"
 
 namespace parity::results {
 
@@ -16,15 +16,10 @@ constexpr std::pair<Code, const char*> kCodes[] = {
 };
 }  // namespace
 
-const char* ToString(Code c) {
-  for (const auto& [code, name] : kCodes)
-    if (code == c) return name;
-  return "?";
-}
+const char* ToString(Code c) { return NameIn(kCodes, c); }
 
 Expected<Code> ParseCode(const std::string& s) {
-  for (const auto& [code, name] : kCodes)
-    if (s == name) return code;
+  if (auto c = ValueIn(kCodes, s)) return *c;
   return Error::BadInput("unknown verification code \"" + s + "\"");
 }
 

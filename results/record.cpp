@@ -16,31 +16,28 @@ namespace {
 // naming the field.
 class Reader {
  public:
-  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  explicit Reader(std::string where) : where_(std::move(where)) {}
 
-  Status String(const json& obj, const char* key, std::string& out, const char* prefix = "") const {
+  // `obj[key]` into `out` when present and not null; `is` checks its JSON type, `what` names it.
+  template <typename T>
+  Status Field(const json& obj, const char* key, T& out, bool (json::*is)() const noexcept, const char* what,
+               const char* prefix = "") const {
     if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
-    if (!obj[key].is_string()) return Bad(prefix, key, "is not a string");
-    out = obj[key].get<std::string>();
+    if (!(obj[key].*is)()) return Bad(prefix, key, std::string("is not ") + what);
+    out = obj[key].get<T>();
     return Status::Ok();
+  }
+  Status String(const json& obj, const char* key, std::string& out, const char* prefix = "") const {
+    return Field(obj, key, out, &json::is_string, "a string", prefix);
   }
   Status Number(const json& obj, const char* key, double& out, const char* prefix = "") const {
-    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
-    if (!obj[key].is_number()) return Bad(prefix, key, "is not a number");
-    out = obj[key].get<double>();
-    return Status::Ok();
+    return Field(obj, key, out, &json::is_number, "a number", prefix);
   }
   Status Int(const json& obj, const char* key, int& out, const char* prefix = "") const {
-    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
-    if (!obj[key].is_number_integer()) return Bad(prefix, key, "is not an integer");
-    out = obj[key].get<int>();
-    return Status::Ok();
+    return Field(obj, key, out, &json::is_number_integer, "an integer", prefix);
   }
   Status Bool(const json& obj, const char* key, bool& out, const char* prefix = "") const {
-    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
-    if (!obj[key].is_boolean()) return Bad(prefix, key, "is not a boolean");
-    out = obj[key].get<bool>();
-    return Status::Ok();
+    return Field(obj, key, out, &json::is_boolean, "a boolean", prefix);
   }
   Status Numbers(const json& obj, const char* key, std::vector<double>& out, const char* prefix = "") const {
     if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
@@ -70,7 +67,6 @@ class Reader {
   Error Bad(const char* prefix, const char* key, const std::string& what) const {
     return Error::BadInput(where_ + ": field \"" + prefix + key + "\" " + what);
   }
-  const json& j_;
   std::string where_;
 };
 
@@ -130,34 +126,65 @@ double Record::MaxAbsError() const {
   return m;
 }
 
+namespace {
+
+// The optional string fields at the top level: written when set, read when present.
+using StringMember = std::string Record::*;
+constexpr std::pair<const char*, StringMember> kStrings[] = {
+    {"error", &Record::error},        {"exception_type", &Record::exception_type}, {"notes", &Record::notes},
+    {"reference_error", &Record::reference_error}, {"repro_input", &Record::repro_input}, {"repro_dir", &Record::repro_dir}};
+using ExperimentString = std::string Record::Experiment::*;
+constexpr std::pair<const char*, ExperimentString> kExperimentStrings[] = {
+    {"accelerator", &Record::Experiment::accelerator}, {"accelerator_model", &Record::Experiment::accelerator_model},
+    {"backend", &Record::Experiment::backend},         {"test", &Record::Experiment::test},
+    {"dtype", &Record::Experiment::dtype},             {"config", &Record::Experiment::config}};
+
+json ExperimentJson(const Record::Experiment& e) {
+  json j = {{"backend_options", e.backend_options}, {"batch_size", e.batch_size}};
+  for (const auto& [key, m] : kExperimentStrings)
+    if (key != std::string("config") || !(e.*m).empty()) j[key] = e.*m;
+  return j;
+}
+
+Status ReadExperiment(const json& e, const Reader& r, Record::Experiment& out, const std::string& where) {
+  for (const auto& [key, m] : kExperimentStrings) PARITY_RETURN_IF_ERROR(r.String(e, key, out.*m, "experiment."));
+  if (e.contains("backend_options") && !e["backend_options"].is_null()) {
+    if (!e["backend_options"].is_object())
+      return Error::BadInput(where + ": field \"experiment.backend_options\" is not an object");
+    out.backend_options = e["backend_options"];
+  }
+  return r.Int(e, "batch_size", out.batch_size, "experiment.");
+}
+
+Status ReadMetrics(const json& m, const Reader& r, Record::Metrics& out) {
+  PARITY_RETURN_IF_ERROR(r.Numbers(m, "total_time", out.total_time, "metrics."));
+  PARITY_RETURN_IF_ERROR(r.Numbers(m, "per_iter_time", out.per_iter_time, "metrics."));
+  PARITY_RETURN_IF_ERROR(r.Number(m, "compile_time_s", out.compile_time_s, "metrics."));
+  return r.Number(m, "wall_time_s", out.wall_time_s, "metrics.");
+}
+
+}  // namespace
+
 json Record::ToJson() const {
   json j = extra;
   j["model"] = {{"suite_name", suite}, {"model_name", model}};
-  j["experiment"] = {{"accelerator", accelerator}, {"accelerator_model", accelerator_model},
-                     {"backend", backend},         {"backend_options", backend_options},
-                     {"test", test},               {"batch_size", batch_size},
-                     {"dtype", dtype}};
-  if (!config.empty()) j["experiment"]["config"] = config;
+  j["experiment"] = ExperimentJson(experiment);
   j["repeat"] = repeat;
   j["iterations_per_run"] = iterations_per_run;
-  j["metrics"] = {{"total_time", total_time},
-                  {"per_iter_time", per_iter_time},
-                  {"compile_time_s", compile_time_s},
-                  {"wall_time_s", wall_time_s}};
+  j["metrics"] = {{"total_time", metrics.total_time},
+                  {"per_iter_time", metrics.per_iter_time},
+                  {"compile_time_s", metrics.compile_time_s},
+                  {"wall_time_s", metrics.wall_time_s}};
   j["timestamp"] = timestamp;
   j["verification_code"] = results::ToString(code);
   j["tolerance"] = tolerance;
   j["cosine"] = cosine;
   j["outputs"] = outputs;
   j["fingerprint"] = fingerprint;
-  if (!error.empty()) j["error"] = error;
-  if (!exception_type.empty()) j["exception_type"] = exception_type;
-  if (!notes.empty()) j["notes"] = notes;
+  for (const auto& [key, m] : kStrings)
+    if (!(this->*m).empty()) j[key] = this->*m;
   if (!phase.empty() && code != Code::kPass) j["phase"] = phase;
   if (fp64_reference) j["fp64_reference"] = *fp64_reference;
-  if (!reference_error.empty()) j["reference_error"] = reference_error;
-  if (!repro_input.empty()) j["repro_input"] = repro_input;
-  if (!repro_dir.empty()) j["repro_dir"] = repro_dir;
   if (timed_out) j["timed_out"] = true;
   if (graph_breaks) j["graph_breaks"] = *graph_breaks;
   if (!attempts.empty()) {
@@ -169,7 +196,7 @@ json Record::ToJson() const {
 
 Expected<Record> Record::FromJson(const json& j, const std::string& where) {
   if (!j.is_object()) return Error::BadInput(where + ": not a JSON object (a results.jsonl record)");
-  Reader r(j, where);
+  Reader r(where);
   Record rec;
   PARITY_RETURN_IF_ERROR(r.CodeOf(j, rec.code));
   if (!j.contains("fingerprint") || !j["fingerprint"].is_string())
@@ -180,27 +207,11 @@ Expected<Record> Record::FromJson(const json& j, const std::string& where) {
   PARITY_RETURN_IF_ERROR(r.Object(j, "experiment", exp, true));
   PARITY_RETURN_IF_ERROR(r.String(*model, "suite_name", rec.suite, "model."));
   PARITY_RETURN_IF_ERROR(r.String(*model, "model_name", rec.model, "model."));
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "accelerator", rec.accelerator, "experiment."));
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "accelerator_model", rec.accelerator_model, "experiment."));
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "backend", rec.backend, "experiment."));
-  if (exp->contains("backend_options") && !(*exp)["backend_options"].is_null()) {
-    if (!(*exp)["backend_options"].is_object())
-      return Error::BadInput(where + ": field \"experiment.backend_options\" is not an object");
-    rec.backend_options = (*exp)["backend_options"];
-  }
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "test", rec.test, "experiment."));
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "dtype", rec.dtype, "experiment."));
-  PARITY_RETURN_IF_ERROR(r.Int(*exp, "batch_size", rec.batch_size, "experiment."));
-  PARITY_RETURN_IF_ERROR(r.String(*exp, "config", rec.config, "experiment."));
+  PARITY_RETURN_IF_ERROR(ReadExperiment(*exp, r, rec.experiment, where));
   PARITY_RETURN_IF_ERROR(r.Int(j, "repeat", rec.repeat));
   PARITY_RETURN_IF_ERROR(r.Int(j, "iterations_per_run", rec.iterations_per_run));
   PARITY_RETURN_IF_ERROR(r.Object(j, "metrics", metrics, false));
-  if (metrics) {
-    PARITY_RETURN_IF_ERROR(r.Numbers(*metrics, "total_time", rec.total_time, "metrics."));
-    PARITY_RETURN_IF_ERROR(r.Numbers(*metrics, "per_iter_time", rec.per_iter_time, "metrics."));
-    PARITY_RETURN_IF_ERROR(r.Number(*metrics, "compile_time_s", rec.compile_time_s, "metrics."));
-    PARITY_RETURN_IF_ERROR(r.Number(*metrics, "wall_time_s", rec.wall_time_s, "metrics."));
-  }
+  if (metrics) PARITY_RETURN_IF_ERROR(ReadMetrics(*metrics, r, rec.metrics));
   PARITY_RETURN_IF_ERROR(r.Number(j, "timestamp", rec.timestamp));
   PARITY_RETURN_IF_ERROR(r.Number(j, "tolerance", rec.tolerance));
   PARITY_RETURN_IF_ERROR(r.Bool(j, "cosine", rec.cosine));
@@ -210,18 +221,13 @@ Expected<Record> Record::FromJson(const json& j, const std::string& where) {
       if (!o.is_object()) return Error::BadInput(where + ": field \"outputs\" holds a non-object");
     rec.outputs = j["outputs"];
   }
-  PARITY_RETURN_IF_ERROR(r.String(j, "error", rec.error));
-  PARITY_RETURN_IF_ERROR(r.String(j, "exception_type", rec.exception_type));
-  PARITY_RETURN_IF_ERROR(r.String(j, "notes", rec.notes));
+  for (const auto& [key, m] : kStrings) PARITY_RETURN_IF_ERROR(r.String(j, key, rec.*m));
   PARITY_RETURN_IF_ERROR(r.String(j, "phase", rec.phase));
   if (j.contains("fp64_reference")) {
     bool ran = true;
     PARITY_RETURN_IF_ERROR(r.Bool(j, "fp64_reference", ran));
     rec.fp64_reference = ran;
   }
-  PARITY_RETURN_IF_ERROR(r.String(j, "reference_error", rec.reference_error));
-  PARITY_RETURN_IF_ERROR(r.String(j, "repro_input", rec.repro_input));
-  PARITY_RETURN_IF_ERROR(r.String(j, "repro_dir", rec.repro_dir));
   PARITY_RETURN_IF_ERROR(r.Bool(j, "timed_out", rec.timed_out));
   if (j.contains("graph_breaks")) {
     int breaks = 0;

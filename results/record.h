@@ -28,24 +28,30 @@ struct Attempt {
 };
 
 struct Record {
+  // "experiment": what ran, where.
+  struct Experiment {
+    std::string accelerator;  // cpu | cuda
+    std::string accelerator_model;
+    std::string backend;
+    nlohmann::json backend_options = nlohmann::json::object();
+    std::string test = "eval";
+    std::string dtype = "float32";
+    int batch_size = 0;
+    std::string config;  // the expected-file configuration (statuses.h ConfigName); "" in older records
+  };
+  // "metrics": how long it took.
+  struct Metrics {
+    std::vector<double> total_time, per_iter_time;
+    double compile_time_s = 0.0;
+    double wall_time_s = 0.0;
+  };
   // "model"
   std::string suite;
   std::string model;
-  // "experiment"
-  std::string accelerator;  // cpu | cuda
-  std::string accelerator_model;
-  std::string backend;
-  nlohmann::json backend_options = nlohmann::json::object();
-  std::string test = "eval";
-  std::string dtype = "float32";
-  int batch_size = 0;
-  std::string config;  // the expected-file configuration (statuses.h ConfigName); "" in older records
+  Experiment experiment;
   int repeat = 1;
   int iterations_per_run = 1;
-  // "metrics"
-  std::vector<double> total_time, per_iter_time;
-  double compile_time_s = 0.0;
-  double wall_time_s = 0.0;
+  Metrics metrics;
   double timestamp = 0.0;
   Code code = Code::kVerifierDidntRun;  // "verification_code"
   double tolerance = 0.0;

@@ -69,10 +69,10 @@ std::string ConfigName(const std::string& backend, const std::string& suite, con
 }
 
 std::string ConfigOf(const Record& r) {
-  if (!r.config.empty()) return r.config;
+  if (!r.experiment.config.empty()) return r.experiment.config;
   const std::string prefix = "torch_compile:";
-  const std::string backend = r.backend.rfind(prefix, 0) == 0 ? r.backend.substr(prefix.size()) : r.backend;
-  return ConfigName(backend, r.suite, r.dtype, r.test, r.accelerator);
+  const std::string backend = r.experiment.backend.rfind(prefix, 0) == 0 ? r.experiment.backend.substr(prefix.size()) : r.experiment.backend;
+  return ConfigName(backend, r.suite, r.experiment.dtype, r.experiment.test, r.experiment.accelerator);
 }
 
 }  // namespace parity::results

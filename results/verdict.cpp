@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "util/names.h"
+
 #include "util/files.h"
 #include "util/json.h"
 
@@ -20,15 +22,10 @@ std::string Str(const json& j, const char* key) {
 }
 }  // namespace
 
-const char* ToString(Verdict v) {
-  for (const auto& [verdict, name] : kVerdicts)
-    if (verdict == v) return name;
-  return "?";
-}
+const char* ToString(Verdict v) { return NameIn(kVerdicts, v); }
 
 Expected<Verdict> ParseVerdict(const std::string& s) {
-  for (const auto& [verdict, name] : kVerdicts)
-    if (s == name) return verdict;
+  if (auto v = ValueIn(kVerdicts, s)) return *v;
   return Error::BadInput("unknown verdict \"" + s + "\"");
 }
 

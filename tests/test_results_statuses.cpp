@@ -61,8 +61,8 @@ TEST(Statuses, ConfigNamesFollowPyTorchsExpectedFiles) {
 TEST(Statuses, ARecordsOwnConfigurationWins) {
   auto r = Rec("m", "PASS", "", 1e-8, "torch_compile:aot_eager");
   EXPECT_EQ(ConfigOf(r), "cpu_aot_eager_repro_inference");  // an older record: named as PyTorch names it
-  r.config = "cpu_torch_compile_aot_eager_repro_inference";  // what verify records (parity has its own aot_eager)
-  EXPECT_EQ(ConfigOf(r), r.config);
+  r.experiment.config = "cpu_torch_compile_aot_eager_repro_inference";  // what verify records (parity has its own aot_eager)
+  EXPECT_EQ(ConfigOf(r), r.experiment.config);
 }
 
 }  // namespace

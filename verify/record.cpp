@@ -8,13 +8,11 @@
 namespace parity::verify {
 
 results::Attempt AttemptOf(const verifier::ExperimentResult& r) {
-  results::Attempt a;
-  a.code = r.code;
-  a.phase = r.code == results::Code::kPass ? "" : r.phase;
-  a.timed_out = r.timed_out;
-  a.exception_type = r.exception_type;
-  a.error = r.error.substr(0, 300);
-  return a;
+  return {.code = r.code,
+          .phase = r.code == results::Code::kPass ? "" : r.phase,
+          .timed_out = r.timed_out,
+          .exception_type = r.exception_type,
+          .error = r.error.substr(0, 300)};
 }
 
 std::string ConfigOfSpec(const verifier::ExperimentSpec& spec) {
@@ -31,35 +29,29 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
   results::Record rec;
   rec.suite = spec.suite;
   rec.model = spec.model;
-  rec.accelerator = spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-  rec.accelerator_model = c.accelerator_model;
-  rec.backend = spec.backend;
-  rec.backend_options = spec.backend_options;
-  rec.test = spec.test;
-  rec.batch_size = c.batch_size;
-  rec.dtype = spec.dtype;
-  rec.config = ConfigOfSpec(spec);
+  rec.experiment = {spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu", c.accelerator_model, spec.backend, spec.backend_options,
+                    spec.test, spec.dtype, c.batch_size, ConfigOfSpec(spec)};
   rec.repeat = spec.repeat;
   rec.iterations_per_run = spec.iterations_per_run;
-  rec.total_time = r.total_time;
-  rec.per_iter_time = r.per_iter_time;
-  rec.compile_time_s = r.compile_time_s;
-  rec.wall_time_s = c.wall_time_s;
+  rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, c.wall_time_s};
   rec.timestamp = static_cast<double>(std::time(nullptr));
-  rec.code = r.code;
+  rec.fingerprint = spec.Fingerprint();
+  // What the result says: its code and verdicts, why it is not a pass, how it ended.
+  const results::Attempt first = AttemptOf(r);
+  rec.code = first.code;
+  rec.phase = first.phase;
+  rec.timed_out = first.timed_out;
+  rec.exception_type = first.exception_type;
+  rec.error = r.error;
   rec.tolerance = r.tol;
   rec.cosine = r.cosine;
   rec.outputs = r.outputs;
-  rec.fingerprint = spec.Fingerprint();
-  rec.error = r.error;
-  rec.exception_type = r.exception_type;
   rec.notes = r.notes;
-  rec.phase = r.code == results::Code::kPass ? "" : r.phase;
   if (r.code == results::Code::kPass || r.code == results::Code::kFail) rec.fp64_reference = r.has_fp64_reference();
   rec.reference_error = r.reference_error;
+  // What the run knows beside: where the case came from, the failure's repro dir, the graphs.
   rec.repro_input = c.repro_input;
   rec.repro_dir = c.repro_dir;
-  rec.timed_out = r.timed_out;
   if (c.graphs > 0) rec.graph_breaks = c.graphs - 1;
   if (c.attempts.size() > 1)
     for (const auto& a : c.attempts) rec.attempts.push_back(AttemptOf(a));
