@@ -16,6 +16,12 @@ const char* ToString(NodeKind kind) {
   return "?";
 }
 
+bool TensorMeta::symbolic() const {
+  return std::any_of(sym_shape.begin(), sym_shape.end(), [](const std::string& d) { return !d.empty(); });
+}
+
+bool IsSymTarget(const std::string& target) { return target.rfind(kSymNamespace, 0) == 0; }
+
 int64_t TensorMeta::numel() const {
   int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -173,6 +179,8 @@ Node* CopyNode(Graph& g, const Node& n, const std::unordered_map<const Node*, No
   for (const auto& a : n.args) c->args.push_back(RemapArg(a, map));
   for (const auto& [k, a] : n.kwargs) c->kwargs.emplace_back(k, RemapArg(a, map));
   c->meta = n.meta;
+  c->sym = n.sym;
+  c->sym_type = n.sym_type;
   c->stack_trace = n.stack_trace;
   c->module_path = n.module_path;
   return c;
@@ -181,6 +189,8 @@ Node* CopyNode(Graph& g, const Node& n, const std::unordered_map<const Node*, No
 
 Graph Graph::Clone() const {
   Graph g(name_);
+  g.symbols = symbols;
+  g.guards = guards;
   std::unordered_map<const Node*, Node*> map;
   for (const auto& n : nodes_) {
     map[n.get()] = CopyNode(g, *n, map);
@@ -276,6 +286,8 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
   for (const auto& name : keep)
     if (!Find(name)) return Error::BadInput("extract: no node named \"" + name + "\"");
   Graph g(name_);
+  g.symbols = symbols;
+  g.guards = guards;
   std::unordered_map<const Node*, Node*> map;
   // Boundary values (read by a kept node, produced by a dropped one) become placeholders, first.
   std::vector<const Node*> boundary;
@@ -291,12 +303,19 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
     if (n && !kept(n) && in_boundary.insert(n).second) boundary.push_back(n);
   }
   for (const auto& n : nodes_)
-    if (n->kind() == NodeKind::kPlaceholder && kept(n.get()))
-      map[n.get()] = g.Append(NodeKind::kPlaceholder, n->name(), n->target());
+    if (n->kind() == NodeKind::kPlaceholder && kept(n.get())) {
+      Node* p = g.Append(NodeKind::kPlaceholder, n->name(), n->target());
+      p->meta = n->meta;
+      p->sym = n->sym;
+      p->sym_type = n->sym_type;
+      map[n.get()] = p;
+    }
   std::sort(boundary.begin(), boundary.end(), [](const Node* a, const Node* b) { return a->index() < b->index(); });
   for (const Node* b : boundary) {
     Node* p = g.Append(NodeKind::kPlaceholder, b->name(), b->name());
     p->meta = b->meta;
+    p->sym = b->sym;  // a cut size value stays a size: bound from the symbols, not from a tensor
+    p->sym_type = b->sym_type;
     map[b] = p;
   }
   for (const auto& n : nodes_) {

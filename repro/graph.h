@@ -9,6 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -119,13 +120,30 @@ struct Arg {
   }
 };
 
-// Static metadata of one tensor value, as captured.
+// Static metadata of one tensor value, as captured. In a symbolic graph `shape` and `stride`
+// are the values of the recorded call (the symbols' hints) and `sym_shape` names, per dim, the
+// size expression ("s77", "2*s77"; "" for a static dim).
 struct TensorMeta {
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;
+  std::vector<std::string> sym_shape = {};  // empty, or one entry per dim
   int64_t numel() const;
+  bool symbolic() const;
 };
+
+// A symbol of a symbolic graph (dynamo's ShapeEnv): its value in the recorded call and the range
+// the compiled graph was valid for.
+struct Symbol {
+  int64_t hint = 0;
+  int64_t min = 0;
+  std::optional<int64_t> max;  // none: unbounded
+};
+
+// The Python functions of size arithmetic on symbols (operator.mul, torch.sym_max, ...), as graph
+// targets "sym::<name>": evaluated by the interpreter on integers, floats and booleans.
+inline constexpr const char* kSymNamespace = "sym::";
+bool IsSymTarget(const std::string& target);
 
 // "ns::op.overload" -> ("ns::op", "overload"); "ns::op" and "ns::op.default" -> ("ns::op", "").
 std::pair<std::string, std::string> SplitOperatorName(const std::string& target);
@@ -145,6 +163,10 @@ class Node {
   // One entry per produced value: a single tensor has one; a tuple-returning op one per element
   // (std::nullopt for non-tensor elements). Empty when unknown.
   std::vector<std::optional<TensorMeta>> meta;
+  // A node whose value is a SymInt, SymFloat or SymBool (a size placeholder, sym_size, size
+  // arithmetic): its expression in the symbols ("s77", "2*s77"); "" for tensor values.
+  std::string sym;
+  std::string sym_type = "int";  // with `sym`: int | float | bool
   std::string stack_trace;
   std::string module_path;
 
@@ -178,6 +200,12 @@ class Graph {
 
   const std::string& name() const { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
+
+  // Symbolic graphs (dynamic shapes): the symbols, and the guards (expressions over them) the
+  // compile that made the graph assumed. Empty for a static graph.
+  std::map<std::string, Symbol> symbols;
+  std::vector<std::string> guards;
+  bool symbolic() const { return !symbols.empty(); }
 
   // Appends a node. Names must be unique (Lint checks); returns the new node.
   Node* Append(NodeKind kind, std::string name, std::string target);

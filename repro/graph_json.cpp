@@ -1,5 +1,7 @@
 #include "repro/graph_json.h"
 
+#include "repro/sym_expr.h"
+
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -138,7 +140,62 @@ struct Parser {
         dst.push_back(d.get<int64_t>());
       }
     }
+    if (j.contains("sym_shape")) {
+      const std::string f = field + ".sym_shape";
+      if (!j["sym_shape"].is_array() || j["sym_shape"].size() != m.shape.size())
+        return Bad(f, "not an array of one entry per dim");
+      for (const auto& d : j["sym_shape"]) {
+        if (d.is_null()) {
+          m.sym_shape.emplace_back();
+          continue;
+        }
+        if (!d.is_string()) return Bad(f, "holds neither an expression nor null");
+        PARITY_RETURN_IF_ERROR(CheckExpr(d.get<std::string>(), f));
+        m.sym_shape.push_back(d.get<std::string>());
+      }
+    }
     return std::optional<TensorMeta>(std::move(m));
+  }
+
+  // A size expression that parses and reads only declared symbols.
+  Status CheckExpr(const std::string& text, const std::string& field) const {
+    PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(text, where + ": " + field));
+    for (const auto& name : e.Symbols())
+      if (!g.symbols.count(name)) return Bad(field, "symbol \"" + name + "\" is not declared in \"symbols\"");
+    return Status::Ok();
+  }
+
+  Status ParseSymbols(const json& j) {
+    if (j.contains("symbols")) {
+      if (!j["symbols"].is_object()) return Bad("symbols", "not an object");
+      for (auto it = j["symbols"].begin(); it != j["symbols"].end(); ++it) {
+        const std::string f = "symbols." + it.key();
+        const json& s = it.value();
+        if (!s.is_object() || !s.contains("hint") || !s["hint"].is_number_integer())
+          return Bad(f, "expected {\"hint\": int, \"min\": int, \"max\": int or null}");
+        Symbol sym;
+        sym.hint = s["hint"].get<int64_t>();
+        if (s.contains("min")) {
+          if (!s["min"].is_number_integer()) return Bad(f + ".min", "not an integer");
+          sym.min = s["min"].get<int64_t>();
+        }
+        if (s.contains("max") && !s["max"].is_null()) {
+          if (!s["max"].is_number_integer()) return Bad(f + ".max", "neither an integer nor null");
+          sym.max = s["max"].get<int64_t>();
+        }
+        g.symbols[it.key()] = sym;
+      }
+    }
+    if (j.contains("guards")) {
+      if (!j["guards"].is_array()) return Bad("guards", "not an array");
+      for (size_t k = 0; k < j["guards"].size(); ++k) {
+        const json& e = j["guards"][k];
+        if (!e.is_string()) return Bad("guards[" + std::to_string(k) + "]", "not a string");
+        PARITY_RETURN_IF_ERROR(CheckExpr(e.get<std::string>(), "guards[" + std::to_string(k) + "]"));
+        g.guards.push_back(e.get<std::string>());
+      }
+    }
+    return Status::Ok();
   }
 };
 
@@ -174,7 +231,13 @@ json ArgToJson(const Arg& a) {
 
 json MetaToJson(const std::optional<TensorMeta>& m) {
   if (!m) return nullptr;
-  return {{"dtype", TorchDtypeName(m->dtype)}, {"shape", m->shape}, {"stride", m->stride}};
+  json j = {{"dtype", TorchDtypeName(m->dtype)}, {"shape", m->shape}, {"stride", m->stride}};
+  if (m->symbolic()) {
+    json dims = json::array();
+    for (const auto& d : m->sym_shape) dims.push_back(d.empty() ? json(nullptr) : json(d));
+    j["sym_shape"] = dims;
+  }
+  return j;
 }
 
 Expected<NodeKind> ParseKind(const std::string& s) {
@@ -210,14 +273,15 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
   if (!j.is_object()) return Error::BadInput(where + ": top level is not a JSON object");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(where + ": field \"version\" is missing or not an integer");
-  if (j["version"].get<int>() != kGraphFormatVersion)
-    return Error::BadInput(where + ": field \"version\" is " + j["version"].dump() + ", this parity reads version " +
-                           std::to_string(kGraphFormatVersion));
+  if (j["version"].get<int>() < kOldestGraphFormatVersion || j["version"].get<int>() > kGraphFormatVersion)
+    return Error::BadInput(where + ": field \"version\" is " + j["version"].dump() + ", this parity reads versions " +
+                           std::to_string(kOldestGraphFormatVersion) + " to " + std::to_string(kGraphFormatVersion));
   if (!j.contains("nodes") || !j["nodes"].is_array())
     return Error::BadInput(where + ": field \"nodes\" is missing or not an array");
   if (j.contains("name") && !j["name"].is_string()) return Error::BadInput(where + ": field \"name\" is not a string");
   Graph g(j.contains("name") ? j["name"].get<std::string>() : std::string("graph"));
   Parser p{where, g};
+  PARITY_RETURN_IF_ERROR(p.ParseSymbols(j));
   const json& nodes = j["nodes"];
   for (size_t k = 0; k < nodes.size(); ++k) {
     const json& jn = nodes[k];
@@ -270,6 +334,16 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
           n->meta.push_back(std::move(*meta));
         }
       }
+      if (m.contains("sym")) {
+        if (!m["sym"].is_string()) return p.Bad(field + ".meta.sym", "not a string");
+        PARITY_RETURN_IF_ERROR(p.CheckExpr(m["sym"].get<std::string>(), field + ".meta.sym"));
+        n->sym = m["sym"].get<std::string>();
+        if (m.contains("sym_type")) {
+          if (m["sym_type"] != "int" && m["sym_type"] != "float" && m["sym_type"] != "bool")
+            return p.Bad(field + ".meta.sym_type", "expected \"int\", \"float\" or \"bool\"");
+          n->sym_type = m["sym_type"].get<std::string>();
+        }
+      }
       if (m.contains("stack_trace") && m["stack_trace"].is_string()) n->stack_trace = m["stack_trace"].get<std::string>();
       if (m.contains("module_path") && m["module_path"].is_string()) n->module_path = m["module_path"].get<std::string>();
     }
@@ -300,12 +374,24 @@ json GraphToJson(const Graph& g) {
       for (const auto& m : n->meta) vals.push_back(MetaToJson(m));
       meta["val"] = vals;
     }
+    if (!n->sym.empty()) {
+      meta["sym"] = n->sym;
+      if (n->sym_type != "int") meta["sym_type"] = n->sym_type;
+    }
     if (!n->stack_trace.empty()) meta["stack_trace"] = n->stack_trace;
     if (!n->module_path.empty()) meta["module_path"] = n->module_path;
     if (!meta.empty()) jn["meta"] = meta;
     nodes.push_back(std::move(jn));
   }
-  return {{"format", "parity.graph"}, {"version", kGraphFormatVersion}, {"name", g.name()}, {"nodes", nodes}};
+  json out = {{"format", "parity.graph"}, {"version", kGraphFormatVersion}, {"name", g.name()}, {"nodes", nodes}};
+  if (g.symbolic()) {
+    json syms = json::object();
+    for (const auto& [name, s] : g.symbols)
+      syms[name] = {{"hint", s.hint}, {"min", s.min}, {"max", s.max ? json(*s.max) : json(nullptr)}};
+    out["symbols"] = syms;
+    out["guards"] = g.guards;
+  }
+  return out;
 }
 
 std::string ArgToText(const Arg& a) {
@@ -349,7 +435,8 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
       return;
     }
     os << ShortDtypeName(m->dtype) << "[";
-    for (size_t k = 0; k < m->shape.size(); ++k) os << (k ? ", " : "") << m->shape[k];
+    for (size_t k = 0; k < m->shape.size(); ++k)
+      os << (k ? ", " : "") << (k < m->sym_shape.size() && !m->sym_shape[k].empty() ? m->sym_shape[k] : std::to_string(m->shape[k]));
     os << "]";
   };
   if (meta.size() == 1) {
@@ -369,16 +456,20 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
 std::string GraphToText(const Graph& g, bool with_stack_traces) {
   std::ostringstream os;
   os << "graph " << g.name() << " {\n";
+  for (const auto& [name, s] : g.symbols)
+    os << "  symbol " << name << " = " << s.hint << "  # in [" << s.min << ", " << (s.max ? std::to_string(*s.max) : "inf") << "]\n";
+  for (const auto& guard : g.guards) os << "  guard " << guard << "\n";
   for (const Node* n : g.nodes()) {
     os << "  ";
+    const std::string meta = n->sym.empty() ? MetaText(n->meta) : " : Sym(" + n->sym + ")";
     switch (n->kind()) {
       case NodeKind::kPlaceholder:
-        os << "%" << n->name() << MetaText(n->meta) << " = placeholder";
+        os << "%" << n->name() << meta << " = placeholder";
         if (n->target() != n->name()) os << "[" << n->target() << "]";
         break;
-      case NodeKind::kGetAttr: os << "%" << n->name() << MetaText(n->meta) << " = get_attr[" << n->target() << "]"; break;
+      case NodeKind::kGetAttr: os << "%" << n->name() << meta << " = get_attr[" << n->target() << "]"; break;
       case NodeKind::kCallFunction: {
-        os << "%" << n->name() << MetaText(n->meta) << " = " << n->target() << "(";
+        os << "%" << n->name() << meta << " = " << n->target() << "(";
         bool first = true;
         for (const auto& a : n->args) {
           os << (first ? "" : ", ") << ArgToText(a);

@@ -10,7 +10,10 @@
 
 namespace parity::ir {
 
-inline constexpr int kGraphFormatVersion = 1;
+// Version 2 adds symbolic graphs (symbols, guards, sym_shape, sym); version 1 files load as
+// they are.
+inline constexpr int kGraphFormatVersion = 2;
+inline constexpr int kOldestGraphFormatVersion = 1;
 
 // Parses a graph. `where` names the source (a file path) in error messages.
 [[nodiscard]] Expected<Graph> GraphFromJson(const nlohmann::json& j, const std::string& where);

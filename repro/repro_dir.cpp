@@ -75,9 +75,9 @@ Expected<std::map<std::string, HostOp>> ReadHostOps(const json& j, const std::st
 Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(mw + ": field \"version\" is missing or not an integer");
-  if (j["version"].get<int>() != kReproFormatVersion)
-    return Error::BadInput(mw + ": field \"version\" is " + j["version"].dump() + ", this parity reads version " +
-                           std::to_string(kReproFormatVersion));
+  if (j["version"].get<int>() < kOldestReproFormatVersion || j["version"].get<int>() > kReproFormatVersion)
+    return Error::BadInput(mw + ": field \"version\" is " + j["version"].dump() + ", this parity reads versions " +
+                           std::to_string(kOldestReproFormatVersion) + " to " + std::to_string(kReproFormatVersion));
   Manifest m;
   PARITY_ASSIGN_OR_RETURN(m.torch_version, GetString(j, "torch_version", mw, false));
   PARITY_ASSIGN_OR_RETURN(m.producer, GetString(j, "producer", mw, false));
@@ -208,6 +208,7 @@ Status CheckGraphTensors(const GraphEntry& e, const safetensors::File& tensors, 
   const std::string gpath = (dir / e.file).string();
   const std::string holder = tensors.path().string();
   for (const ir::Node* n : e.graph.nodes()) {
+    if (n->kind() == ir::NodeKind::kPlaceholder && !n->sym.empty()) continue;  // a size: bound from the symbols
     if (n->kind() == ir::NodeKind::kPlaceholder) {
       auto it = e.inputs.find(n->name());
       if (it == e.inputs.end())

@@ -19,7 +19,9 @@
 
 namespace parity {
 
-inline constexpr int kReproFormatVersion = 1;
+// Version 2 adds symbolic graphs (docs/format.md); version 1 dirs load as they are.
+inline constexpr int kReproFormatVersion = 2;
+inline constexpr int kOldestReproFormatVersion = 1;
 
 struct GraphEntry {
   std::string name;

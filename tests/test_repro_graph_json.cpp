@@ -84,7 +84,7 @@ TEST(GraphJson, TextFormIsStable) {
 
 TEST(GraphJson, ErrorsNameTheFileAndTheField) {
   auto bad = [](const std::string& text) { return GraphFromJson(json::parse(text), "bad.json"); };
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 2, "nodes": []})"), {"bad.json", "\"version\" is 2"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 3, "nodes": []})"), {"bad.json", "\"version\" is 3"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1})"), {"bad.json", "\"nodes\""}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"op": "placeholder"}]})"), {"bad.json", "nodes[0].name"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_method", "target": "t"}]})"),
@@ -102,6 +102,52 @@ TEST(GraphJson, ErrorsNameTheFileAndTheField) {
       bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"float": "big"}]}]})"),
       {"args[0].float"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "x", "op": "placeholder"}]})"), {"bad.json", "0 output nodes"}));
+}
+
+
+const char* kSymbolicGraph = R"JSON({
+  "format": "parity.graph", "version": 2, "name": "sym",
+  "symbols": {"s77": {"hint": 5, "min": 2, "max": null}},
+  "guards": ["Ne(s77, 1)"],
+  "nodes": [
+    {"name": "s77", "op": "placeholder", "meta": {"sym": "s77"}},
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [5, 8], "stride": [8, 1], "sym_shape": ["s77", null]}]}},
+    {"name": "n", "op": "call_function", "target": "sym::mul", "args": [{"node": "s77"}, 8], "meta": {"sym": "8*s77"}},
+    {"name": "v", "op": "call_function", "target": "aten::view", "args": [{"node": "x"}, [{"node": "n"}]]},
+    {"name": "output", "op": "output", "args": [[{"node": "v"}]]}
+  ]})JSON";
+
+TEST(GraphJson, SymbolicGraphRoundTrips) {
+  auto g = GraphFromJson(json::parse(kSymbolicGraph), "sym.json");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(g->symbolic());
+  EXPECT_EQ(g->symbols.at("s77").hint, 5);
+  EXPECT_EQ(g->symbols.at("s77").min, 2);
+  EXPECT_FALSE(g->symbols.at("s77").max.has_value());
+  EXPECT_EQ(g->guards, std::vector<std::string>{"Ne(s77, 1)"});
+  EXPECT_EQ(g->Find("x")->meta[0]->sym_shape, (std::vector<std::string>{"s77", ""}));
+  EXPECT_EQ(g->Find("n")->sym, "8*s77");
+  auto again = GraphFromJson(GraphToJson(*g), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(GraphToJson(*again), GraphToJson(*g));
+  const std::string text = GraphToText(*g, false);
+  EXPECT_NE(text.find("symbol s77 = 5  # in [2, inf]"), std::string::npos) << text;
+  EXPECT_NE(text.find("f32[s77, 8]"), std::string::npos) << text;
+}
+
+TEST(GraphJson, SymbolicFieldsAreCheckedWhereTheyAre) {
+  json undeclared = json::parse(kSymbolicGraph);
+  undeclared["nodes"][2]["meta"]["sym"] = "8*s9";
+  EXPECT_TRUE(FailsWith(GraphFromJson(undeclared, "sym.json"), {"nodes[2]", "symbol \"s9\" is not declared"}));
+  json dims = json::parse(kSymbolicGraph);
+  dims["nodes"][1]["meta"]["val"][0]["sym_shape"] = json::array({"s77"});
+  EXPECT_TRUE(FailsWith(GraphFromJson(dims, "sym.json"), {"sym_shape", "one entry per dim"}));
+  json hint = json::parse(kSymbolicGraph);
+  hint["symbols"]["s77"].erase("hint");
+  EXPECT_TRUE(FailsWith(GraphFromJson(hint, "sym.json"), {"symbols.s77"}));
+  json future = json::parse(kSymbolicGraph);
+  future["version"] = 3;
+  EXPECT_TRUE(FailsWith(GraphFromJson(future, "sym.json"), {"\"version\" is 3"}));
 }
 
 }  // namespace

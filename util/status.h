@@ -63,6 +63,8 @@ class [[nodiscard]] Expected {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   const Error& error() const { return std::get<1>(v_); }
+  // The value, or `fallback` when this holds an error.
+  T value_or(T fallback) const { return ok() ? value() : std::move(fallback); }
 
  private:
   std::variant<T, Error> v_;
