@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -28,13 +29,17 @@ struct Operand {
     kNode,           // the value of node `refs[0]`
     kTensorList,     // Tensor[] gathered from `refs`
     kOptTensorList,  // Tensor?[] gathered from `refs` (-1 = None)
+    kIntList,        // int[] of sizes: `ints[k]`, or the size value of node `refs[k]` where it is >= 0
   };
   Kind kind = Kind::kConst;
   c10::IValue constant;
   std::vector<int> refs;
+  std::vector<int64_t> ints = {};
 };
 
-enum class StepKind { kInput, kAttr, kOp, kGetItem, kOutput };
+// kSymInput: a size placeholder, its value the expression `expr` over the run's symbols;
+// kSym: size arithmetic (a sym:: target) over its operands.
+enum class StepKind { kInput, kAttr, kOp, kGetItem, kOutput, kSymInput, kSym };
 
 struct Step {
   StepKind kind;
@@ -44,6 +49,7 @@ struct Step {
   size_t num_returns = 0;
   int64_t item = 0;        // getitem index
   std::vector<int> frees;  // node indices whose values die after this step
+  std::optional<sym::Expr> expr;  // kSymInput
 };
 
 bool IsFloatingDtype(c10::ScalarType t) {
@@ -84,6 +90,12 @@ class OperandBuilder {
   static Operand Const(c10::IValue v) {
     Operand o;
     o.constant = std::move(v);
+    return o;
+  }
+  static Operand Ref(const Arg& a) {
+    Operand o;
+    o.kind = Operand::Kind::kNode;
+    o.refs = {static_cast<int>(a.node->index())};
     return o;
   }
 
@@ -137,6 +149,23 @@ class OperandBuilder {
         switch (elem->kind()) {
           case K::IntType:
           case K::SymIntType: {
+            const bool sizes = std::any_of(items.begin(), items.end(), [](const Arg& x) { return x.kind == Arg::Kind::kNode; });
+            if (sizes) {  // a shape of a symbolic graph: constants and size values
+              Operand o;
+              o.kind = Operand::Kind::kIntList;
+              for (const auto& x : items) {
+                if (x.kind == Arg::Kind::kNode) {
+                  o.refs.push_back(static_cast<int>(x.node->index()));
+                  o.ints.push_back(0);
+                } else if (x.kind == Arg::Kind::kInt) {
+                  o.refs.push_back(-1);
+                  o.ints.push_back(x.i);
+                } else {
+                  return Mismatch(type, a);
+                }
+              }
+              return o;
+            }
             c10::List<int64_t> l;
             for (const auto& x : items) {
               if (x.kind != Arg::Kind::kInt) return Mismatch(type, a);
@@ -172,17 +201,21 @@ class OperandBuilder {
       case K::IntType:
       case K::SymIntType:
         if (a.kind == Arg::Kind::kInt) return Const(a.i);
+        if (a.kind == Arg::Kind::kNode && !a.node->sym.empty()) return Ref(a);  // a size value
         return Mismatch(type, a);
       case K::FloatType:
       case K::SymFloatType:
         if (a.kind == Arg::Kind::kFloat) return Const(a.f);
         if (a.kind == Arg::Kind::kInt) return Const(static_cast<double>(a.i));
+        if (a.kind == Arg::Kind::kNode && !a.node->sym.empty()) return Ref(a);
         return Mismatch(type, a);
       case K::BoolType:
       case K::SymBoolType:
         if (a.kind == Arg::Kind::kBool) return Const(a.b);
+        if (a.kind == Arg::Kind::kNode && !a.node->sym.empty()) return Ref(a);
         return Mismatch(type, a);
       case K::NumberType:
+        if (a.kind == Arg::Kind::kNode && !a.node->sym.empty()) return Ref(a);
         if (a.kind == Arg::Kind::kInt) return Const(c10::Scalar(a.i));
         if (a.kind == Arg::Kind::kFloat) return Const(c10::Scalar(a.f));
         if (a.kind == Arg::Kind::kBool) return Const(c10::Scalar(a.b));
@@ -295,6 +328,110 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
   return Status::Ok();
 }
 
+// Size arithmetic: the operator (sym::mul, ...) and operands that are constants or size values.
+const std::set<std::string>& SymOps() {
+  static const std::set<std::string> ops = {"add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "pos",
+                                            "abs", "eq",  "ne",  "lt",  "le",       "gt",      "ge",  "and", "or",
+                                            "not", "max", "min", "float", "int",    "ceil",    "floor", "sym_ite"};
+  return ops;
+}
+
+Status CompileSym(const Node& n, const std::string& nw, Step& s) {
+  const std::string op = n.target().substr(std::string(ir::kSymNamespace).size());
+  if (!SymOps().count(op))
+    return Error::BadInput(nw + ": unknown size operation \"" + n.target() + "\" (sym:: takes add, sub, mul, floordiv, truediv, "
+                           "mod, pow, neg, pos, abs, eq, ne, lt, le, gt, ge, and, or, not, max, min, float, int, ceil, floor, "
+                           "sym_ite)");
+  s.kind = StepKind::kSym;
+  for (const Arg& a : n.args) {
+    Operand o;
+    switch (a.kind) {
+      case Arg::Kind::kNode:
+        o.kind = Operand::Kind::kNode;
+        o.refs = {static_cast<int>(a.node->index())};
+        break;
+      case Arg::Kind::kInt: o.constant = a.i; break;
+      case Arg::Kind::kFloat: o.constant = a.f; break;
+      case Arg::Kind::kBool: o.constant = a.b; break;
+      default: return Error::BadInput(nw + " (" + n.target() + "): arguments must be sizes, numbers or booleans");
+    }
+    s.operands.push_back(std::move(o));
+  }
+  return Status::Ok();
+}
+
+// One size operation in Python's semantics (floor division and modulo round toward -inf; an
+// int op int stays int, any float makes a float, comparisons give bools).
+Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::IValue>& v, const std::string& where) {
+  const std::string op = target.substr(std::string(ir::kSymNamespace).size());
+  auto num = [](const c10::IValue& x) { return x.isDouble() ? x.toDouble() : x.isBool() ? (x.toBool() ? 1.0 : 0.0) : static_cast<double>(x.toInt()); };
+  auto integral = [](const c10::IValue& x) { return x.isInt() || x.isBool(); };
+  auto as_int = [](const c10::IValue& x) { return x.isBool() ? static_cast<int64_t>(x.toBool()) : x.toInt(); };
+  for (const auto& x : v)
+    if (!x.isInt() && !x.isDouble() && !x.isBool())
+      return Error::Runtime(where + ": " + target + " of a " + x.tagKind() + " (sizes, numbers and booleans only)");
+  const size_t arity = v.size();
+  auto need = [&](size_t k) -> Status {
+    if (arity != k) return Error::BadInput(where + ": " + target + " takes " + std::to_string(k) + " argument(s)");
+    return Status::Ok();
+  };
+  if (op == "neg" || op == "pos" || op == "abs" || op == "not" || op == "float" || op == "int" || op == "ceil" || op == "floor") {
+    PARITY_RETURN_IF_ERROR(need(1));
+    const c10::IValue& x = v[0];
+    if (op == "not") return c10::IValue(num(x) == 0);
+    if (op == "float") return c10::IValue(num(x));
+    if (op == "int") return c10::IValue(static_cast<int64_t>(std::trunc(num(x))));
+    if (op == "ceil") return c10::IValue(static_cast<int64_t>(std::ceil(num(x))));
+    if (op == "floor") return c10::IValue(static_cast<int64_t>(std::floor(num(x))));
+    if (integral(x)) {
+      const int64_t i = as_int(x);
+      return c10::IValue(op == "neg" ? -i : op == "abs" ? (i < 0 ? -i : i) : i);
+    }
+    const double d = num(x);
+    return c10::IValue(op == "neg" ? -d : op == "abs" ? std::fabs(d) : d);
+  }
+  if (op == "sym_ite") {
+    PARITY_RETURN_IF_ERROR(need(3));
+    return num(v[0]) != 0 ? v[1] : v[2];
+  }
+  if ((op == "max" || op == "min") && arity >= 1) {
+    c10::IValue best = v[0];
+    for (const auto& x : v)
+      if (op == "max" ? num(x) > num(best) : num(x) < num(best)) best = x;
+    return best;
+  }
+  PARITY_RETURN_IF_ERROR(need(2));
+  const c10::IValue &x = v[0], &y = v[1];
+  const double a = num(x), b = num(y);
+  if (op == "eq") return c10::IValue(a == b);
+  if (op == "ne") return c10::IValue(a != b);
+  if (op == "lt") return c10::IValue(a < b);
+  if (op == "le") return c10::IValue(a <= b);
+  if (op == "gt") return c10::IValue(a > b);
+  if (op == "ge") return c10::IValue(a >= b);
+  if (op == "and") return c10::IValue(a != 0 && b != 0);
+  if (op == "or") return c10::IValue(a != 0 || b != 0);
+  if ((op == "floordiv" || op == "mod" || op == "truediv") && b == 0) return Error::Runtime(where + ": " + target + " by zero");
+  if (op == "truediv") return c10::IValue(a / b);
+  const bool ints = integral(x) && integral(y);
+  if (ints) {
+    const int64_t i = as_int(x), j = as_int(y);
+    if (op == "add") return c10::IValue(i + j);
+    if (op == "sub") return c10::IValue(i - j);
+    if (op == "mul") return c10::IValue(i * j);
+    if (op == "floordiv") return c10::IValue(static_cast<int64_t>(std::floor(static_cast<double>(i) / static_cast<double>(j))));
+    if (op == "mod") return c10::IValue(i - j * static_cast<int64_t>(std::floor(static_cast<double>(i) / static_cast<double>(j))));
+    if (op == "pow" && j >= 0) return c10::IValue(static_cast<int64_t>(std::llround(std::pow(static_cast<double>(i), static_cast<double>(j)))));
+  }
+  if (op == "add") return c10::IValue(a + b);
+  if (op == "sub") return c10::IValue(a - b);
+  if (op == "mul") return c10::IValue(a * b);
+  if (op == "floordiv") return c10::IValue(std::floor(a / b));
+  if (op == "mod") return c10::IValue(a - b * std::floor(a / b));
+  if (op == "pow") return c10::IValue(std::pow(a, b));
+  return Error::BadInput(where + ": unknown size operation " + target);
+}
+
 // Liveness: a value dies after the last step that reads it; outputs never die.
 void ComputeLiveness(std::vector<Step>& steps) {
   std::vector<int> last_use(steps.size(), -1);
@@ -323,6 +460,12 @@ inline c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>&
       c10::List<at::Tensor> l;
       l.reserve(o.refs.size());
       for (int r : o.refs) l.push_back(frame[r].toTensor());
+      return l;
+    }
+    case Operand::Kind::kIntList: {
+      c10::List<int64_t> l;
+      l.reserve(o.refs.size());
+      for (size_t k = 0; k < o.refs.size(); ++k) l.push_back(o.refs[k] < 0 ? o.ints[k] : frame[o.refs[k]].toInt());
       return l;
     }
     case Operand::Kind::kOptTensorList: {
@@ -398,6 +541,46 @@ static bool SameLayout(c10::IntArrayRef shape, c10::IntArrayRef a, const std::ve
   return true;
 }
 
+Expected<sym::Bindings> BindSymbols(const ir::Graph& g, const TensorMap& inputs) {
+  sym::Bindings b;
+  const std::string gw = "graph \"" + g.name() + "\"";
+  for (const Node* n : g.placeholders()) {
+    if (!n->sym.empty() || n->meta.empty() || !n->meta[0] || n->meta[0]->sym_shape.empty()) continue;
+    auto it = inputs.find(n->name());
+    if (it == inputs.end()) continue;  // Run names the missing input
+    const ir::TensorMeta& m = *n->meta[0];
+    if (static_cast<size_t>(it->second.dim()) != m.sym_shape.size())
+      return Error::BadInput(gw + ": input \"" + n->name() + "\" has " + std::to_string(it->second.dim()) + " dims, its meta " +
+                             std::to_string(m.sym_shape.size()));
+    for (size_t d = 0; d < m.sym_shape.size(); ++d) {
+      const std::string& name = m.sym_shape[d];
+      if (name.empty() || !g.symbols.count(name)) continue;  // a static dim, or an expression: bound by its symbols
+      const int64_t size = it->second.size(static_cast<int64_t>(d));
+      auto [pos, fresh] = b.emplace(name, size);
+      if (!fresh && pos->second != size)
+        return Error::BadInput(gw + ": symbol " + name + " is " + std::to_string(pos->second) + " by one input and " +
+                               std::to_string(size) + " by input \"" + n->name() + "\" dim " + std::to_string(d));
+    }
+  }
+  for (const auto& [name, s] : g.symbols) {
+    b.emplace(name, s.hint);  // bound by no tensor input (a number the program passed): as recorded
+    const int64_t v = b[name];
+    if (v < s.min || (s.max && v > *s.max))
+      return Error::BadInput(gw + ": symbol " + name + " = " + std::to_string(v) + " is outside its range [" + std::to_string(s.min) +
+                             ", " + (s.max ? std::to_string(*s.max) : "inf") + "] (the range the graph was compiled for)");
+  }
+  for (const auto& guard : g.guards) {
+    PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(guard, gw + ": guard"));
+    PARITY_ASSIGN_OR_RETURN(double ok, e.Eval(b));
+    if (ok == 0) {
+      std::string values;
+      for (const auto& name : e.Symbols()) values += (values.empty() ? "" : ", ") + name + " = " + std::to_string(b[name]);
+      return Error::BadInput(gw + ": guard " + guard + " does not hold for " + values + " (the graph was compiled assuming it)");
+    }
+  }
+  return b;
+}
+
 at::Tensor WithCapturedLayout(const at::Tensor& t, const std::optional<ir::TensorMeta>& meta) {
   if (!meta || !t.defined() || meta->stride.size() != static_cast<size_t>(t.dim()) || t.sizes() != c10::IntArrayRef(meta->shape) ||
       SameLayout(t.sizes(), t.strides(), meta->stride) || !DenseLayout(meta->shape, meta->stride))
@@ -422,7 +605,16 @@ Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& wh
     s.node = n;
     const std::string nw = where + ": node \"" + n->name() + "\"";
     switch (n->kind()) {
-      case NodeKind::kPlaceholder: s.kind = StepKind::kInput; break;
+      case NodeKind::kPlaceholder: {
+        if (n->sym.empty()) {
+          s.kind = StepKind::kInput;
+          break;
+        }
+        s.kind = StepKind::kSymInput;
+        PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(n->sym, nw));
+        s.expr = std::move(e);
+        break;
+      }
       case NodeKind::kGetAttr: s.kind = StepKind::kAttr; break;
       case NodeKind::kOutput: {
         s.kind = StepKind::kOutput;
@@ -434,6 +626,10 @@ Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& wh
           s.kind = StepKind::kGetItem;
           s.operands.push_back({Operand::Kind::kNode, {}, {static_cast<int>(n->args[0].node->index())}});
           s.item = n->args[1].i;
+          break;
+        }
+        if (ir::IsSymTarget(n->target())) {
+          PARITY_RETURN_IF_ERROR(CompileSym(*n, nw, s));
           break;
         }
         PARITY_RETURN_IF_ERROR(CompileOp(*n, nw, s));
@@ -459,12 +655,27 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
     keep[n->index()] = 1;
   }
   RunResult result;
+  sym::Bindings symbols;
+  if (impl_->graph->symbolic()) {
+    PARITY_ASSIGN_OR_RETURN(symbols, BindSymbols(*impl_->graph, inputs));
+  }
 
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     const Node& n = *s.node;
     try {
       switch (s.kind) {
+        case StepKind::kSymInput: {
+          PARITY_ASSIGN_OR_RETURN(double v, s.expr->Eval(symbols));
+          frame[i] = n.sym_type == "float" ? c10::IValue(v) : n.sym_type == "bool" ? c10::IValue(v != 0) : c10::IValue(static_cast<int64_t>(v));
+          break;
+        }
+        case StepKind::kSym: {
+          std::vector<c10::IValue> vals;
+          for (const auto& o : s.operands) vals.push_back(Materialize(o, frame, options));
+          PARITY_ASSIGN_OR_RETURN(frame[i], EvalSym(n.target(), vals, "graph \"" + impl_->graph->name() + "\": node \"" + n.name() + "\""));
+          break;
+        }
         case StepKind::kInput: {
           auto it = inputs.find(n.name());
           if (it == inputs.end())

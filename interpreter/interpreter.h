@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "repro/graph.h"
+#include "repro/sym_expr.h"
 #include "util/status.h"
 
 namespace parity::interp {
@@ -70,6 +71,11 @@ class Program {
   explicit Program(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A symbolic graph's symbols for one run: each symbol a tensor input's dim names takes that dim's
+// size; a symbol no input binds keeps its recorded hint. BadInput naming the symbol when two
+// inputs disagree, a value leaves the symbol's range, or a guard does not hold.
+[[nodiscard]] Expected<sym::Bindings> BindSymbols(const ir::Graph& graph, const TensorMap& inputs);
 
 // Casts a floating tensor to options.float_dtype (others unchanged) and moves it to the device.
 at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options);

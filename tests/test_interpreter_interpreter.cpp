@@ -194,6 +194,55 @@ TEST_P(CapturedModel, MatchesPythonEager) {
 
 INSTANTIATE_TEST_SUITE_P(Suite, CapturedModel, ::testing::Values("mlp", "resnet", "llama", "bert"));
 
+
+// x: f32[s0, 4], s0 also passed as a SymInt; the graph flattens x with a size it computes.
+const char* kSymbolic = R"JSON({"version": 2, "name": "sym",
+  "symbols": {"s0": {"hint": 3, "min": 2, "max": 16}},
+  "guards": ["Ne(s0, 7)"],
+  "nodes": [
+    {"name": "s0", "op": "placeholder", "meta": {"sym": "s0"}},
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [3, 4], "stride": [4, 1], "sym_shape": ["s0", null]}]}},
+    {"name": "n", "op": "call_function", "target": "sym::mul", "args": [{"node": "s0"}, 4], "meta": {"sym": "4*s0"}},
+    {"name": "v", "op": "call_function", "target": "aten::view", "args": [{"node": "x"}, [{"node": "n"}]]},
+    {"name": "h", "op": "call_function", "target": "sym::floordiv", "args": [{"node": "s0"}, 2], "meta": {"sym": "(s0//2)"}},
+    {"name": "k", "op": "call_function", "target": "aten::narrow", "args": [{"node": "x"}, 0, 0, {"node": "h"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "v"}, {"node": "k"}]]}]})JSON";
+
+TEST(Interpreter, SymbolicGraphRunsAtEverySizeItsRangeAllows) {
+  Graph g = Parse(kSymbolic);
+  ASSERT_TRUE(g.symbolic());
+  for (int64_t rows : {3, 5, 16}) {
+    at::Tensor x = at::randn({rows, 4});
+    auto r = CompileAndRun(g, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << rows << ": " << r.error().message;
+    EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), x.reshape({rows * 4})));
+    EXPECT_TRUE(at::equal(r->outputs[1].toTensor(), x.narrow(0, 0, rows / 2)));
+  }
+}
+
+TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
+  Graph g = Parse(kSymbolic);
+  auto bound = BindSymbols(g, {{"x", at::randn({5, 4})}});
+  ASSERT_TRUE(bound.ok()) << bound.error().message;
+  EXPECT_EQ(bound->at("s0"), 5);
+  auto low = CompileAndRun(g, {{"x", at::randn({1, 4})}});
+  ASSERT_FALSE(low.ok());
+  EXPECT_EQ(low.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(low.error().message.find("symbol s0 = 1 is outside its range [2, 16]"), std::string::npos) << low.error().message;
+  auto guard = CompileAndRun(g, {{"x", at::randn({7, 4})}});
+  ASSERT_FALSE(guard.ok());
+  EXPECT_NE(guard.error().message.find("guard Ne(s0, 7) does not hold for s0 = 7"), std::string::npos) << guard.error().message;
+  // An input with no tensor binding its symbol keeps the recorded hint.
+  Graph two = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 3, "min": 2, "max": null}}, "nodes": [
+    {"name": "a", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [3], "stride": [1], "sym_shape": ["s0"]}]}},
+    {"name": "b", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [3], "stride": [1], "sym_shape": ["s0"]}]}},
+    {"name": "c", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "a"}, {"node": "b"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "c"}]]}]})");
+  auto differ = BindSymbols(two, {{"a", at::randn({4})}, {"b", at::randn({5})}});
+  ASSERT_FALSE(differ.ok());
+  EXPECT_NE(differ.error().message.find("symbol s0 is 4 by one input and 5 by input \"b\""), std::string::npos) << differ.error().message;
+}
+
 }  // namespace
 }  // namespace parity::interp
 
@@ -219,6 +268,7 @@ TEST(WithCapturedLayout, LeavesWhatItCannotOrNeedNotRelayout) {
   at::Tensor one = at::ones({1, 3});
   EXPECT_TRUE(WithCapturedLayout(one, ir::TensorMeta{c10::kFloat, {1, 3}, {7, 1}}).is_same(one));  // size-1 dims: any stride
 }
+
 
 }  // namespace
 }  // namespace parity::interp
