@@ -3,6 +3,8 @@ holding the graph, the real parameters, buffers and inputs, and the eager output
 from __future__ import annotations
 
 import copy
+import json
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -127,7 +129,8 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
             name: Optional[str] = None, example_kwargs: Optional[Dict[str, Any]] = None,
             method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None,
             loss_fn: Optional[Callable[[Any], torch.Tensor]] = None,
-            autocast: Optional[torch.dtype] = None, imports: Sequence[str] = ()) -> str:
+            autocast: Optional[torch.dtype] = None, imports: Sequence[str] = (),
+            dynamic_shapes: Optional[Sequence[Any]] = None) -> str:
     """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
 
     method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
@@ -137,7 +140,13 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     casts explicitly, so every backend and parity's interpreter run the same mixed precision.
     imports: modules that register the graph's non-ATen ops when capture cannot find them itself
     (recorded in the manifest's host_ops; docs/format.md).
+    dynamic_shapes: one entry per positional input, None or {dim: torch.export.Dim(name, min=,
+    max=) or None}: those dims are symbolic (eval only). The graph is recorded as dynamo compiles
+    it then (the dump backend, fullgraph), with the symbols' ranges and guards (docs/format.md).
     """
+    if dynamic_shapes is not None:
+        return _capture_dynamic(model, tuple(example_inputs), out_dir, dynamic_shapes, mode=mode, name=name,
+                                example_kwargs=example_kwargs, extra_manifest=extra_manifest, imports=imports)
     if autocast is not None:
         device_type = next((x.device.type for x in pytree.tree_leaves((example_inputs, example_kwargs))
                             if isinstance(x, torch.Tensor)), "cpu")
@@ -190,6 +199,45 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         manifest["host_ops"] = host
     manifest.update(extra_manifest or {})
     return write_repro_dir(out_dir, manifest, [(gjson, entry)], tensors)
+
+
+def _capture_dynamic(model, args, out_dir, dynamic_shapes, *, mode, name, example_kwargs, extra_manifest, imports) -> str:
+    """capture() with symbolic dims: each named dim marked dynamic (with its Dim's range), the
+    model compiled whole with the dump backend and called once."""
+    from .dynamo_backend import dump_backend
+    if mode != "eval":
+        raise ValueError("dynamic_shapes: symbolic graphs are captured in eval mode only")
+    if len(dynamic_shapes) != len(args):
+        raise ValueError(f"dynamic_shapes has {len(dynamic_shapes)} entries, the model takes {len(args)} inputs")
+    args = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+    for k, (a, dims) in enumerate(zip(args, dynamic_shapes)):
+        if not dims:
+            continue
+        if not isinstance(a, torch.Tensor):
+            raise ValueError(f"dynamic_shapes[{k}]: input {k} is not a tensor")
+        for dim, spec in dims.items():
+            lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
+            hi = None if hi is None or hi >= 2 ** 62 else hi  # torch.export.Dim's "unbounded"
+            kw = {k2: v for k2, v in (("min", lo), ("max", hi)) if v is not None}
+            torch._dynamo.mark_dynamic(a, dim, **kw)
+    model.eval()
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend=dump_backend(out_dir, name or type(model).__name__, imports=imports),
+                                 fullgraph=True)
+        with torch.no_grad():
+            compiled(*args, **dict(example_kwargs or {}))
+    finally:
+        torch._dynamo.reset()
+    if extra_manifest:
+        path = os.path.join(out_dir, "manifest.json")
+        with open(path) as f:
+            manifest = json.load(f)
+        manifest.update(extra_manifest)
+        with open(path + ".tmp", "w") as f:
+            json.dump(manifest, f, indent=2)
+        os.replace(path + ".tmp", path)
+    return out_dir
 
 
 def _lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None):
@@ -271,3 +319,76 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
         raise
     except Exception:
         return _lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)
+
+
+def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx.GraphModule:
+    """The ATen graph AOTAutograd hands a backend for `gm` (dynamo's graph, traced with its fake,
+    possibly symbolic, example inputs): functionalized, SymInt inputs and size arithmetic kept.
+    Traced without grad: the forward as inference (a train run differentiates it itself)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    captured: Dict[str, fx.GraphModule] = {}
+
+    def fw_compiler(g, _inputs):
+        captured["gm"] = g
+        return g
+
+    with torch.no_grad():
+        aot_module_simplified(gm, list(example_inputs), fw_compiler=fw_compiler)
+    if "gm" not in captured:
+        raise CaptureError("AOTAutograd compiled no graph")
+    return captured["gm"]
+
+
+def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: Sequence[Any], outputs: Any,
+                           input_attrs: Optional[Dict[int, str]] = None
+                           ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """A symbolic graph (aot_inference_graph of a dynamo graph with dynamic shapes) with the values
+    of the recorded call: `values` its inputs (tensors, and ints for its size inputs), `outputs`
+    what it returned. The symbols take their values in this call; the graph keeps its size inputs
+    and arithmetic, so it replays at any shape its ranges and guards allow."""
+    from .serialize import _is_sym, symbolic_facts
+    placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(values):
+        raise CaptureError(f"the symbolic graph takes {len(placeholders)} inputs, the call gave {len(values)}")
+    bindings: Dict[str, int] = {}
+    for n, v in zip(placeholders, values):
+        val = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor):
+            for d, s in enumerate(val.shape):
+                if _is_sym(s) and s.node.expr.is_Symbol:
+                    bindings.setdefault(str(s.node.expr), int(v.shape[d]))
+        elif _is_sym(val) and val.node.expr.is_Symbol and isinstance(v, (int, float, bool)):
+            bindings.setdefault(str(val.node.expr), int(v))
+    facts = symbolic_facts(aten, shape_env, bindings)
+    attr_keys: Dict[str, str] = {}
+    inputs: Dict[str, str] = {}
+    tensors: Dict[str, torch.Tensor] = {}
+    position = 0
+    for n, v in zip(placeholders, values):
+        if not isinstance(v, torch.Tensor):
+            continue  # a size input: bound from the symbols at replay
+        key = (input_attrs or {}).get(position)
+        if key is not None:
+            attr_keys[n.name] = key
+            tensors[key] = v
+        else:
+            inputs[n.name] = f"{name}/input/{n.name}"
+            tensors[inputs[n.name]] = v
+        position += 1
+    gjson = graph_to_json(aten, name, attr_keys, facts)
+    # The graph returns the tensors the call returned (sizes it also returns are the symbols').
+    out_node = next(n for n in gjson["nodes"] if n["op"] == "output")
+    out_fx = next(n for n in aten.graph.nodes if n.op == "output")
+    returned = out_fx.args[0] if isinstance(out_fx.args[0], (list, tuple)) else [out_fx.args[0]]
+    keep = [r.name for r in returned if isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor)]
+    out_node["args"] = [[{"node": k} for k in keep]]
+    names, leaves = flatten_outputs(outputs)
+    tensor_leaves = [(n, v) for n, v in zip(names, leaves) if isinstance(v, torch.Tensor)]
+    if len(tensor_leaves) != len(keep):
+        raise CaptureError(f"the symbolic graph returns {len(keep)} tensors but the call returned {len(tensor_leaves)}")
+    out_keys, out_names = [], []
+    for k, (oname, value) in enumerate(tensor_leaves):
+        out_keys.append(f"{name}/output/{k}")
+        out_names.append(oname)
+        tensors[out_keys[-1]] = value
+    return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors

@@ -53,7 +53,7 @@ def train_results(gm: torch.fx.GraphModule, g, out, inputs: List[torch.Tensor], 
     for attr, p in params:
         res[f"grad/{keys[attr]}"] = grad(p)
     for name, x in zip(g.input_names, inputs):
-        if x.requires_grad:
+        if isinstance(x, torch.Tensor) and x.requires_grad:
             res[f"grad/input/{name}"] = grad(x)
     with torch.no_grad():
         for attr, p in params:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import PRODUCER, capture_graph_module, flatten_outputs
+from .capture import PRODUCER, capture_graph_module, capture_symbolic_graph, flatten_outputs
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
@@ -68,14 +68,27 @@ class _CompileFacts:
     """What only the compile-time graph says (dynamo drops the placeholders' sources and fake
     values once the backend returns): parameter/buffer keys per input, symbolic shapes."""
 
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any]):
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.placeholders = [n.name for n in placeholders]
         self.attr_keys = [attr_key(n) for n in placeholders]
+        self.unrecordable: Optional[str] = None  # why the graph cannot be recorded, found at compile time
+        # A symbolic graph: its ATen form, traced now with dynamo's symbolic example inputs (at
+        # the first call only the real values are left), and the ShapeEnv of its symbols.
+        self.aten: Optional[torch.fx.GraphModule] = None
+        self.shape_env = None
         try:
-            self.symbolic = symbolic_reason(gm)
-        except Exception as e:  # reading the metadata failed: treat the graph as one not to record
-            self.symbolic = f"unreadable placeholder metadata ({type(e).__name__}: {e})"
+            if symbolic_reason(gm):
+                from torch._guards import detect_fake_mode
+                from .capture import aot_inference_graph
+                with _quiet():
+                    self.aten = aot_inference_graph(gm, example_inputs)
+                self.shape_env = detect_fake_mode(example_inputs).shape_env
+        except Exception as e:  # the program goes on; the first call says why nothing was recorded
+            from torch._dynamo.exc import RestartAnalysis
+            if isinstance(e, RestartAnalysis):
+                raise  # dynamo's own protocol (a float input to specialize): it compiles again, as for Inductor
+            self.unrecordable = f"a symbolic graph AOTAutograd could not trace ({_reason(e)})"
 
 
 def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
@@ -90,7 +103,7 @@ def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 symbols |= {str(s) for s in free_symbols(v)}
     if not symbols:
         return None
-    return f"symbolic shapes ({', '.join(sorted(symbols))[:80]}): dynamic-shape graphs are not recorded yet"
+    return f"symbolic shapes ({', '.join(sorted(symbols))[:80]})"
 
 
 def describe_call(args: List[Any]) -> Dict[str, Any]:
@@ -142,8 +155,8 @@ class _Dump:
                outputs: Any) -> Optional[_Graph]:
         with self.lock:
             try:
-                if facts.symbolic:
-                    raise _NotRecorded(facts.symbolic)
+                if facts.unrecordable:
+                    raise _NotRecorded(facts.unrecordable)
                 devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
                 # Recording draws none of the program's random numbers, and a failed trace does
                 # not print torch's own tracing logs into the program's output (the warning says it).
@@ -177,8 +190,11 @@ class _Dump:
         with torch.no_grad():
             out_copy = torch.utils._pytree.tree_map(
                 lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
-        gjson, entry, tensors = capture_graph_module(gm, list(args), name, outputs=out_copy, input_attrs=input_attrs,
-                                                     values=snapshot)
+        if facts.aten is not None:
+            gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs)
+        else:
+            gjson, entry, tensors = capture_graph_module(gm, list(args), name, outputs=out_copy, input_attrs=input_attrs,
+                                                         values=snapshot)
         info = describe_call(args)
         grad = info.pop("grad")
         entry.update(info)
@@ -328,7 +344,7 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
         name = dump.next_name()
         if name is None:
             return gm
-        facts = _CompileFacts(gm)
+        facts = _CompileFacts(gm, example_inputs)
         state = {"recorded": False}
 
         def run(*args):

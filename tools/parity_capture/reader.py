@@ -14,7 +14,8 @@ import torch
 import torch.fx as fx
 from safetensors.torch import load_file
 
-from .standalone import FORMAT_VERSION, captured_layout, decode_arg, graph_from_json, resolve_target  # noqa: F401 (re-exported)
+from .standalone import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
+                         graph_from_json, placeholder_values, resolve_target)
 
 
 @dataclass
@@ -25,12 +26,15 @@ class ReproGraph:
     tensors: Dict[str, torch.Tensor] = field(repr=False)
     entry: Dict[str, Any] = field(repr=False)
 
-    placeholders: List[Dict[str, Any]] = field(default_factory=list, repr=False)  # their JSON nodes
+    gjson: Dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def inputs(self) -> List[torch.Tensor]:
-        """The captured inputs, each in the layout it was captured in."""
-        nodes = self.placeholders or [{} for _ in self.input_names]
-        return [captured_layout(self.tensors[self.entry["inputs"][n]], node) for n, node in zip(self.input_names, nodes)]
+    def inputs(self) -> List[Any]:
+        """The captured inputs, each in the layout it was captured in (and, for a symbolic graph,
+        the sizes it takes, from the symbols those inputs bind)."""
+        return placeholder_values(self.gjson, self.entry, self.tensors)
+
+    def symbolic(self) -> bool:
+        return bool(self.gjson.get("symbols"))
 
     def expected_outputs(self) -> List[torch.Tensor]:
         return [self.tensors[k] for k in self.entry.get("expected_outputs", [])]
@@ -57,8 +61,8 @@ class Repro:
 def load_repro(path: str) -> Repro:
     with open(os.path.join(path, "manifest.json")) as f:
         manifest = json.load(f)
-    if manifest.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path}/manifest.json: version {manifest.get('version')} is not {FORMAT_VERSION}")
+    if not OLDEST_FORMAT_VERSION <= (manifest.get("version") or 0) <= FORMAT_VERSION:
+        raise ValueError(f"{path}/manifest.json: version {manifest.get('version')} is not {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
     tensors = load_file(os.path.join(path, manifest.get("tensors", "tensors.safetensors")))
     graphs = []
     for entry in manifest["graphs"]:
@@ -66,5 +70,5 @@ def load_repro(path: str) -> Repro:
             gjson = json.load(f)
         gm = graph_from_json(gjson, tensors)
         placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
-        graphs.append(ReproGraph(entry["name"], gm, [n["name"] for n in placeholders], tensors, entry, placeholders))
+        graphs.append(ReproGraph(entry["name"], gm, [n["name"] for n in placeholders], tensors, entry, gjson))
     return Repro(path, manifest, graphs, tensors)

@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 from safetensors.torch import save_file
 
-from .standalone import FORMAT_VERSION, GETITEM
+from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS
 
 
 class CaptureError(Exception):
@@ -23,6 +23,11 @@ class CaptureError(Exception):
 def target_name(target: Any) -> str:
     if target is operator.getitem:
         return GETITEM
+    for name, fn in SYM_FUNCTIONS.items():  # size arithmetic of symbolic graphs
+        if target is fn:
+            return "sym::" + name
+    if target is math.trunc or target is int:
+        return "sym::int"
     if isinstance(target, torch._ops.OpOverload):
         schema = target._schema
         return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
@@ -59,10 +64,34 @@ def encode_arg(a: Any) -> Any:
     raise CaptureError(f"argument of type {type(a).__name__} cannot be serialized: {a!r}")
 
 
+def _is_sym(v: Any) -> bool:
+    return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def sym_text(v: Any) -> str:
+    """A symbolic value's expression in the ShapeEnv's symbols ("s77", "2*s77")."""
+    return str(v.node.expr)
+
+
+def sym_hint(v: Any) -> Any:
+    """The value a symbolic size took in the recorded call (its hint); plain numbers as they are."""
+    if not _is_sym(v):
+        return v
+    node = v.node
+    hint = node.expr.xreplace(node.shape_env.var_to_val) if node.shape_env is not None else node.expr
+    if not getattr(hint, "is_number", False):
+        raise CaptureError(f"symbolic value {v} has no recorded value (a data-dependent size)")
+    return float(hint) if isinstance(v, torch.SymFloat) else bool(hint) if isinstance(v, torch.SymBool) else int(hint)
+
+
 def _tensor_meta(v: Any) -> Optional[Dict[str, Any]]:
     if isinstance(v, torch.Tensor):
-        return {"dtype": str(v.dtype).removeprefix("torch."), "shape": [int(s) for s in v.shape],
-                "stride": [int(s) for s in v.stride()]}
+        shape = list(v.shape)
+        meta = {"dtype": str(v.dtype).removeprefix("torch."), "shape": [int(sym_hint(s)) for s in shape],
+                "stride": [int(sym_hint(s)) for s in v.stride()]}
+        if any(_is_sym(s) and s.node.expr.free_symbols for s in shape):
+            meta["sym_shape"] = [sym_text(s) if _is_sym(s) and s.node.expr.free_symbols else None for s in shape]
+        return meta
     return None
 
 
@@ -89,7 +118,11 @@ def user_stack_trace(stack_trace: str) -> str:
 def node_meta(node: fx.Node) -> Dict[str, Any]:
     meta: Dict[str, Any] = {}
     val = node.meta.get("val", node.meta.get("example_value"))
-    if isinstance(val, (list, tuple)):
+    if _is_sym(val):
+        meta["sym"] = sym_text(val)
+        if not isinstance(val, torch.SymInt):
+            meta["sym_type"] = "float" if isinstance(val, torch.SymFloat) else "bool"
+    elif isinstance(val, (list, tuple)):
         meta["val"] = [_tensor_meta(v) for v in val]
     elif isinstance(val, torch.Tensor):
         meta["val"] = [_tensor_meta(val)]
@@ -104,9 +137,11 @@ def node_meta(node: fx.Node) -> Dict[str, Any]:
     return meta
 
 
-def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str]) -> Dict[str, Any]:
+def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
+                  symbols: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
-    buffers, constants) become get_attr nodes reading that key."""
+    buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
+    {"symbols": {...}, "guards": [...]} (symbolic_facts)."""
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
     # but keep them in one block, so a stable partition keeps the order otherwise.
@@ -138,7 +173,50 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str]) -> D
         if meta:
             entry["meta"] = meta
         nodes.append(entry)
-    return {"format": "parity.graph", "version": FORMAT_VERSION, "name": name, "nodes": nodes}
+    out = {"format": "parity.graph", "version": FORMAT_VERSION, "name": name, "nodes": nodes}
+    if symbols:
+        out.update(symbols)
+    return out
+
+
+def _finite(bound) -> Optional[int]:
+    """A range bound as an int; None for an infinite one (sympy's oo, torch's int_oo)."""
+    if "oo" in str(bound):
+        return None
+    try:
+        return int(bound)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def symbolic_facts(gm: fx.GraphModule, shape_env, values: Dict[str, int]) -> Dict[str, Any]:
+    """The symbols a symbolic graph reads, each with its value in the recorded call (`values`,
+    else the ShapeEnv's hint) and its range, and the ShapeEnv's guards over them."""
+    used = set()
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if _is_sym(x):
+                used |= {str(s) for s in x.node.expr.free_symbols}
+            elif isinstance(x, torch.Tensor):
+                for d in list(x.shape) + list(x.stride()):
+                    if _is_sym(d):
+                        used |= {str(s) for s in d.node.expr.free_symbols}
+    symbols = {}
+    for sym, val in shape_env.var_to_val.items():
+        if str(sym) not in used:
+            continue
+        rng = shape_env.var_to_range.get(sym)
+        lo = _finite(rng.lower) if rng is not None else None
+        hi = _finite(rng.upper) if rng is not None else None
+        lo = 0 if lo is None else lo
+        symbols[str(sym)] = {"hint": int(values.get(str(sym), val)), "min": lo, "max": hi}
+    guards = []
+    for g in shape_env.guards:
+        free = {str(s) for s in g.expr.free_symbols}
+        if free and free <= set(symbols):
+            guards.append(str(g.expr))
+    return {"symbols": symbols, "guards": guards}
 
 
 def _atomic_write(path: str, data: bytes) -> None:

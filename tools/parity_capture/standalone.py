@@ -5,8 +5,10 @@ minified/repro.py (repro_script.py), and the package uses the same code (reader.
 script and parity read graphs and judge results alike. Reading never executes code from a repro
 dir: targets resolve only among torch.ops and operator.getitem. Lines marked `package-only` are
 left out of the script."""
+import ast
 import copy
 import json
+import math
 import operator
 import os
 import sys
@@ -17,13 +19,27 @@ from safetensors.torch import load_file
 
 from parity_capture.same import same_tensor  # package-only
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: symbolic graphs (symbols, guards, sym_shape, sym); 1 reads as it is
+OLDEST_FORMAT_VERSION = 1
 GETITEM = "getitem"
+
+
+# Size arithmetic of symbolic graphs: graph target "sym::<name>" -> the Python function.
+SYM_FUNCTIONS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
+    "truediv": operator.truediv, "mod": operator.mod, "pow": operator.pow, "neg": operator.neg, "pos": operator.pos,
+    "abs": operator.abs, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge, "and": operator.and_, "or": operator.or_, "not": operator.not_,
+    "max": torch.sym_max, "min": torch.sym_min, "float": torch.sym_float, "int": torch.sym_int,
+    "ceil": math.ceil, "floor": math.floor, "sym_ite": torch.sym_ite,
+}
 
 
 def resolve_target(name):
     if name == GETITEM:
         return operator.getitem
+    if name.startswith("sym::"):
+        return SYM_FUNCTIONS[name[len("sym::"):]]
     ns, _, rest = name.partition("::")
     op, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, ns), op), overload or "default")
@@ -44,6 +60,76 @@ def decode_arg(a, env):
             return torch.device(v)
         raise ValueError(f"unknown tag {tag}")
     return a
+
+
+_EXPR_FUNCS = {"Max": max, "Min": min, "Abs": abs, "floor": math.floor, "ceiling": math.ceil,
+               "FloorDiv": lambda a, b: a // b, "CleanDiv": lambda a, b: a // b, "CeilDiv": lambda a, b: -(-a // b),
+               "Mod": lambda a, b: a % b, "PythonMod": lambda a, b: a % b, "TruncToInt": int,
+               "IntTrueDiv": lambda a, b: a / b, "FloatTrueDiv": lambda a, b: a / b,
+               "Eq": operator.eq, "Ne": operator.ne, "Lt": operator.lt, "Le": operator.le, "Gt": operator.gt,
+               "Ge": operator.ge}
+_EXPR_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+                ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+
+
+def eval_size(expr, bindings):
+    """A size expression of a symbolic graph ("s77", "2*s77", "Max(1, s0)") over `bindings`,
+    walked over its syntax tree: reading a repro dir never executes code from it."""
+    def walk(n):
+        if isinstance(n, ast.Expression):
+            return walk(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)):
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in bindings:
+                raise ValueError(f"size expression {expr!r}: symbol {n.id} is not bound")
+            return bindings[n.id]
+        if isinstance(n, ast.BinOp) and type(n.op) in _EXPR_BINOPS:
+            return _EXPR_BINOPS[type(n.op)](walk(n.left), walk(n.right))
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            v = walk(n.operand)
+            return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _EXPR_FUNCS and not n.keywords:
+            return _EXPR_FUNCS[n.func.id](*[walk(a) for a in n.args])
+        raise ValueError(f"size expression {expr!r}: unsupported form")
+    return walk(ast.parse(expr, mode="eval"))
+
+
+def bind_symbols(gjson, tensors_by_placeholder):
+    """A symbolic graph's symbols from its tensor inputs' sizes (as parity's interpreter binds
+    them); a symbol no input binds keeps its recorded hint."""
+    symbols = gjson.get("symbols") or {}
+    bound = {}
+    for n in gjson["nodes"]:
+        t = tensors_by_placeholder.get(n["name"])
+        vals = (n.get("meta") or {}).get("val") or [None]
+        m = vals[0] if isinstance(vals, list) and vals else None
+        if t is None or not m or not m.get("sym_shape"):
+            continue
+        for d, name in enumerate(m["sym_shape"]):
+            if name in symbols:
+                bound.setdefault(name, int(t.shape[d]))
+    for name, s in symbols.items():
+        bound.setdefault(name, int(s["hint"]))
+    return bound
+
+
+def placeholder_values(gjson, entry, tensors):
+    """The values a graph's placeholders take in the recorded call: its input tensors, each in its
+    captured layout, and the sizes of a symbolic graph evaluated over its symbols."""
+    placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
+    by_name = {n["name"]: captured_layout(tensors[entry["inputs"][n["name"]]], n)
+               for n in placeholders if "sym" not in (n.get("meta") or {})}
+    bindings = bind_symbols(gjson, by_name)
+    out = []
+    for n in placeholders:
+        meta = n.get("meta") or {}
+        if "sym" in meta:
+            v = eval_size(meta["sym"], bindings)
+            out.append(float(v) if meta.get("sym_type") == "float" else bool(v) if meta.get("sym_type") == "bool" else int(v))
+        else:
+            out.append(by_name[n["name"]])
+    return out
 
 
 def _dense(shape, stride):
@@ -86,8 +172,8 @@ def _attr_node(g, root, n, attrs, parameters):
 def graph_from_json(gjson, attrs, parameters=False):
     """Rebuilds a GraphModule. With `parameters` (True, or a predicate over tensor keys), floating
     get_attr tensors under "param/" become nn.Parameters (train mode), the rest buffers."""
-    if gjson.get("version") != FORMAT_VERSION:
-        raise ValueError(f"graph format version {gjson.get('version')} is not {FORMAT_VERSION}")
+    if not OLDEST_FORMAT_VERSION <= (gjson.get("version") or 0) <= FORMAT_VERSION:
+        raise ValueError(f"graph format version {gjson.get('version')} is not {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
     root, g, env = torch.nn.Module(), fx.Graph(), {}
     for n in gjson["nodes"]:
         op = n["op"]
@@ -136,15 +222,16 @@ def inductor_settings(options):
     return patch
 
 
-def compile_for(gm, backend, options):
+def compile_for(gm, backend, options, dynamic=None):
     """torch.compile with a dynamo backend: Inductor's options are its config keys
-    (inductor_settings); any other backend gets them as kwargs."""
+    (inductor_settings); any other backend gets them as kwargs. `dynamic`: a symbolic graph is
+    compiled as dynamic, as the program's compile saw it."""
     if backend == "inductor":
         import torch._inductor.config as cfg
-        compiled = torch.compile(gm, backend="inductor", fullgraph=True)
+        compiled = torch.compile(gm, backend="inductor", fullgraph=True, dynamic=dynamic)
         return lambda *xs: _with_config(cfg, inductor_settings(options), compiled, xs)
     opts = {k: parse_option(v) for k, v in (options or {}).items()}
-    return torch.compile(gm, backend=backend, fullgraph=True, **({"options": opts} if opts else {}))
+    return torch.compile(gm, backend=backend, fullgraph=True, dynamic=dynamic, **({"options": opts} if opts else {}))
 
 
 def _with_config(cfg, patch, fn, xs):
@@ -161,14 +248,16 @@ def load_dir(here):
     with open(os.path.join(here, entry["file"])) as f:
         gjson = json.load(f)
     gm = graph_from_json(gjson, tensors)
-    placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
-    return manifest, gm, [captured_layout(tensors[entry["inputs"][n["name"]]], n) for n in placeholders]
+    gm.parity_symbols = gjson.get("symbols") or {}  # a symbolic graph: compiled as dynamic
+    return manifest, gm, placeholder_values(gjson, entry, tensors)
 
 
 def run(fn, inputs, device, dtype=None):
     """Outputs of fn (a module already on `device`, or its compiled form) on the inputs, floating
     ones in `dtype` when given."""
     def cast(t):
+        if not isinstance(t, torch.Tensor):  # a size of a symbolic graph
+            return t
         return t.to(device, dtype) if dtype is not None and t.is_floating_point() else t.to(device)
     torch.manual_seed(1337)
     with torch.no_grad():
@@ -200,7 +289,8 @@ def main(here, dynamo_backend):
     ref = run(gm, inputs, device)
     fp64 = run(copy.deepcopy(gm).to(torch.float64), inputs, device, torch.float64)
     torch._dynamo.reset()
-    res = run(compile_for(gm, dynamo_backend, backend.get("options")), inputs, device)
+    symbolic = bool(getattr(gm, "parity_symbols", None))
+    res = run(compile_for(gm, dynamo_backend, backend.get("options"), True if symbolic else None), inputs, device)
     bad = []
     for i, (a, b, c) in enumerate(zip(ref, res, fp64)):
         ok, rule, message = same_tensor(a, b, c, tol=tol, equal_nan=True, ignore_non_fp=True)
