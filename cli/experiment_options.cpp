@@ -36,6 +36,10 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                     "experiments at once, isolated processes (one GPU each with --device cuda and several GPUs; default " +
                         std::to_string(d.jobs) + ")");
   if (has(kCacheDir)) cmd->add_option("--cache-dir", a.cache_dir, "captures and compiled artifacts (default ~/.cache/parity)");
+  if (has(kShapes))
+    cmd->add_option("--shapes", a.options.shapes,
+                    "symbolic graphs: at the recorded shape (recorded), or at N more points of their symbols' ranges too "
+                    "(sweep = sweep=3, sweep=N); static graphs run as recorded (default " + d.shapes + ")");
   if (has(kImports)) cmd->add_option("--import", a.imports, "allow importing MODULE (in the worker) for host ops of the repro dirs");
 }
 

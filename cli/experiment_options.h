@@ -26,7 +26,8 @@ enum ExperimentFlag : unsigned {
   kJobs = 1u << 7,            // --jobs, -j
   kCacheDir = 1u << 8,        // --cache-dir
   kImports = 1u << 9,         // --import
-  kAllExperimentFlags = (1u << 10) - 1,
+  kShapes = 1u << 10,         // --shapes
+  kAllExperimentFlags = (1u << 11) - 1,
 };
 
 // What the parser fills; the defaults are `options`' (a command may set its own first, as

@@ -70,7 +70,7 @@ class Reader {
   std::string where_;
 };
 
-const char* const kKnown[] = {"model",  "experiment", "repeat",         "iterations_per_run", "metrics",   "timestamp",
+const char* const kKnown[] = {"shapes", "model",  "experiment", "repeat",         "iterations_per_run", "metrics",   "timestamp",
                               "verification_code", "tolerance", "cosine", "outputs", "fingerprint", "error", "exception_type",
                               "notes",  "phase",      "fp64_reference", "reference_error",    "repro_input", "repro_dir",
                               "timed_out", "graph_breaks", "attempts"};
@@ -191,6 +191,10 @@ json Record::ToJson() const {
     j["attempts"] = json::array();
     for (const auto& a : attempts) j["attempts"].push_back(a.ToJson());
   }
+  if (!shapes.empty()) {
+    j["shapes"] = json::array();
+    for (const auto& s : shapes) j["shapes"].push_back(s.ToJson());
+  }
   return j;
 }
 
@@ -240,6 +244,21 @@ Expected<Record> Record::FromJson(const json& j, const std::string& where) {
       auto at = AttemptFromJson(a, r);
       if (!at.ok()) return Error::BadInput(at.error().message.rfind(where, 0) == 0 ? at.error().message : where + ": " + at.error().message);
       rec.attempts.push_back(std::move(*at));
+    }
+  }
+  if (j.contains("shapes")) {
+    if (!j["shapes"].is_array()) return Error::BadInput(where + ": field \"shapes\" is not an array");
+    for (const auto& s : j["shapes"]) {
+      if (!s.is_object() || !s.contains("symbols") || !s["symbols"].is_object() || !s.contains("pass") || !s["pass"].is_boolean())
+        return Error::BadInput(where + ": field \"shapes\" holds an entry without \"symbols\" and \"pass\"");
+      ShapeCheck c;
+      c.graph = s.value("graph", std::string());
+      c.pass = s["pass"].get<bool>();
+      for (auto it = s["symbols"].begin(); it != s["symbols"].end(); ++it) {
+        if (!it.value().is_number_integer()) return Error::BadInput(where + ": field \"shapes[].symbols." + it.key() + "\" is not an integer");
+        c.symbols[it.key()] = it.value().get<int64_t>();
+      }
+      rec.shapes.push_back(std::move(c));
     }
   }
   for (auto it = j.begin(); it != j.end(); ++it)

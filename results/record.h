@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,6 +26,15 @@ struct Attempt {
   std::string exception_type;
   std::string error;  // its first 300 characters
   nlohmann::json ToJson() const;
+};
+
+// One shape a symbolic graph was checked at (--shapes): the symbols' values and whether every
+// output passed there.
+struct ShapeCheck {
+  std::string graph;
+  std::map<std::string, int64_t> symbols;
+  bool pass = true;
+  nlohmann::json ToJson() const { return {{"graph", graph}, {"symbols", symbols}, {"pass", pass}}; }
 };
 
 struct Record {
@@ -69,6 +79,7 @@ struct Record {
   bool timed_out = false;
   std::optional<int> graph_breaks;
   std::vector<Attempt> attempts;  // every attempt, when the experiment ran more than once
+  std::vector<ShapeCheck> shapes;  // the shapes its symbolic graphs were checked at (--shapes sweep)
   nlohmann::json extra = nlohmann::json::object();
 
   // The record's own (first) attempt, and every attempt (that one alone when it ran once).

@@ -57,6 +57,17 @@ class Backend {
   virtual std::function<Status(const ir::Node&, c10::IValue&)> EagerHook(const ExperimentContext& ctx) const { return nullptr; }
   // Compile/prepare, run once, then ctx.iterations timed runs.
   [[nodiscard]] virtual Expected<BackendRun> Run(const ExperimentContext& ctx) = 0;
+  // One graph at several shapes (a symbolic graph under --shapes sweep: `shapes[0]` the recorded
+  // one, the rest variants of it). A backend that compiles once for every shape, as the
+  // program's dynamic compile did, overrides this; the default runs each shape on its own.
+  [[nodiscard]] virtual Expected<std::vector<BackendRun>> RunShapes(const std::vector<ExperimentContext>& shapes) {
+    std::vector<BackendRun> runs;
+    for (const auto& ctx : shapes) {
+      PARITY_ASSIGN_OR_RETURN(BackendRun run, Run(ctx));
+      runs.push_back(std::move(run));
+    }
+    return runs;
+  }
 };
 
 // What the drivers need to know of a backend without making one. The table is the only place

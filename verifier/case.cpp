@@ -1,6 +1,7 @@
 #include "verifier/case.h"
 
 #include "compare/same.h"
+#include "verifier/shapes.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@ void ApplyCommon(ExperimentSpec& s, const ExperimentOptions& o) {
   s.cache_dir = o.cache_dir.empty() ? DefaultCacheDir().string() : o.cache_dir.string();
   s.tol = o.tol;
   s.imports = o.imports;
+  s.sweep = ParseShapes(o.shapes).value_or(0);  // checked with the options (ExperimentOptions::Check)
 }
 
 }  // namespace

@@ -3,16 +3,19 @@
 #include <ATen/Context.h>
 
 #include <cstdlib>
+#include <deque>
 #include <map>
 
 #include "compare/histogram.h"
 #include "compare/same.h"
 #include "interpreter/interpreter.h"
 #include "util/digest.h"
+#include "util/files.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
 #include "runtime/host_ops.h"
 #include "verifier/reference.h"
+#include "verifier/shapes.h"
 #include "runtime/worker.h"
 
 namespace parity::verifier {
@@ -43,6 +46,14 @@ void DeterministicSetup() {
 
 }  // namespace
 
+namespace {
+nlohmann::json ShapesJson(const std::vector<results::ShapeCheck>& shapes) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : shapes) a.push_back(s.ToJson());
+  return a;
+}
+}  // namespace
+
 nlohmann::json ExperimentSpec::ToJson() const {
   nlohmann::json j = {{"model", model},
                       {"suite", suite},
@@ -61,6 +72,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
                       {"work_dir", work_dir},
                       {"imports", imports}};
   j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
+  if (sweep > 0) j["sweep"] = sweep;  // absent when 0: fingerprints of earlier runs stay the same
   return j;
 }
 
@@ -83,6 +95,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.cache_dir = j.at("cache_dir");
     s.work_dir = j.at("work_dir");
     s.imports = j.value("imports", std::vector<std::string>{});
+    s.sweep = j.value("sweep", 0);
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
     return s;
   } catch (const std::exception& e) {
@@ -111,6 +124,7 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"traceback", traceback},
           {"notes", notes},
           {"reference_error", reference_error},
+          {"shapes", ShapesJson(shapes)},
           {"signal", signal},
           {"timed_out", timed_out}};
 }
@@ -130,6 +144,8 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.traceback = j.value("traceback", std::string());
   r.notes = j.value("notes", std::string());
   r.reference_error = j.value("reference_error", std::string());
+  for (const auto& s : j.value("shapes", nlohmann::json::array()))
+    r.shapes.push_back({s.value("graph", std::string()), s.value("symbols", std::map<std::string, int64_t>{}), s.value("pass", true)});
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
   return r;
@@ -145,6 +161,13 @@ struct Collected {
   std::vector<double> tols;        // each result's tolerance (its graph's mode and dtype)
   bool fp64_ok = true;
   std::vector<double> run_times;
+  // --shapes sweep: which results belong to which shape of a symbolic graph.
+  struct Span {
+    std::string graph;
+    sym::Bindings symbols;
+    size_t begin, end;
+  };
+  std::vector<Span> spans;
 };
 
 // A graph's tolerance: --tol (or the failure's), else the suite default for the mode and
@@ -194,51 +217,121 @@ Stop BackendFailed(ExperimentResult& r, const Error& e, const std::string& where
   return Finish(r, Code::kExceptionRaised, where + e.Text());
 }
 
-// One graph: eager twice, the fp64 reference (without it, cosine), the backend.
+// One shape of a graph: the recorded call's (the capture itself), or a --shapes variant.
+struct Shape {
+  std::string label;  // "" for the recorded shape, else "[s77=12]"
+  const ReproDir* repro;
+  const GraphEntry* graph;
+  sym::Bindings symbols;
+};
+
+// The shapes a graph runs at: the recorded one, and for a symbolic graph under --shapes sweep
+// its variants, written into the experiment's work dir (`variants` holds them).
+Expected<std::vector<Shape>> ShapesOf(const ExperimentSpec& spec, const ExperimentContext& ctx, const GraphEntry& graph,
+                                      std::deque<ReproDir>& variants) {
+  sym::Bindings recorded;
+  for (const auto& [name, sy] : graph.graph.symbols) recorded[name] = sy.hint;
+  std::vector<Shape> shapes = {{"", ctx.repro, &graph, recorded}};
+  // A train graph with the gradients its program fed back holds them at the recorded sizes only.
+  if (!graph.graph.symbolic() || spec.sweep <= 0 || graph.has_tangents()) return shapes;
+  int k = 0;
+  for (const auto& point : SweepPoints(graph.graph, spec.sweep)) {
+    const std::filesystem::path dir = ctx.work_dir / ("shape" + std::to_string(k) + "-" + FileNameSlug(graph.name));
+    PARITY_RETURN_IF_ERROR(WriteShapeVariant(*ctx.repro, graph, point, ShapeSeed(point), dir));
+    ++k;
+    PARITY_ASSIGN_OR_RETURN(ReproDir v, ReproDir::Load(dir));
+    variants.push_back(std::move(v));
+    shapes.push_back({"[" + PointLabel(point) + "]", &variants.back(), &variants.back().graphs().at(0), point});
+  }
+  return shapes;
+}
+
+// One graph: at each of its shapes eager twice and the fp64 reference (without it, cosine); the
+// backend at every shape (one compile for all where it can).
 Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on_phase, Backend& backend, ExperimentContext& ctx,
               const GraphEntry& graph, bool multi, Collected& c) {
-  const ReproDir& repro = *ctx.repro;
-  const std::string prefix = multi ? graph.name + "/" : "";
+  const std::string gprefix = multi ? graph.name + "/" : "";
   const std::string mode = graph.mode.empty() ? spec.test : graph.mode;
   ctx.graph = &graph;
   ctx.mode = mode;
   SetPhase(on_phase, r, "eager");
-  auto program = interp::Program::Compile(graph.graph, (repro.root() / graph.file).string());
+  auto program = interp::Program::Compile(graph.graph, (ctx.repro->root() / graph.file).string());
   if (!program.ok()) return Finish(r, Code::kEagerFailed, program.error().message);
+  std::deque<ReproDir> variants;
+  auto shapes = ShapesOf(spec, ctx, graph, variants);
+  if (!shapes.ok()) return Finish(r, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
+  if (spec.sweep > 0 && graph.graph.symbolic() && shapes->size() == 1)
+    r.notes += (r.notes.empty() ? "" : "; ") + graph.name + ": verified at its recorded shape only (" +
+               (graph.has_tangents() ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") + ")";
   ReferenceOptions ro;
   ro.device = ctx.device;
   ro.hook = backend.EagerHook(ctx);
-  auto ref = RunReference(*program, repro, graph, mode, ro);
-  if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run: " + ref.error().message);
-  SetPhase(on_phase, r, "eager_2nd_run");
-  auto ref2 = RunReference(*program, repro, graph, mode, ro);
-  if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
-  if (Stop s = CheckDeterministic(r, *ref, *ref2, ctx.device.is_cuda(), prefix)) return s;
-  SetPhase(on_phase, r, "fp64_reference");
   ReferenceOptions r64 = ro;
   r64.float_dtype = c10::kDouble;
   r64.hook = nullptr;
-  auto fp64 = RunReference(*program, repro, graph, mode, r64);
-  if (!fp64.ok()) {
-    // Never silent: the record says the reference is missing, why, and which rule decided.
-    c.fp64_ok = false;
-    if (r.reference_error.empty()) r.reference_error = prefix + fp64.error().message.substr(0, 300);
-    r.cosine = true;
+  std::vector<NamedTensors> refs, fp64s;
+  std::vector<bool> fp64_ran;
+  for (const Shape& sh : *shapes) {
+    const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
+    SetPhase(on_phase, r, "eager");
+    auto ref = RunReference(*program, *sh.repro, *sh.graph, mode, ro);
+    if (!ref.ok()) return Finish(r, Code::kEagerFailed, "eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + ref.error().message);
+    SetPhase(on_phase, r, "eager_2nd_run");
+    auto ref2 = RunReference(*program, *sh.repro, *sh.graph, mode, ro);
+    if (!ref2.ok()) return Finish(r, Code::kEagerFailed, "eager 2nd run: " + ref2.error().message);
+    if (Stop st = CheckDeterministic(r, *ref, *ref2, ctx.device.is_cuda(), prefix)) return st;
+    SetPhase(on_phase, r, "fp64_reference");
+    auto fp64 = RunReference(*program, *sh.repro, *sh.graph, mode, r64);
+    if (!fp64.ok()) {
+      // Never silent: the record says the reference is missing, why, and which rule decided.
+      c.fp64_ok = false;
+      if (r.reference_error.empty()) r.reference_error = prefix + fp64.error().message.substr(0, 300);
+      r.cosine = true;
+    }
+    refs.push_back(std::move(*ref));
+    fp64_ran.push_back(fp64.ok());
+    fp64s.push_back(fp64.ok() ? std::move(*fp64) : NamedTensors{});
   }
   SetPhase(on_phase, r, "backend");
-  auto run = backend.Run(ctx);
-  if (!run.ok()) return BackendFailed(r, run.error(), multi ? graph.name + ": " : "");
-  r.compile_time_s += run->compile_time_s;
-  if (c.run_times.size() < run->run_times_s.size()) c.run_times.resize(run->run_times_s.size(), 0.0);
-  for (size_t i = 0; i < run->run_times_s.size(); ++i) c.run_times[i] += run->run_times_s[i];
-  for (size_t k = 0; k < ref->size(); ++k) {
-    const std::string& name = (*ref)[k].first;
-    c.shown.push_back(prefix + (name.rfind("output/", 0) == 0 && k < graph.output_names.size() ? graph.output_names[k] : name));
-    c.ref.emplace_back(prefix + name, (*ref)[k].second);
-    c.tols.push_back(GraphTolerance(spec, graph));
-    if (fp64.ok()) c.fp64.emplace_back(prefix + name, (*fp64)[k].second);
+  std::vector<ExperimentContext> contexts;
+  for (const Shape& sh : *shapes) {
+    ExperimentContext sc = ctx;
+    sc.repro = sh.repro;
+    sc.graph = sh.graph;
+    contexts.push_back(std::move(sc));
   }
-  for (auto& [name, t] : run->outputs) c.got.emplace_back(prefix + name, t);
+  // One shape is the common case: one run, its error as it is. Several go to the backend together,
+  // so that a backend compiling once for every size (the worker's dynamic=True) does so.
+  Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
+  if (contexts.size() == 1) {
+    auto run = backend.Run(ctx);
+    if (!run.ok()) return BackendFailed(r, run.error(), multi ? graph.name + ": " : "");
+    runs->push_back(std::move(*run));
+  } else {
+    runs = backend.RunShapes(contexts);
+  }
+  if (!runs.ok()) return BackendFailed(r, runs.error(), multi ? graph.name + ": " : "");
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const Shape& sh = (*shapes)[i];
+    const BackendRun& run = (*runs)[i];
+    const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
+    if (i == 0) {  // the recorded shape's timings are the experiment's
+      r.compile_time_s += run.compile_time_s;
+      if (c.run_times.size() < run.run_times_s.size()) c.run_times.resize(run.run_times_s.size(), 0.0);
+      for (size_t t = 0; t < run.run_times_s.size(); ++t) c.run_times[t] += run.run_times_s[t];
+    }
+    const size_t begin = c.ref.size();
+    for (size_t k = 0; k < refs[i].size(); ++k) {
+      const std::string& name = refs[i][k].first;
+      const bool named = name.rfind("output/", 0) == 0 && k < graph.output_names.size();
+      c.shown.push_back(prefix + (named ? graph.output_names[k] : name));
+      c.ref.emplace_back(prefix + name, refs[i][k].second);
+      c.tols.push_back(GraphTolerance(spec, graph));
+      if (fp64_ran[i]) c.fp64.emplace_back(prefix + name, fp64s[i][k].second);
+    }
+    for (const auto& [name, t] : run.outputs) c.got.emplace_back(prefix + name, t);
+    if (graph.graph.symbolic() && shapes->size() > 1) c.spans.push_back({graph.name, sh.symbols, begin, c.ref.size()});
+  }
   return std::nullopt;
 }
 
@@ -287,6 +380,17 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
     r.outputs.push_back(v.ToJson());
     if (c.tols[k] != r.tol) r.outputs.back()["tol"] = c.tols[k];
     if (!hist.is_null()) r.outputs.back()["error_hist"] = std::move(hist);
+  }
+  for (const auto& sp : c.spans) {
+    results::ShapeCheck check{sp.graph, {sp.symbols.begin(), sp.symbols.end()}, true};
+    for (size_t k = sp.begin; k < sp.end; ++k) check.pass = check.pass && r.outputs[k].value("pass", false);
+    r.shapes.push_back(std::move(check));
+  }
+  if (!all && !r.shapes.empty()) {
+    std::string at;
+    for (const auto& sh : r.shapes)
+      if (!sh.pass) at += (at.empty() ? "" : "; ") + sh.graph + " at " + PointLabel({sh.symbols.begin(), sh.symbols.end()});
+    if (!at.empty()) first_failure += " (fails " + at + ")";
   }
   if (got.size() > c.ref.size() && all)
     return Finish(r, Code::kFail,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "results/codes.h"
+#include "results/record.h"
 
 namespace parity::verifier {
 
@@ -39,6 +40,7 @@ struct ExperimentSpec {
   std::string cache_dir;
   std::string work_dir;
   std::vector<std::string> imports;  // approved modules for host ops (runtime/host_ops.h); not in the fingerprint
+  int sweep = 0;                     // shapes beyond the recorded one a symbolic graph runs at (--shapes)
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
@@ -65,6 +67,7 @@ struct ExperimentResult {
   // fell back to cosine similarity, a weaker rule, and every report says so.
   std::string reference_error;
   bool has_fp64_reference() const { return reference_error.empty(); }
+  std::vector<results::ShapeCheck> shapes;  // --shapes sweep: each shape of a symbolic graph and its verdict
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

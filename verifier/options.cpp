@@ -1,6 +1,7 @@
 #include "verifier/options.h"
 
 #include "compare/same.h"
+#include "verifier/shapes.h"
 
 namespace parity::verifier {
 using nlohmann::json;
@@ -13,6 +14,7 @@ json ExperimentOptions::ToJson() const {
             {"iterations_per_run", iterations_per_run},
             {"timeout_s", timeout_s},
             {"jobs", jobs},
+            {"shapes", shapes},
             {"cache_dir", cache_dir.string()},
             {"imports", imports}};
   j["backend_options"] = backend_options ? *backend_options : json(nullptr);
@@ -56,6 +58,10 @@ Expected<ExperimentOptions> ExperimentOptions::FromJson(const json& j) {
   PARITY_RETURN_IF_ERROR(integer("iterations_per_run", o.iterations_per_run));
   PARITY_RETURN_IF_ERROR(integer("timeout_s", o.timeout_s));
   PARITY_RETURN_IF_ERROR(integer("jobs", o.jobs));
+  if (j.contains("shapes")) {
+    if (!j["shapes"].is_string()) return bad("shapes", "is not a string");
+    o.shapes = j["shapes"].get<std::string>();
+  }
   if (j.contains("cache_dir")) {
     if (!j["cache_dir"].is_string()) return bad("cache_dir", "is not a string");
     o.cache_dir = j["cache_dir"].get<std::string>();
@@ -78,6 +84,7 @@ Status ExperimentOptions::Check() const {
     return Error::BadInput("--iterations-per-run " + std::to_string(iterations_per_run) + ": expected 1 or more");
   if (timeout_s < 1) return Error::BadInput("--timeout " + std::to_string(timeout_s) + ": expected 1 or more seconds");
   if (jobs < 1) return Error::BadInput("--jobs " + std::to_string(jobs) + ": expected 1 or more");
+  PARITY_RETURN_IF_ERROR(ParseShapes(shapes));
   return Status::Ok();
 }
 

@@ -30,6 +30,9 @@ struct ExperimentOptions {
   int iterations_per_run = 1;  // --iterations-per-run
   int timeout_s = 1800;        // --timeout: seconds per experiment (per candidate in minify)
   int jobs = 1;                // --jobs: experiments at once (one GPU each on CUDA)
+  // --shapes: a symbolic graph at its recorded shape ("recorded"), or at N more points of its
+  // symbols' ranges too ("sweep", "sweep=N"; verifier/shapes.h). Static graphs: as recorded.
+  std::string shapes = "recorded";
   std::filesystem::path cache_dir;   // --cache-dir; empty: DefaultCacheDir()
   std::vector<std::string> imports;  // --import, and parity's config allow-list: approved host-op modules
 

@@ -2,9 +2,33 @@
 
 #include "repro/repro_dir.h"
 #include "util/files.h"
+#include "verifier/shapes.h"
 
 namespace parity::verify {
 namespace fs = std::filesystem;
+
+namespace {
+
+// A failure seen only at --shapes points (never at a graph's recorded shape): the first such graph
+// and point, where the failure reproduces. Nothing when a recorded shape failed, or none was swept.
+std::optional<std::pair<const GraphEntry*, sym::Bindings>> SweptFailure(const ReproDir& repro, const verifier::ExperimentResult& r) {
+  std::optional<std::pair<const GraphEntry*, sym::Bindings>> first;
+  for (const auto& check : r.shapes) {
+    if (check.pass) continue;
+    const GraphEntry* g = nullptr;
+    for (const auto& e : repro.graphs())
+      if (e.name == check.graph) g = &e;
+    if (!g) continue;
+    const sym::Bindings point(check.symbols.begin(), check.symbols.end());
+    bool recorded = true;
+    for (const auto& [name, s] : g->graph.symbols) recorded = recorded && point.count(name) && point.at(name) == s.hint;
+    if (recorded) return std::nullopt;
+    if (!first) first = std::make_pair(g, point);
+  }
+  return first;
+}
+
+}  // namespace
 
 Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r) {
   const fs::path dst = output_dir / "repros" /
@@ -12,8 +36,18 @@ Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier:
   std::error_code ec;
   RemoveAll(dst);
   fs::create_directories(dst.parent_path(), ec);
-  fs::copy(spec.repro, dst, fs::copy_options::recursive, ec);
-  if (ec) return Error::Runtime("cannot copy " + spec.repro + " to " + dst.string() + ": " + ec.message());
+  PARITY_ASSIGN_OR_RETURN(ReproDir src, ReproDir::Load(spec.repro));
+  nlohmann::json shape = nullptr;
+  if (auto swept = SweptFailure(src, r)) {
+    // The graph at the shape it failed at, with the very inputs it failed on: minify and repro
+    // run reproduce it as recorded.
+    PARITY_RETURN_IF_ERROR(verifier::WriteShapeVariant(src, *swept->first, swept->second, verifier::ShapeSeed(swept->second), dst,
+                                                       /*with_expected=*/true));
+    shape = swept->second;
+  } else {
+    fs::copy(spec.repro, dst, fs::copy_options::recursive, ec);
+    if (ec) return Error::Runtime("cannot copy " + spec.repro + " to " + dst.string() + ": " + ec.message());
+  }
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(dst));
   Manifest m = repro.manifest();
   // Where it failed is where it reproduces: minify and repro run take the device from here (each
@@ -33,6 +67,7 @@ Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier:
                {"tol", r.tol},
                {"test", spec.test},
                {"device", spec.device}};
+  if (!shape.is_null()) m.failure["shape"] = shape;
   std::vector<const GraphEntry*> graphs;
   for (const auto& g : repro.graphs()) graphs.push_back(&g);
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(dst / "manifest.json", ManifestToJson(m, graphs).dump(2) + "\n"));

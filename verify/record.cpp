@@ -53,6 +53,7 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
   rec.repro_input = c.repro_input;
   rec.repro_dir = c.repro_dir;
   if (c.graphs > 0) rec.graph_breaks = c.graphs - 1;
+  rec.shapes = r.shapes;
   if (c.attempts.size() > 1)
     for (const auto& a : c.attempts) rec.attempts.push_back(AttemptOf(a));
   return rec;

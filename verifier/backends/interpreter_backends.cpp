@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -48,6 +49,8 @@ class EagerBackend final : public Backend {
 //                         is faulted (train mode; a wrong backward kernel)
 //   only_on=DEVICE        a device-specific bug: injects only when the experiment runs on DEVICE
 //                         (as the device string reads, e.g. cuda:0, or cpu:0 to stand in for one)
+//   only_size=N           a size-specific bug: injects only into values with a dim of size N (a
+//                         kernel wrong at one batch size or sequence length; --shapes sweep)
 //   once=PATH             a flaky backend: only the first experiment to create PATH injects
 //   rendezvous=DIR parties=N   each run waits (up to 120 s) until N experiments are in DIR at
 //                         once, else raises: proves that experiments run in parallel
@@ -73,10 +76,10 @@ class FaultBackend final : public Backend {
     try {
       for (const char* k : {"delta", "delta2"})
         if (ctx.options.contains(k)) (void)std::stod(ctx.options[k].get<std::string>());
-      for (const char* k : {"occurrence", "occurrence2", "parties"})
+      for (const char* k : {"occurrence", "occurrence2", "parties", "only_size", "only_size2"})
         if (ctx.options.contains(k)) (void)std::stoi(ctx.options[k].get<std::string>());
     } catch (const std::exception&) {
-      return Error::BadInput("backend fault: delta and occurrence must be numbers");
+      return Error::BadInput("backend fault: delta, occurrence and only_size must be numbers");
     }
     return Status::Ok();
   }
@@ -115,6 +118,7 @@ class FaultBackend final : public Backend {
     const std::string kind = opt("kind", "perturb");
     const double delta = std::stod(opt("delta", "0.01"));
     const int occurrence = std::stoi(opt("occurrence", "0"));
+    const int64_t only_size = std::stoll(opt("only_size", "-1"));
     std::string only;  // with occurrence=N: the name of the N-th matching node
     int seen = 0;
     for (const ir::Node* n : ctx.graph->graph.ops())
@@ -125,6 +129,10 @@ class FaultBackend final : public Backend {
       if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
       ++*calls;
       if (!v.isTensor()) return Status::Ok();
+      if (only_size >= 0) {
+        const auto sizes = v.toTensor().sizes();
+        if (std::find(sizes.begin(), sizes.end(), only_size) == sizes.end()) return Status::Ok();
+      }
       const int64_t call = *calls;
       if (!backward) {
         PARITY_ASSIGN_OR_RETURN(at::Tensor t, Inject(kind, delta, call, v.toTensor(), n));

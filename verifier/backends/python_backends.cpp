@@ -19,8 +19,19 @@ Availability PythonAvailable() {
 
 std::string Abs(const fs::path& p) { return fs::absolute(p).string(); }
 
-Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string& dynamo_backend) {
-  const fs::path out = ctx.work_dir / "backend_outputs.safetensors";
+BackendRun RunOf(const nlohmann::json& resp, NamedTensors outputs) {
+  BackendRun run;
+  run.outputs = std::move(outputs);
+  run.compile_time_s = resp.value("compile_time_s", 0.0);
+  for (const auto& t : resp.value("run_times_s", nlohmann::json::array())) run.run_times_s.push_back(t.get<double>());
+  return run;
+}
+
+// `ctxs`: one graph at one or more shapes (the first the recorded); the worker compiles it once
+// (as dynamic when it is symbolic) and runs every shape.
+Expected<std::vector<BackendRun>> RunInWorker(const std::vector<ExperimentContext>& ctxs, const std::string& dynamo_backend) {
+  const ExperimentContext& ctx = ctxs.at(0);
+  auto out_of = [&](size_t k) { return ctx.work_dir / ("backend_outputs" + (k ? "_" + std::to_string(k) : "") + ".safetensors"); };
   nlohmann::json req = {{"cmd", "run"},
                         {"repro", Abs(ctx.repro->root())},
                         {"graph", ctx.graph->name},
@@ -32,13 +43,24 @@ Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string
                         // The reference's seed and SGD step (verifier/reference.h), defined there once.
                         {"seed", ReferenceOptions{}.seed},
                         {"sgd_lr", kSgdLr},
-                        {"out", Abs(out)}};
+                        {"out", Abs(out_of(0))}};
+  for (size_t k = 1; k < ctxs.size(); ++k)
+    req["variants"].push_back({{"repro", Abs(ctxs[k].repro->root())}, {"graph", ctxs[k].graph->name}, {"out", Abs(out_of(k))}});
   PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker(req));
-  BackendRun run;
-  PARITY_ASSIGN_OR_RETURN(run.outputs, LoadNamed(out));
-  run.compile_time_s = resp.value("compile_time_s", 0.0);
-  for (const auto& t : resp.value("run_times_s", nlohmann::json::array())) run.run_times_s.push_back(t.get<double>());
-  return run;
+  std::vector<BackendRun> runs;
+  PARITY_ASSIGN_OR_RETURN(NamedTensors first, LoadNamed(out_of(0)));
+  runs.push_back(RunOf(resp, std::move(first)));
+  const nlohmann::json variants = resp.value("variants", nlohmann::json::array());
+  for (size_t k = 1; k < ctxs.size(); ++k) {
+    PARITY_ASSIGN_OR_RETURN(NamedTensors outputs, LoadNamed(out_of(k)));
+    runs.push_back(RunOf(k - 1 < variants.size() ? variants[k - 1] : nlohmann::json::object(), std::move(outputs)));
+  }
+  return runs;
+}
+
+Expected<BackendRun> RunInWorker(const ExperimentContext& ctx, const std::string& dynamo_backend) {
+  PARITY_ASSIGN_OR_RETURN(auto runs, RunInWorker(std::vector<ExperimentContext>{ctx}, dynamo_backend));
+  return std::move(runs.at(0));
 }
 
 class WorkerBackend final : public Backend {
@@ -55,6 +77,9 @@ class WorkerBackend final : public Backend {
     return Error::Unsupported("dynamo backend \"" + backend_ + "\" is not registered in the worker's torch");
   }
   Expected<BackendRun> Run(const ExperimentContext& ctx) override { return RunInWorker(ctx, backend_); }
+  Expected<std::vector<BackendRun>> RunShapes(const std::vector<ExperimentContext>& shapes) override {
+    return RunInWorker(shapes, backend_);
+  }
 
  private:
   std::string backend_;

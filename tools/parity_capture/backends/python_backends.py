@@ -20,41 +20,63 @@ def _inductor_config(options: Dict[str, Any]):
 
 
 def run(req) -> Dict[str, Any]:
+    """Compiles the request's graph with its dynamo backend and runs it. A symbolic graph is
+    compiled as dynamic (as the program's compile saw it); with "variants" (the same graph at
+    other shapes, --shapes sweep) that one compile runs each of them too, and each variant's
+    results go to its own "out"."""
     repro, g = load_graph(req)
     device = req.get("device", "cpu")
     train = req.get("mode") == "train"
     backend = req["backend"]
     options = req.get("options", {})
     gm = g.module.to(device)
-    inputs = device_inputs(g, device, train)
     iters = max(1, int(req.get("iterations", 1)))
     # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
     inductor = backend == "inductor"
     ctx = _inductor_config(options) if inductor else contextlib.nullcontext()
     kw = {} if inductor or not options else {"options": {k: parse_option(v) for k, v in options.items()}}
+    if g.symbolic():
+        kw["dynamic"] = True
     torch._dynamo.reset()
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     with ctx:
         compiled = torch.compile(gm, backend=backend, fullgraph=True, **kw)
-        grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
-        with grad_ctx:
-            # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
-            # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
-            torch.manual_seed(int(req.get("seed", SEED)))
+        first = _run_compiled(compiled, gm, g, device, train, iters, req)
+        for v in req.get("variants", []):
+            vreq = {**req, **v}
+            _, vg = load_graph(vreq)
+            if train:  # each variant from its own parameters (one SGD step each), compiled once
+                vgm = vg.module.to(device)
+                res = _run_compiled(torch.compile(vgm, backend=backend, fullgraph=True, **kw), vgm, vg, device, train, 1, vreq)
+            else:
+                res = _run_compiled(compiled, gm, vg, device, train, 1, vreq)
+            first.setdefault("variants", []).append(res)
+    return first
+
+
+def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) -> Dict[str, Any]:
+    """One call of `compiled` on g's inputs (timed: the first call includes the compile), then
+    iters - 1 timed calls; the results written to req["out"]."""
+    inputs = device_inputs(g, device, train)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
+    with grad_ctx:
+        # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
+        # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
+        torch.manual_seed(int(req.get("seed", SEED)))
+        t0 = time.perf_counter()
+        out = compiled(*inputs)
+        sync()
+        compile_time = time.perf_counter() - t0
+        times = []
+        for _ in range(iters - 1 if iters > 1 else 0):
             t0 = time.perf_counter()
-            out = compiled(*inputs)
+            compiled(*inputs)
             sync()
-            compile_time = time.perf_counter() - t0
-            times = []
-            for _ in range(iters - 1 if iters > 1 else 0):
-                t0 = time.perf_counter()
-                compiled(*inputs)
-                sync()
-                times.append(time.perf_counter() - t0)
-        if train:
-            tensors = train_results(gm, g, out, inputs, float(req.get("sgd_lr", SGD_LR)))
-        else:
-            tensors = {f"output/{k}": v for k, v in enumerate(out)}
+            times.append(time.perf_counter() - t0)
+    if train:
+        tensors = train_results(gm, g, out, inputs, float(req.get("sgd_lr", SGD_LR)))
+    else:
+        tensors = {f"output/{k}": v for k, v in enumerate(out)}
     write_tensors(req["out"], tensors)
     return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times}
 
