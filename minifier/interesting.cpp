@@ -34,7 +34,7 @@ std::string CandidateWriter::KeyFor(const std::string& placeholder) const {
 
 bool CandidateWriter::Writable(const ir::Graph& g) const {
   for (const ir::Node* p : g.placeholders())
-    if (!tensors_.count(KeyFor(p->name()))) return false;
+    if (p->sym.empty() && !tensors_.count(KeyFor(p->name()))) return false;  // a size input is bound from the symbols
   return !g.OutputValues().empty();
 }
 
@@ -91,6 +91,7 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   for (const auto& key : e.tangents)
     if (!key.empty()) PARITY_RETURN_IF_ERROR(add(key, nullptr));
   for (const ir::Node* n : g.nodes()) {
+    if (n->kind() == ir::NodeKind::kPlaceholder && !n->sym.empty()) continue;  // bound from the symbols
     if (n->kind() == ir::NodeKind::kPlaceholder) {
       e.inputs[n->name()] = KeyFor(n->name());
       PARITY_RETURN_IF_ERROR(add(e.inputs[n->name()], n));
