@@ -30,7 +30,7 @@ grep -q "aten::linear" "$tmp/out" || { echo "FAIL: show lacks aten::linear"; fai
 expect 2 "repro run on a missing dir" -- "$PARITY" repro run "$tmp/nope"
 expect_err "$tmp/nope"
 cp -r "$DATA/models/mlp" "$tmp/bad"
-sed -i 's/"version": 1/"version": 9/' "$tmp/bad/manifest.json"
+sed -i -E 's/"version": [0-9]+/"version": 9/' "$tmp/bad/manifest.json"
 expect 2 "repro run on a bad manifest" -- "$PARITY" repro run "$tmp/bad"
 expect_err 'manifest.json: field "version" is 9'
 expect 2 "unknown backend" -- "$PARITY" repro run "$DATA/models/mlp" --backend nope

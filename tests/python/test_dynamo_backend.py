@@ -184,15 +184,11 @@ def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
     want = run_all(model)
     got, caught = dump(model, run_all, tmp_path / "dyn", dynamic=True)
     assert all(torch.equal(a, b) for a, b in zip(want, got))  # bit-identical
-    skipped = manifest(tmp_path / "dyn")["skipped_graphs"]
-    assert len(caught) == len(skipped) >= 1
-    assert all(s["graph"] in str(w.message) and s["reason"] in str(w.message) for s, w in zip(skipped, caught))
-    assert any("symbolic shapes (s" in s["reason"] for s in skipped), skipped  # the recompile for the new batch size
+    assert not caught and not manifest(tmp_path / "dyn").get("skipped_graphs")  # symbolic graphs are recorded (test_symbolic.py)
     printed = capfd.readouterr()
-    assert "def forward" not in printed.out + printed.err  # torch's failed-trace dumps stay out of the program's output
-    assert all("\n" not in str(w.message) for w in caught)
-    r = run_parity(parity_bin, "verify", str(tmp_path / "dyn"), "--backend", "eager")
-    assert r.returncode == 2 and "skipped_graphs" in r.stderr and "symbolic" in r.stderr, r.stderr
+    assert "def forward" not in printed.out + printed.err  # torch's trace dumps stay out of the program's output
+    r, records = verify(parity_bin, tmp_path / "dynout", tmp_path / "dyn", "--backend", "eager")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
     class WithCond(torch.nn.Module):  # torch.cond: a higher-order op the format cannot hold
         def __init__(self):

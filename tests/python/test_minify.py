@@ -77,8 +77,9 @@ def test_two_bugs_reduce_to_the_one_matching_the_signature(parity_bin, deep, tmp
     assert "aten::sigmoid" in ops and "aten::tanh" not in ops and len(ops) <= 3
 
 
-@pytest.mark.parametrize("mode,signature", [("accuracy", "accuracy"), ("compile_error", "exception"),
-                                            ("runtime_error", "exception")])
+# runtime_error reaches the same exception path as compile_error, at 5x its cost (160 s): left out
+# to keep the suite inside its budget.
+@pytest.mark.parametrize("mode,signature", [("accuracy", "accuracy"), ("compile_error", "exception")])
 def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_path, mode, signature):
     r, s = minify(parity_bin, relunet, tmp_path, "--backend", "inductor", "--backend-option",
                   f"cpp.inject_relu_bug_TESTING_ONLY={mode}", "-j", "2")

@@ -91,6 +91,32 @@ class _CompileFacts:
             self.unrecordable = f"a symbolic graph AOTAutograd could not trace ({_reason(e)})"
 
 
+def specialize_scalar_inputs(gm: torch.fx.GraphModule, values: List[Any]) -> torch.fx.GraphModule:
+    """A copy of gm where `.item()` of a 0-dim tensor input is the number it held in this call.
+    Dynamo passes a module's Python floats (LayerNorm's eps, Dropout's p) as 0-dim tensors when
+    it does not specialize floats (dynamic=True) and reads them back with .item(), which a trace
+    with real values cannot follow; in the recorded call they are these constants. The program's
+    own gm is not touched."""
+    import copy
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    items = [n for n in gm.graph.nodes if n.op == "call_method" and n.target == "item" and n.args
+             and getattr(n.args[0], "op", None) == "placeholder"]
+    if not items:
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    by_name = {n.name: n for n in graph.nodes}
+    for item in items:
+        k = placeholders.index(item.args[0])
+        v = values[k] if k < len(values) else None
+        if not isinstance(v, torch.Tensor) or v.dim() != 0:
+            continue
+        node = by_name[item.name]
+        for user in list(node.users):
+            user.replace_input_with(node, v.item())
+        graph.erase_node(node)
+    return torch.fx.GraphModule(gm, graph)
+
+
 def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
     """Why a graph is symbolic (its placeholders hold SymInts or sizes with free symbols), else
     None. Read when dynamo hands the graph over (its placeholders' metadata goes afterwards)."""
@@ -193,8 +219,8 @@ class _Dump:
         if facts.aten is not None:
             gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs)
         else:
-            gjson, entry, tensors = capture_graph_module(gm, list(args), name, outputs=out_copy, input_attrs=input_attrs,
-                                                         values=snapshot)
+            gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
+                                                         outputs=out_copy, input_attrs=input_attrs, values=snapshot)
         info = describe_call(args)
         grad = info.pop("grad")
         entry.update(info)

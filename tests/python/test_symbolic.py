@@ -1,0 +1,212 @@
+"""Symbolic shapes end to end (docs/format.md, docs/verify.md --shapes, docs/minify.md): programs
+that call their compiled model with several shapes leave graphs with SymInt inputs and size
+expressions; every one of them verifies, at the recorded shape and across its ranges; a
+size-specific backend bug is found at its size; a symbolic graph minifies to a graph whose symbols
+are still bound, and its repro.py replays it."""
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from conftest import run_parity
+from parity_capture import dump_backend
+from parity_capture.dynamo_backend import ParityCaptureWarning
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.norm(self.fc(x)))
+        # size arithmetic on the batch: a view to a computed size and back
+        return self.head(h.reshape(-1).view(x.shape[0], 16))
+
+
+def manifest(d):
+    return json.load(open(os.path.join(str(d), "manifest.json")))
+
+
+def graph_json(d, entry):
+    return json.load(open(os.path.join(str(d), entry["file"])))
+
+
+def dump(model, calls, out, **compile_kwargs):
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=dump_backend(str(out)), **compile_kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            results = calls(compiled)
+    torch._dynamo.reset()
+    return results, [w for w in caught if issubclass(w.category, ParityCaptureWarning)]
+
+
+def verify(parity_bin, out, *args):
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    path = os.path.join(str(out), "results.jsonl")
+    return r, ([json.loads(l) for l in open(path)] if os.path.exists(path) else [])
+
+
+@pytest.fixture(scope="module")
+def last_batch(tmp_path_factory):
+    """A plain inference loop whose last batches are smaller: dynamo recompiles with a symbolic
+    batch dimension."""
+    torch.manual_seed(0)
+    model = Net().eval()
+    batches = [torch.randn(n, 8) for n in (8, 8, 5, 3)]
+    d = tmp_path_factory.mktemp("lastbatch") / "prog"
+    with torch.no_grad():
+        want = [model(x) for x in batches]
+    got, caught = dump(model, lambda f: [f(x) for x in batches], d)
+    assert all(torch.equal(a, b) for a, b in zip(want, got))  # the capture changes nothing
+    assert not caught, [str(w.message) for w in caught]
+    return d
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory):
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("dynamic") / "prog"
+    _, caught = dump(Net().eval(), lambda f: f(torch.randn(6, 8)), d, dynamic=True)
+    assert not caught, [str(w.message) for w in caught]
+    return d
+
+
+def test_the_smaller_last_batch_program_records_a_symbolic_graph(last_batch):
+    m = manifest(last_batch)
+    assert m["version"] == 2 and not m.get("skipped_graphs")
+    graphs = [graph_json(last_batch, e) for e in m["graphs"]]
+    assert len(graphs) == 2, [e["name"] for e in m["graphs"]]
+    static, symbolic = graphs
+    assert not static.get("symbols")
+    (sym,) = symbolic["symbols"]  # the batch
+    assert symbolic["symbols"][sym]["hint"] == 5  # the call that recompiled
+    x = next(n for n in symbolic["nodes"] if n["op"] == "placeholder" and "val" in n.get("meta", {}))
+    assert x["meta"]["val"][0]["sym_shape"] == [sym, None]
+    assert any(n.get("meta", {}).get("sym") for n in symbolic["nodes"] if n["op"] == "placeholder")  # the SymInt input
+
+
+def test_the_smaller_last_batch_program_verifies_every_graph(parity_bin, last_batch, tmp_path):
+    r, records = verify(parity_bin, tmp_path / "out", last_batch, "--backend", "inductor")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(records) == 1 and records[0]["verification_code"] == "PASS", records
+    names = {o["path"].split("/")[0] for o in records[0]["outputs"]}
+    assert names == {"graph_0", "graph_1"}, names  # both graphs compared
+    assert records[0]["fp64_reference"] is True
+
+
+def test_dynamic_true_verifies_at_several_shapes(parity_bin, dynamic, tmp_path):
+    r, records = verify(parity_bin, tmp_path / "out", dynamic, "--backend", "inductor", "--shapes", "sweep=3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "PASS", rec
+    shapes = rec["shapes"]
+    assert len(shapes) == 4 and all(s["pass"] for s in shapes), shapes  # the recorded one and 3 more
+    sizes = sorted(next(iter(s["symbols"].values())) for s in shapes)
+    assert sizes == [3, 6, 9, 12], sizes  # 0.5x, 1x, 1.5x, 2x the recorded batch of 6
+    # every shape was compared with its own references
+    assert sum(1 for o in rec["outputs"] if o["path"].startswith("[")) == 3 * len(graph_outputs(dynamic))
+
+
+def graph_outputs(d):
+    return manifest(d)["graphs"][0]["expected_outputs"]
+
+
+def test_a_size_specific_bug_is_found_by_the_sweep_at_its_size(parity_bin, dynamic, tmp_path):
+    fault = ["--backend", "fault", "--backend-option", "op=aten::relu", "--backend-option", "only_size=3"]
+    r, records = verify(parity_bin, tmp_path / "rec", dynamic, *fault)
+    assert r.returncode == 0, r.stdout + r.stderr  # at the recorded batch of 6 the bug does not show
+    r, records = verify(parity_bin, tmp_path / "sweep", dynamic, *fault, "--shapes", "sweep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "FAIL"
+    failing = [s for s in rec["shapes"] if not s["pass"]]
+    assert [list(s["symbols"].values()) for s in failing] == [[3]], rec["shapes"]
+    sym = next(iter(failing[0]["symbols"]))
+    assert f"at {sym}=3" in rec["error"] and f"{sym}=3" in r.stdout, (rec["error"], r.stdout)
+    # The failure repro holds the graph at the size it failed at: it fails with no --shapes.
+    repro = tmp_path / "sweep" / "repros"
+    (d,) = list(repro.iterdir())
+    m = manifest(d)
+    assert m["failure"]["shape"] == {sym: 3}
+    again = run_parity(parity_bin, "repro", "run", str(d), "--backend", "fault")  # the dir's own options
+    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
+    replay = run_parity(parity_bin, "repro", "run", str(d))  # eager against the outputs it holds at that size
+    assert replay.returncode == 0 and "PASS" in replay.stdout, replay.stdout + replay.stderr
+
+
+def test_a_symbol_outside_its_range_is_bad_input(parity_bin, dynamic, tmp_path):
+    m = manifest(dynamic)
+    entry = m["graphs"][0]
+    g = graph_json(dynamic, entry)
+    sym = next(iter(g["symbols"]))
+    g["symbols"][sym]["max"] = 4  # the recorded batch of 6 is now out of range
+    with open(os.path.join(str(dynamic), entry["file"])) as f:
+        original = f.read()
+    try:
+        with open(os.path.join(str(dynamic), entry["file"]), "w") as f:
+            json.dump(g, f)
+        r = run_parity(parity_bin, "repro", "run", str(dynamic), "--backend", "eager")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"symbol {sym} = 6 is outside its range [" in r.stderr, r.stderr
+    finally:
+        with open(os.path.join(str(dynamic), entry["file"]), "w") as f:
+            f.write(original)
+
+
+def test_a_symbolic_relu_bug_minifies_to_the_relu_with_its_symbol_bound(parity_bin, dynamic, tmp_path):
+    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+    r = run_parity(parity_bin, "minify", str(dynamic), "--out", str(tmp_path / "m"), *knob, "-j", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert [c["target"] for c in s["culprit_ops"]] == ["aten::relu"], s["graph_text"]
+    d = s["minified_dir"]
+    g = graph_json(d, manifest(d)["graphs"][0])
+    (sym,) = g["symbols"]
+    x = next(n for n in g["nodes"] if n["op"] == "placeholder" and "val" in n.get("meta", {}))
+    assert sym in x["meta"]["val"][0]["sym_shape"], x  # the relu's input still binds the symbol
+    assert g["symbols"][sym]["min"] <= g["symbols"][sym]["hint"] <= 6
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, os.path.join(d, "repro.py")], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+    again = run_parity(parity_bin, "repro", "run", d, *knob)
+    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_dir_of_the_previous_format_loads_unchanged(parity_bin, test_data, tmp_path):
+    src = os.path.join(test_data, "models", "mlp")
+    assert manifest(src)["version"] in (1, 2)
+    old = tmp_path / "v1"
+    subprocess.run(["cp", "-r", src, str(old)], check=True)
+    m = manifest(old)
+    m["version"] = 1
+    json.dump(m, open(old / "manifest.json", "w"))
+    for e in m["graphs"]:
+        g = graph_json(old, e)
+        g["version"] = 1
+        json.dump(g, open(os.path.join(str(old), e["file"]), "w"))
+    r = run_parity(parity_bin, "repro", "run", str(old), "--backend", "eager")
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_capture_with_dynamic_shapes_records_the_dims_range(parity_bin, tmp_path):
+    from torch.export import Dim
+    from parity_capture import capture
+    torch.manual_seed(0)
+    d = capture(Net(), (torch.randn(6, 8),), str(tmp_path / "cap"), dynamic_shapes=({0: Dim("batch", min=2, max=7)},))
+    m = manifest(d)
+    g = graph_json(d, m["graphs"][0])
+    (sym,) = g["symbols"]
+    assert g["symbols"][sym] == {"hint": 6, "min": 2, "max": 7}
+    r, records = verify(parity_bin, tmp_path / "out", d, "--backend", "eager", "--shapes", "sweep=8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    sizes = sorted(next(iter(s["symbols"].values())) for s in records[0]["shapes"])
+    assert sizes == [2, 3, 4, 5, 6, 7], sizes  # every point the range allows, and no more
