@@ -168,6 +168,10 @@ class _Dump:
         self.tensors: Dict[str, torch.Tensor] = {}
         self.lock = threading.RLock()
 
+    def full(self) -> bool:
+        with self.lock:
+            return self.max_graphs is not None and self.compiled >= self.max_graphs
+
     def next_name(self) -> Optional[str]:
         with self.lock:
             if self.max_graphs is not None and self.compiled >= self.max_graphs:
@@ -367,10 +371,12 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
     dump = _Dump(out_dir, model_name, max_graphs, imports)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
+        if dump.full():
+            return gm
+        facts = _CompileFacts(gm, example_inputs)  # may restart dynamo's analysis: before a name is taken
         name = dump.next_name()
         if name is None:
             return gm
-        facts = _CompileFacts(gm, example_inputs)
         state = {"recorded": False}
 
         def run(*args):
