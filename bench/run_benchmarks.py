@@ -39,6 +39,8 @@ def timeit(fn, iters: int, warmup: int = 3) -> float:
 
 
 def parity_bench(*args, env=None) -> dict:
+    # Not in the default build (bench/CMakeLists.txt): built here, once, when a section needs it.
+    subprocess.run(["cmake", "--build", BUILD, "--target", "parity_bench"], check=True, capture_output=True)
     out = subprocess.run([os.path.join(BUILD, "parity_bench"), *args], check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
