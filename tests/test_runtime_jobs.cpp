@@ -18,6 +18,18 @@ TEST(Jobs, EachSlotGetsItsOwnGpu) {
   EXPECT_EQ(SlotEnvironments(2, true, 1, "", 16), Env(2));
 }
 
+TEST(Jobs, EightGpusAndMoreSlotsThanGpus) {
+  const Env eight = SlotEnvironments(8, true, 8, "", 128);
+  ASSERT_EQ(eight.size(), 8u);
+  for (size_t k = 0; k < 8; ++k) EXPECT_EQ(eight[k], std::vector<std::string>{"CUDA_VISIBLE_DEVICES=" + std::to_string(k)});
+  // -j 4 on 2 GPUs: two slots per GPU, each GPU as busy as the other.
+  EXPECT_EQ(SlotEnvironments(4, true, 2, "", 32), (Env{{"CUDA_VISIBLE_DEVICES=0"}, {"CUDA_VISIBLE_DEVICES=1"},
+                                                       {"CUDA_VISIBLE_DEVICES=0"}, {"CUDA_VISIBLE_DEVICES=1"}}));
+  const Env sixteen = SlotEnvironments(16, true, 8, "", 128);
+  ASSERT_EQ(sixteen.size(), 16u);
+  for (size_t k = 0; k < 16; ++k) EXPECT_EQ(sixteen[k], std::vector<std::string>{"CUDA_VISIBLE_DEVICES=" + std::to_string(k % 8)});
+}
+
 TEST(Jobs, CpuSlotsSplitTheThreads) {
   EXPECT_EQ(SlotEnvironments(2, false, 0, "", 16),
             (Env{{"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8"}, {"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8"}}));
