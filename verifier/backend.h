@@ -81,6 +81,10 @@ struct BackendInfo {
   // The torch.compile backend that runs the same thing from plain Python (the standalone
   // repro.py); "<name>" stands for the part after the prefix; empty: none (C++ runtimes).
   std::string dynamo;
+  // Compiles a symbolic graph for its symbolic sizes (else, for a dir holding one,
+  // VERIFIER_SKIPPED naming the graph): the ones whose compile step sees the graph's sizes as
+  // symbols (torch.compile with dynamic=True, or parity's interpreter).
+  bool symbolic = false;
 };
 
 // The table, in listing order.

@@ -15,9 +15,9 @@ struct Entry {
 };
 
 const std::vector<Entry>& Table() {
-  // name, description, kind, needs_worker, train, dynamo
+  // name, description, kind, needs_worker, train, dynamo, symbolic
   static const std::vector<Entry> table = {
-      {{"eager", "parity's C++ interpreter over ATen (the reference itself)", "c++", false, true, "eager"},
+      {{"eager", "parity's C++ interpreter over ATen (the reference itself)", "c++", false, true, "eager", true},
        [](const std::string&) { return MakeEagerBackend(); }},
       {{"aot_eager", "AOTAutograd's graph (functionalized), made in the worker, run by the interpreter", "python worker + c++",
         true, true, "aot_eager"},
@@ -25,7 +25,7 @@ const std::vector<Entry>& Table() {
       {{"aot_eager_decomp_partition", "as aot_eager, with Inductor's decompositions and the min-cut partitioner",
         "python worker + c++", true, true, "aot_eager_decomp_partition"},
        [](const std::string& n) { return MakeAotAutogradBackend(n); }},
-      {{"inductor", "torch.compile with TorchInductor, in the persistent Python worker", "python worker", true, true, "inductor"},
+      {{"inductor", "torch.compile with TorchInductor, in the persistent Python worker", "python worker", true, true, "inductor", true},
        [](const std::string&) { return MakeWorkerBackend("inductor"); }},
       {{"aot_inductor", "AOTInductor package compiled once (cached), loaded and run in C++", "python worker + c++", true, false,
         ""},
@@ -35,9 +35,9 @@ const std::vector<Entry>& Table() {
       {{"torchscript", "TorchScript trace run by libtorch's JIT (legacy path)", "python worker + c++", true, false, ""},
        [](const std::string&) { return MakeTorchScriptBackend(); }},
       {{"torch_compile:<name>", "any dynamo backend registered in the worker's torch (vendor backends)", "python worker", true,
-        true, "<name>"},
+        true, "<name>", true},
        [](const std::string& n) { return MakeWorkerBackend(n.substr(std::string("torch_compile:").size())); }},
-      {{"fault", "fault injection: op=<aten op> kind=perturb|nan|raise|segfault|abort|hang|oom", "c++", false, true, ""},
+      {{"fault", "fault injection: op=<aten op> kind=perturb|nan|raise|segfault|abort|hang|oom", "c++", false, true, "", true},
        [](const std::string&) { return MakeFaultBackend(); }},
   };
   return table;

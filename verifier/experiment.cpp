@@ -187,6 +187,12 @@ Stop CheckCapability(const ExperimentSpec& spec, ExperimentResult& r, Backend& b
   auto info = FindBackend(spec.backend);
   if (info.ok() && spec.test == "train" && !info->train)
     return Finish(r, Code::kVerifierSkipped, spec.backend + " runs inference only");
+  if (info.ok() && !info->symbolic && ctx.repro)
+    for (const auto& g : ctx.repro->graphs())
+      if (g.graph.symbolic())
+        return Finish(r, Code::kVerifierSkipped,
+                      spec.backend + " compiles static shapes only, and " + g.name +
+                          " has symbolic ones (inductor, eager or torch_compile:<backend> compile it as dynamic)");
   if (Status st = backend.Supports(ctx); !st.ok()) {
     if (st.error().kind == ErrorKind::kUnsupported) return Finish(r, Code::kVerifierSkipped, st.error().message);
     return Finish(r, Code::kExceptionRaised, st.error().message);

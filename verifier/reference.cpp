@@ -75,6 +75,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
     t = p;
   }
   for (const ir::Node* n : g.graph.placeholders()) {
+    if (!n->sym.empty()) continue;  // a size input: bound from the symbols
     at::Tensor x = interp::PrepareTensor(inputs.at(n->name()), ro).detach().clone();
     if (x.is_floating_point() && g.Differentiates(n->name())) {
       x.requires_grad_(true);

@@ -210,3 +210,33 @@ def test_capture_with_dynamic_shapes_records_the_dims_range(parity_bin, tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
     sizes = sorted(next(iter(s["symbols"].values())) for s in records[0]["shapes"])
     assert sizes == [2, 3, 4, 5, 6, 7], sizes  # every point the range allows, and no more
+
+
+def test_a_training_loop_with_a_smaller_last_batch_verifies_its_gradients(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    torch._dynamo.reset()
+    f = torch.compile(model, backend=dump_backend(str(tmp_path / "train")))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (8, 8, 5, 3):
+            loss = torch.nn.functional.mse_loss(f(torch.randn(n, 8)), torch.randn(n, 4))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    torch._dynamo.reset()
+    assert not [w for w in caught if issubclass(w.category, ParityCaptureWarning)]
+    m = manifest(tmp_path / "train")
+    assert [(g["mode"], bool(g.get("tangents"))) for g in m["graphs"]] == [("train", True), ("train", True)]
+    assert graph_json(tmp_path / "train", m["graphs"][1]).get("symbols")  # the recompile for batch 5
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "train", "--backend", "inductor", "--shapes", "sweep")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "PASS" and rec["experiment"]["test"] == "train"
+    grads = [o["path"] for o in rec["outputs"] if "grad/" in o["path"]]
+    assert any(p.startswith("graph_1/grad/param/") for p in grads), grads  # the symbolic graph's gradients
+    assert "verified at its recorded shape only" in rec["notes"]  # its recorded gradients have the recorded sizes
+    # A backend that compiles static shapes only says so instead of failing on the sizes.
+    r, records = verify(parity_bin, tmp_path / "aot", tmp_path / "train", "--backend", "aot_eager")
+    assert records[0]["verification_code"] == "VERIFIER_SKIPPED" and "graph_1 has symbolic" in records[0]["error"], records
