@@ -269,7 +269,9 @@ std::string ShortDtypeName(c10::ScalarType t) {
   return c10::toString(t);
 }
 
-Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
+namespace {
+
+Status CheckHeader(const json& j, const std::string& where) {
   if (!j.is_object()) return Error::BadInput(where + ": top level is not a JSON object");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(where + ": field \"version\" is missing or not an integer");
@@ -279,75 +281,90 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
   if (!j.contains("nodes") || !j["nodes"].is_array())
     return Error::BadInput(where + ": field \"nodes\" is missing or not an array");
   if (j.contains("name") && !j["name"].is_string()) return Error::BadInput(where + ": field \"name\" is not a string");
+  return Status::Ok();
+}
+
+// A node's args and kwargs, parsed before the node is added (so a self-reference is an unknown node).
+Status ParseNodeArgs(Parser& p, const json& jn, const std::string& field, std::vector<Arg>& args,
+                     std::vector<std::pair<std::string, Arg>>& kwargs) {
+  if (jn.contains("args")) {
+    if (!jn["args"].is_array()) return p.Bad(field + ".args", "not an array");
+    for (size_t a = 0; a < jn["args"].size(); ++a) {
+      PARITY_ASSIGN_OR_RETURN(Arg arg, p.ParseArg(jn["args"][a], field + ".args[" + std::to_string(a) + "]"));
+      args.push_back(std::move(arg));
+    }
+  }
+  if (jn.contains("kwargs")) {
+    if (!jn["kwargs"].is_object()) return p.Bad(field + ".kwargs", "not an object");
+    for (auto it = jn["kwargs"].begin(); it != jn["kwargs"].end(); ++it) {
+      PARITY_ASSIGN_OR_RETURN(Arg arg, p.ParseArg(it.value(), field + ".kwargs." + it.key()));
+      kwargs.emplace_back(it.key(), std::move(arg));
+    }
+  }
+  return Status::Ok();
+}
+
+// meta: tensor metadata (val), a size node's expression (sym, sym_type), where it came from.
+Status ParseNodeMeta(Parser& p, const json& m, const std::string& field, Node& n) {
+  if (!m.is_object()) return p.Bad(field + ".meta", "not an object");
+  if (m.contains("val")) {
+    if (!m["val"].is_array()) return p.Bad(field + ".meta.val", "not an array");
+    for (size_t v = 0; v < m["val"].size(); ++v) {
+      PARITY_ASSIGN_OR_RETURN(auto meta, p.ParseMeta(m["val"][v], field + ".meta.val[" + std::to_string(v) + "]"));
+      n.meta.push_back(std::move(meta));
+    }
+  }
+  if (m.contains("sym")) {
+    if (!m["sym"].is_string()) return p.Bad(field + ".meta.sym", "not a string");
+    PARITY_RETURN_IF_ERROR(p.CheckExpr(m["sym"].get<std::string>(), field + ".meta.sym"));
+    n.sym = m["sym"].get<std::string>();
+    if (m.contains("sym_type")) {
+      if (m["sym_type"] != "int" && m["sym_type"] != "float" && m["sym_type"] != "bool")
+        return p.Bad(field + ".meta.sym_type", "expected \"int\", \"float\" or \"bool\"");
+      n.sym_type = m["sym_type"].get<std::string>();
+    }
+  }
+  if (m.contains("stack_trace") && m["stack_trace"].is_string()) n.stack_trace = m["stack_trace"].get<std::string>();
+  if (m.contains("module_path") && m["module_path"].is_string()) n.module_path = m["module_path"].get<std::string>();
+  return Status::Ok();
+}
+
+// nodes[k]: its name, op and target, arguments and metadata, appended to p.g.
+Status ParseNode(Parser& p, const json& jn, size_t k) {
+  std::string field = "nodes[" + std::to_string(k) + "]";
+  if (!jn.is_object()) return p.Bad(field, "not an object");
+  if (!jn.contains("name") || !jn["name"].is_string() || jn["name"].get<std::string>().empty())
+    return p.Bad(field + ".name", "missing, empty or not a string");
+  const std::string name = jn["name"].get<std::string>();
+  field += " (\"" + name + "\")";
+  if (p.g.Find(name)) return p.Bad(field + ".name", "duplicate node name");
+  if (!jn.contains("op") || !jn["op"].is_string()) return p.Bad(field + ".op", "missing or not a string");
+  auto kind = ParseKind(jn["op"].get<std::string>());
+  if (!kind.ok()) return p.Bad(field + ".op", kind.error().message);
+  if (jn.contains("target") && !jn["target"].is_string()) return p.Bad(field + ".target", "not a string");
+  std::string target = jn.contains("target") ? jn["target"].get<std::string>() : std::string();
+  if (*kind == NodeKind::kPlaceholder && target.empty()) target = name;
+  if ((*kind == NodeKind::kCallFunction || *kind == NodeKind::kGetAttr) && target.empty())
+    return p.Bad(field + ".target", "missing or empty");
+  if (*kind == NodeKind::kOutput) target = "output";
+  std::vector<Arg> args;
+  std::vector<std::pair<std::string, Arg>> kwargs;
+  PARITY_RETURN_IF_ERROR(ParseNodeArgs(p, jn, field, args, kwargs));
+  Node* n = p.g.Append(*kind, name, target);
+  n->args = std::move(args);
+  n->kwargs = std::move(kwargs);
+  if (jn.contains("meta")) PARITY_RETURN_IF_ERROR(ParseNodeMeta(p, jn["meta"], field, *n));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
+  PARITY_RETURN_IF_ERROR(CheckHeader(j, where));
   Graph g(j.contains("name") ? j["name"].get<std::string>() : std::string("graph"));
   Parser p{where, g};
   PARITY_RETURN_IF_ERROR(p.ParseSymbols(j));
-  const json& nodes = j["nodes"];
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    const json& jn = nodes[k];
-    std::string field = "nodes[" + std::to_string(k) + "]";
-    if (!jn.is_object()) return p.Bad(field, "not an object");
-    if (!jn.contains("name") || !jn["name"].is_string() || jn["name"].get<std::string>().empty())
-      return p.Bad(field + ".name", "missing, empty or not a string");
-    const std::string name = jn["name"].get<std::string>();
-    field += " (\"" + name + "\")";
-    if (g.Find(name)) return p.Bad(field + ".name", "duplicate node name");
-    if (!jn.contains("op") || !jn["op"].is_string()) return p.Bad(field + ".op", "missing or not a string");
-    auto kind = ParseKind(jn["op"].get<std::string>());
-    if (!kind.ok()) return p.Bad(field + ".op", kind.error().message);
-    if (jn.contains("target") && !jn["target"].is_string()) return p.Bad(field + ".target", "not a string");
-    std::string target = jn.contains("target") ? jn["target"].get<std::string>() : std::string();
-    if (*kind == NodeKind::kPlaceholder && target.empty()) target = name;
-    if ((*kind == NodeKind::kCallFunction || *kind == NodeKind::kGetAttr) && target.empty())
-      return p.Bad(field + ".target", "missing or empty");
-    if (*kind == NodeKind::kOutput) target = "output";
-    // Arguments are parsed before the node is added, so a self-reference is an unknown node.
-    std::vector<Arg> args;
-    std::vector<std::pair<std::string, Arg>> kwargs;
-    if (jn.contains("args")) {
-      if (!jn["args"].is_array()) return p.Bad(field + ".args", "not an array");
-      for (size_t a = 0; a < jn["args"].size(); ++a) {
-        auto arg = p.ParseArg(jn["args"][a], field + ".args[" + std::to_string(a) + "]");
-        if (!arg.ok()) return arg.error();
-        args.push_back(std::move(*arg));
-      }
-    }
-    if (jn.contains("kwargs")) {
-      if (!jn["kwargs"].is_object()) return p.Bad(field + ".kwargs", "not an object");
-      for (auto it = jn["kwargs"].begin(); it != jn["kwargs"].end(); ++it) {
-        auto arg = p.ParseArg(it.value(), field + ".kwargs." + it.key());
-        if (!arg.ok()) return arg.error();
-        kwargs.emplace_back(it.key(), std::move(*arg));
-      }
-    }
-    Node* n = g.Append(*kind, name, target);
-    n->args = std::move(args);
-    n->kwargs = std::move(kwargs);
-    if (jn.contains("meta")) {
-      const json& m = jn["meta"];
-      if (!m.is_object()) return p.Bad(field + ".meta", "not an object");
-      if (m.contains("val")) {
-        if (!m["val"].is_array()) return p.Bad(field + ".meta.val", "not an array");
-        for (size_t v = 0; v < m["val"].size(); ++v) {
-          auto meta = p.ParseMeta(m["val"][v], field + ".meta.val[" + std::to_string(v) + "]");
-          if (!meta.ok()) return meta.error();
-          n->meta.push_back(std::move(*meta));
-        }
-      }
-      if (m.contains("sym")) {
-        if (!m["sym"].is_string()) return p.Bad(field + ".meta.sym", "not a string");
-        PARITY_RETURN_IF_ERROR(p.CheckExpr(m["sym"].get<std::string>(), field + ".meta.sym"));
-        n->sym = m["sym"].get<std::string>();
-        if (m.contains("sym_type")) {
-          if (m["sym_type"] != "int" && m["sym_type"] != "float" && m["sym_type"] != "bool")
-            return p.Bad(field + ".meta.sym_type", "expected \"int\", \"float\" or \"bool\"");
-          n->sym_type = m["sym_type"].get<std::string>();
-        }
-      }
-      if (m.contains("stack_trace") && m["stack_trace"].is_string()) n->stack_trace = m["stack_trace"].get<std::string>();
-      if (m.contains("module_path") && m["module_path"].is_string()) n->module_path = m["module_path"].get<std::string>();
-    }
-  }
+  for (size_t k = 0; k < j["nodes"].size(); ++k) PARITY_RETURN_IF_ERROR(ParseNode(p, j["nodes"][k], k));
   auto st = g.Lint();
   if (!st.ok()) return Error::BadInput(where + ": " + st.error().message);
   return g;
