@@ -249,15 +249,7 @@ Expected<Record> Record::FromJson(const json& j, const std::string& where) {
   if (j.contains("shapes")) {
     if (!j["shapes"].is_array()) return Error::BadInput(where + ": field \"shapes\" is not an array");
     for (const auto& s : j["shapes"]) {
-      if (!s.is_object() || !s.contains("symbols") || !s["symbols"].is_object() || !s.contains("pass") || !s["pass"].is_boolean())
-        return Error::BadInput(where + ": field \"shapes\" holds an entry without \"symbols\" and \"pass\"");
-      ShapeCheck c;
-      c.graph = s.value("graph", std::string());
-      c.pass = s["pass"].get<bool>();
-      for (auto it = s["symbols"].begin(); it != s["symbols"].end(); ++it) {
-        if (!it.value().is_number_integer()) return Error::BadInput(where + ": field \"shapes[].symbols." + it.key() + "\" is not an integer");
-        c.symbols[it.key()] = it.value().get<int64_t>();
-      }
+      PARITY_ASSIGN_OR_RETURN(ShapeCheck c, ShapeCheck::FromJson(s, where));
       rec.shapes.push_back(std::move(c));
     }
   }
@@ -309,6 +301,19 @@ std::set<std::string> DoneFingerprints(const std::filesystem::path& file) {
   if (records.ok())
     for (const auto& r : *records) done.insert(r.fingerprint);
   return done;
+}
+
+Expected<ShapeCheck> ShapeCheck::FromJson(const json& s, const std::string& where) {
+  if (!s.is_object() || !s.contains("symbols") || !s["symbols"].is_object() || !s.contains("pass") || !s["pass"].is_boolean())
+    return Error::BadInput(where + ": field \"shapes\" holds an entry without \"symbols\" and \"pass\"");
+  ShapeCheck c;
+  c.graph = s.value("graph", std::string());
+  c.pass = s["pass"].get<bool>();
+  for (auto it = s["symbols"].begin(); it != s["symbols"].end(); ++it) {
+    if (!it.value().is_number_integer()) return Error::BadInput(where + ": field \"shapes[].symbols." + it.key() + "\" is not an integer");
+    c.symbols[it.key()] = it.value().get<int64_t>();
+  }
+  return c;
 }
 
 }  // namespace parity::results

@@ -35,6 +35,8 @@ struct ShapeCheck {
   std::map<std::string, int64_t> symbols;
   bool pass = true;
   nlohmann::json ToJson() const { return {{"graph", graph}, {"symbols", symbols}, {"pass", pass}}; }
+  // BadInput naming `where` when `j` is not ToJson's form.
+  [[nodiscard]] static Expected<ShapeCheck> FromJson(const nlohmann::json& j, const std::string& where);
 };
 
 struct Record {

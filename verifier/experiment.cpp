@@ -145,7 +145,7 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.notes = j.value("notes", std::string());
   r.reference_error = j.value("reference_error", std::string());
   for (const auto& s : j.value("shapes", nlohmann::json::array()))
-    r.shapes.push_back({s.value("graph", std::string()), s.value("symbols", std::map<std::string, int64_t>{}), s.value("pass", true)});
+    if (auto c = results::ShapeCheck::FromJson(s, "experiment result"); c.ok()) r.shapes.push_back(std::move(*c));
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
   return r;

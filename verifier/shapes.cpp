@@ -35,53 +35,44 @@ Expected<int> ParseShapes(const std::string& text) {
   return Error::BadInput("--shapes \"" + text + "\": expected recorded, sweep or sweep=N (N from 1 to 64)");
 }
 
-namespace {
-
-bool Holds(const ir::Graph& g, const sym::Bindings& b) {
-  for (const auto& [name, s] : g.symbols) {
-    const int64_t v = b.at(name);
-    if (v < s.min || (s.max && v > *s.max)) return false;
-  }
-  for (const auto& guard : g.guards) {
-    auto e = sym::Expr::Parse(guard, "guard");
-    if (!e.ok()) return false;
-    auto ok = e->Eval(b);
-    if (!ok.ok() || *ok == 0) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::vector<sym::Bindings> SweepPoints(const ir::Graph& g, int count) {
   sym::Bindings recorded;
   for (const auto& [name, s] : g.symbols) recorded[name] = s.hint;
   // Every symbol scaled together keeps the relations the guards state between them (a sequence
   // length twice another stays twice); the range's low end catches the smallest sizes.
   const std::vector<double> scales = {0.5, 2.0, 1.5, 0.0, 3.0, 0.75, 1.25, 4.0, 0.25, 2.5, 5.0, 6.0, 8.0};
+  std::vector<sym::Expr> guards;  // parsed once (the loader checked that they parse)
+  for (const auto& text : g.guards)
+    if (auto e = sym::Expr::Parse(text, "guard"); e.ok()) guards.push_back(std::move(*e));
+  auto holds = [&guards](const sym::Bindings& b) {
+    return std::all_of(guards.begin(), guards.end(), [&b](const sym::Expr& e) {
+      auto v = e.Eval(b);
+      return v.ok() && *v != 0;
+    });
+  };
   std::vector<sym::Bindings> points;
   std::set<sym::Bindings> seen = {recorded};
-  auto consider = [&](const std::function<int64_t(const std::string&, const ir::Symbol&)>& value) {
+  auto consider = [&](const std::function<int64_t(const ir::Symbol&)>& value) {
     sym::Bindings p;
     for (const auto& [name, s] : g.symbols) {
-      int64_t v = std::max(value(name, s), s.min);
+      int64_t v = std::max(value(s), s.min);
       if (s.max) v = std::min(v, *s.max);
       p[name] = v;
     }
-    if (seen.count(p) || !Holds(g, p)) return;
+    if (seen.count(p) || !holds(p)) return;  // `p` is inside every range by construction
     seen.insert(p);
     points.push_back(std::move(p));
   };
   for (double scale : scales) {
     if (points.size() >= static_cast<size_t>(count)) return points;
-    consider([scale](const std::string&, const ir::Symbol& s) {
+    consider([scale](const ir::Symbol& s) {
       return scale == 0.0 ? std::max<int64_t>(s.min, 2) : static_cast<int64_t>(std::llround(static_cast<double>(s.hint) * scale));
     });
   }
   // Past the scales: the hint's neighbours, below and above, out to the count asked for.
   for (int64_t j = 1; points.size() < static_cast<size_t>(count) && j <= 4 * static_cast<int64_t>(count) + 64; ++j)
     for (int64_t sign : {-1, 1})
-      if (points.size() < static_cast<size_t>(count)) consider([j, sign](const std::string&, const ir::Symbol& s) { return s.hint + sign * j; });
+      if (points.size() < static_cast<size_t>(count)) consider([j, sign](const ir::Symbol& s) { return s.hint + sign * j; });
   return points;
 }
 
@@ -161,13 +152,11 @@ Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const s
     tensors.emplace_back(key, LikeCaptured(captured, shape, gen));
   }
   if (with_expected) {
+    const std::map<std::string, at::Tensor> by_key(tensors.begin(), tensors.end());
     interp::TensorMap inputs, attrs;
-    for (const auto& [ph, key] : e.inputs)
-      for (const auto& [k, t] : tensors)
-        if (k == key) inputs[ph] = t;
+    for (const auto& [ph, key] : e.inputs) inputs[ph] = by_key.at(key);
     for (ir::Node* n : e.graph.nodes())
-      for (const auto& [k, t] : tensors)
-        if (n->kind() == ir::NodeKind::kGetAttr && k == n->target()) attrs[k] = t;
+      if (n->kind() == ir::NodeKind::kGetAttr) attrs[n->target()] = by_key.at(n->target());
     PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(e.graph, entry.name));
     PARITY_ASSIGN_OR_RETURN(auto run, program.Run(inputs, attrs));
     for (size_t k = 0; k < run.outputs.size(); ++k) {
