@@ -78,9 +78,15 @@ Partial RunKernel(Kernel k, const float* a, const float* b, const double* f, int
   const int64_t nblocks = (n + kBlock - 1) / kBlock, nchunks = (nblocks + kPerChunk - 1) / kPerChunk;
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
   at::parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c)
+    double abs_floor = -1, rel_floor = -1;
+    for (int64_t c = c0; c < c1; ++c) {
+      parts[c].abs_floor = abs_floor;
+      parts[c].rel_floor = rel_floor;
       for (int64_t blk = c * kPerChunk; blk < std::min(nblocks, (c + 1) * kPerChunk); ++blk)
         k(a, b, f, blk * kBlock, std::min(kBlock, n - blk * kBlock), 1e-4, true, parts[c]);
+      abs_floor = std::max(abs_floor, parts[c].max_abs);
+      rel_floor = std::max(rel_floor, parts[c].max_rel);
+    }
   });
   Partial t;
   for (const auto& p : parts) {

@@ -40,8 +40,11 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
   const int64_t nchunks = (nblocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
   at::parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
+    double abs_floor = -1, rel_floor = -1;  // maxima of this thread's earlier chunks
     for (int64_t c = c0; c < c1; ++c) {
       Partial& p = parts[c];
+      p.abs_floor = abs_floor;
+      p.rel_floor = rel_floor;
       for (int64_t blk = c * kBlocksPerChunk; blk < std::min(nblocks, (c + 1) * kBlocksPerChunk); ++blk) {
         const int64_t start = blk * kBlock;
         if (f)
@@ -49,6 +52,8 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
         else
           detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
       }
+      abs_floor = std::max(abs_floor, p.max_abs);
+      rel_floor = std::max(rel_floor, p.max_rel);
     }
   });
   Partial t;
@@ -104,7 +109,13 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
 at::Tensor AsStreamable(const at::Tensor& t) {
   at::Tensor c = t.detach();
   if (c.device() != at::kCPU) c = c.to(at::kCPU);
-  if (c.scalar_type() != at::kFloat && c.scalar_type() != at::kDouble) c = c.to(at::kDouble);
+  const auto st = c.scalar_type();
+  // Half, bfloat16 and float8 widen to float exactly (half the memory of double); integers and
+  // bool to double.
+  if (st == at::kHalf || st == at::kBFloat16 || c10::isFloat8Type(st))
+    c = c.to(at::kFloat);
+  else if (st != at::kFloat && st != at::kDouble)
+    c = c.to(at::kDouble);
   return c.contiguous();
 }
 

@@ -30,7 +30,7 @@ TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std
                          bool equal_nan);
 
 // The plain contiguous CPU view used by the streaming passes: float and double pass through,
-// every other dtype is converted to double.
+// half, bfloat16 and float8 become float (exactly), every other dtype double.
 at::Tensor AsStreamable(const at::Tensor& t);
 
 }  // namespace parity::compare
