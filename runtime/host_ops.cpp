@@ -7,18 +7,17 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <type_traits>
+#include <unordered_map>
 
 #include "repro/graph.h"
 #include "repro/graph_json.h"
-#include "repro/safetensors.h"
+#include "runtime/shm.h"
 #include "util/files.h"
 
 namespace parity::runtime {
@@ -52,8 +51,6 @@ std::string NodeCalling(const ReproDir& repro, const std::string& op) {
       if (n->target() == op) return g.name + ": %" + n->name();
   return "no node";
 }
-
-fs::path ShmDir() { return fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path(); }
 
 // One argument as JSON; tensors go to `tensors` (CPU, contiguous) and are named in the JSON.
 json EncodeArg(const c10::IValue& v, const c10::TypePtr& type, std::vector<std::pair<std::string, at::Tensor>>& tensors,
@@ -90,33 +87,79 @@ std::string QualifiedName(const c10::FunctionSchema& schema) {
   return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
 }
 
-// One request to the worker with `tensors` in a shared-memory safetensors file; the tensors it
-// answers with, in order ("r0", "r1", ...).
+// The shared memory of host op calls: this process's argument segment and its mapping of the
+// worker's result segment. One call at a time.
+struct Transport {
+  std::mutex mu;
+  ShmSegment args;     // ours, grown by replacement
+  ShmSegment results;  // the worker's, remapped when it names another or a larger one
+  // host_call requests the worker has seen whole, by their text: a repeat sends only the plan
+  // id (a host op in a loop parses, resolves and decodes once).
+  std::unordered_map<std::string, int> plans;
+  int next_plan = 0;
+};
+
+Transport& Shm() {
+  static Transport t;
+  return t;
+}
+
+// Sends `request`, or only its plan id when the worker has seen it whole; a worker that no longer
+// knows the plan (restarted) gets it whole again.
+Expected<json> CallWithPlan(Transport& tr, const WorkerCall& call, json request) {
+  if (request.value("cmd", "") != "host_call") return call(request);
+  std::string key = request.dump();
+  if (auto it = tr.plans.find(key); it != tr.plans.end()) {
+    auto resp = call({{"cmd", "host_call"}, {"plan", it->second}});
+    if (resp.ok() || resp.error().exception_type != "UnknownPlan") return resp;
+    tr.plans.clear();
+  }
+  if (tr.plans.size() >= 256) tr.plans.clear();
+  const int id = tr.next_plan++;
+  request["plan"] = id;
+  auto resp = call(request);
+  if (resp.ok()) tr.plans.emplace(std::move(key), id);
+  return resp;
+}
+
+// One request to the worker with `tensors` in shared memory (keys "t0", "t1", ... in order); the
+// tensors it answers with, in order.
 std::vector<at::Tensor> WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  static std::atomic<int> serial{0};
-  const std::string stem = "parity-host-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
-  const fs::path in = ShmDir() / (stem + "-in.safetensors"), out = ShmDir() / (stem + "-out.safetensors");
   const std::string op = request.value("op", std::string());
-  if (auto st = safetensors::Save(in, tensors); !st.ok()) throw std::runtime_error(st.error().message);
-  request["tensors"] = in.string();
-  request["out"] = out.string();
+  const std::string what = "host op " + op;
+  std::vector<at::Tensor> ts;
+  for (const auto& kt : tensors) ts.push_back(kt.second);
   WorkerCall call;
   {
     std::lock_guard<std::mutex> lock(Reg().mu);
     call = Reg().call;
   }
-  auto resp = call(request);
-  RemoveAll(in);
-  if (!resp.ok()) {
-    const Error& e = resp.error();
-    throw std::runtime_error("host op " + op + ": " + e.Text());
+  Transport& tr = Shm();
+  std::lock_guard<std::mutex> lock(tr.mu);
+  const ShmLayout layout = LayOut(ts);
+  if (!tr.args.valid() || tr.args.size() < layout.bytes) {
+    auto seg = ShmSegment::Create(std::max(layout.bytes, 2 * tr.args.size()));
+    if (!seg.ok()) throw std::runtime_error(what + ": " + seg.error().message);
+    tr.args = std::move(*seg);
   }
-  auto results = safetensors::LoadAll(out);
-  RemoveAll(out);
-  if (!results.ok()) throw std::runtime_error("host op " + op + ": " + results.error().message);
-  std::vector<at::Tensor> outs;
-  for (auto& [key, t] : *results) outs.push_back(t.clone());
-  return outs;
+  request["shm"] = tr.args.Describe();
+  request["tensors"] = WriteTensors(tr.args, layout, ts);
+  auto resp = CallWithPlan(tr, call, std::move(request));
+  if (!resp.ok()) throw std::runtime_error(what + ": " + resp.error().Text());
+  const json& seg = (*resp)["shm"];
+  if (!seg.is_object() || !seg.value("path", json()).is_string() || !seg.value("size", json()).is_number_unsigned())
+    throw std::runtime_error(what + ": the worker's answer has no \"shm\" {path, size}");
+  const std::string path = seg["path"].get<std::string>();
+  const size_t size = seg["size"].get<size_t>();
+  if (!tr.results.valid() || tr.results.path() != path || tr.results.size() < size) {
+    tr.results = ShmSegment();
+    auto mapped = ShmSegment::Open(path, size);
+    if (!mapped.ok()) throw std::runtime_error(what + ": " + mapped.error().message);
+    tr.results = std::move(*mapped);
+  }
+  auto outs = ReadTensors(tr.results, (*resp).value("outputs", json::array()), what + ": the worker's answer");
+  if (!outs.ok()) throw std::runtime_error(outs.error().message);
+  return std::move(*outs);
 }
 
 // The dispatcher kernel of every host op (below autograd): arguments to the worker, results back

@@ -12,6 +12,7 @@
 
 #include "interpreter/interpreter.h"
 #include "repro/safetensors.h"
+#include "runtime/shm.h"
 #include "test_helpers.h"
 
 namespace parity::runtime {
@@ -53,8 +54,13 @@ struct FakeWorker {
       for (const auto& m : req["modules"]) imported.push_back(m);
       return json::object();
     }
-    auto in = safetensors::LoadAll(req["tensors"].get<std::string>());
-    std::map<std::string, at::Tensor> t(in->begin(), in->end());
+    // The tensors in parity's segment, as the Python worker views them (shm.py).
+    auto seg = ShmSegment::Open(req["shm"]["path"].get<std::string>(), req["shm"]["size"].get<size_t>());
+    EXPECT_TRUE(seg.ok());
+    auto in = ReadTensors(*seg, req["tensors"], "request");
+    EXPECT_TRUE(in.ok());
+    std::map<std::string, at::Tensor> t;
+    for (size_t k = 0; k < in->size(); ++k) t["t" + std::to_string(k)] = (*in)[k];
     const double s = req["args"][1].get<double>();
     at::Tensor r;
     if (req["cmd"] == "host_call") {
@@ -64,9 +70,13 @@ struct FakeWorker {
       ++backward_calls;
       r = t[req["grads"][0]["tensor"]["key"].get<std::string>()] * s;
     }
-    EXPECT_TRUE(safetensors::Save(req["out"].get<std::string>(), {{"r0", r}}).ok());
-    return json{{"returns", 1}};
+    // The results in a segment of the worker's own.
+    const ShmLayout layout = LayOut({r});
+    if (!results.valid() || results.size() < layout.bytes) results = ShmSegment::Create(layout.bytes).value();
+    json outputs = WriteTensors(results, layout, {r});
+    return json{{"returns", 1}, {"shm", results.Describe()}, {"outputs", outputs}};
   }
+  ShmSegment results;
 };
 
 TEST(HostOps, UnapprovedModuleIsBadInputNamingOpNodeModuleAndFlag) {

@@ -86,17 +86,27 @@ def _decode(a, tensors):
     return a
 
 
-def call(op_name: str, args, tensors: Dict[str, torch.Tensor]):
-    """Runs op `ns::op.overload` on the decoded arguments; returns its results as a flat list of
-    tensors and the shape of the return (tensor, tuple or list)."""
+def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor]):
+    """The op `ns::op.overload` and its decoded arguments, ready for run()."""
     from .standalone import resolve_target
-    op = resolve_target(op_name)
-    out = op(*[_decode(a, tensors) for a in args])
+    return resolve_target(op_name), [_decode(a, tensors) for a in args]
+
+
+def run(op_name: str, op, decoded):
+    """Runs a prepared call; returns its results as a flat list of tensors and the shape of the
+    return (tensor, tuple or list)."""
+    out = op(*decoded)
     if isinstance(out, torch.Tensor):
         return [out], "tensor"
     if isinstance(out, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in out):
         return list(out), "tuple" if isinstance(out, tuple) else "list"
     raise TypeError(f"host op {op_name} returned {type(out).__name__}; parity handles tensors and tuples of tensors")
+
+
+def call(op_name: str, args, tensors: Dict[str, torch.Tensor]):
+    """prepare() then run()."""
+    op, decoded = prepare(op_name, args, tensors)
+    return run(op_name, op, decoded)
 
 
 def backward(op_name: str, args, grads, diff, tensors: Dict[str, torch.Tensor]):

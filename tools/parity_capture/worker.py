@@ -5,14 +5,15 @@ lines over a Unix socket, one connection at a time, each answered by one JSON li
 
 Protocol (docs/worker.md). Every request has "cmd" and an "id" echoed back; every answer has
 "ok". Failures answer {"ok": false, "error_type": ..., "error": ..., "traceback": ...} and the
-worker goes on. Tensors travel as safetensors files named in the request ("out").
+worker goes on. Tensors travel as safetensors files named in the request ("out"), a host op's through shared memory.
   ping                 -> torch_version, cuda
   list_models          -> models: [{name, suite, batch_size, description}]
   list_backends        -> backends: dynamo backends registered in this torch
   capture              model, out, mode, batch_size, device, dtype -> out
   import_modules       modules -> {} (imports what registers a repro's host ops; parity approved them)
-  host_call            op, args, tensors, out -> returns, kind (one host op; tensors through shared memory)
-  host_backward        op, args, grads, diff, tensors, out -> returns (its vector-Jacobian product)
+  host_call            op, args, shm, tensors[, plan] | plan -> returns, kind, shm, outputs (one host op;
+                       tensors in shared memory segments, shm.py; a plan repeats a call, see cmd_host_call)
+  host_backward        op, args, grads, diff, shm, tensors -> returns, shm, outputs (its vector-Jacobian product)
   repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
   shutdown
 and the Python side of the backends (backends/, each module named like its C++ file):
@@ -36,6 +37,7 @@ from typing import Any, Dict
 
 import torch
 
+from . import host_ops, shm
 from .backends import aot_inductor, nativert, python_backends, torchscript
 from .runs import write_tensors as _write
 
@@ -85,25 +87,39 @@ def cmd_import_modules(req) -> Dict[str, Any]:
     return {}
 
 
+# Host call plans of the connected client: {plan id: (op name, op, decoded arguments)}. A request
+# with "op" is whole (and defines its "plan" when it names one); a request with only "plan"
+# repeats that call on the segment's current contents (the arguments are views into it).
+_PLANS: Dict[int, Any] = {}
+
+
+class UnknownPlan(LookupError):
+    pass
+
+
 def cmd_host_call(req) -> Dict[str, Any]:
-    """One host op: arguments from JSON and a safetensors file (in shared memory), results to
-    another."""
-    from safetensors.torch import load_file
-    from .host_ops import call
-    tensors = load_file(req["tensors"]) if req.get("tensors") else {}
-    with torch.no_grad():
-        outs, kind = call(req["op"], req["args"], tensors)
-    _write(req["out"], {f"r{k}": t for k, t in enumerate(outs)})
-    return {"returns": len(outs), "kind": kind}
+    """One host op: arguments from JSON and parity's shared-memory segment, results into the
+    worker's (shm.py). Inference mode: parity's own autograd asks for gradients (host_backward)."""
+    plan = req.get("plan")
+    if "op" in req:
+        # views made outside inference mode: host_backward reuses them
+        op, decoded = host_ops.prepare(req["op"], req["args"], shm.read_arguments(req))
+        name = req["op"]
+        if plan is not None:
+            _PLANS[plan] = (name, op, decoded)
+    elif plan in _PLANS:
+        name, op, decoded = _PLANS[plan]
+    else:
+        raise UnknownPlan(f"host call plan {plan} is unknown to this worker")
+    with torch.inference_mode():
+        outs, kind = host_ops.run(name, op, decoded)
+    return {"returns": len(outs), "kind": kind, **shm.write_results(outs)}
 
 
 def cmd_host_backward(req) -> Dict[str, Any]:
     """The backward of one host op call (parity's C++ autograd asks for it)."""
-    from safetensors.torch import load_file
-    from .host_ops import backward
-    grads = backward(req["op"], req["args"], req["grads"], req["diff"], load_file(req["tensors"]))
-    _write(req["out"], {f"r{k}": t for k, t in enumerate(grads)})
-    return {"returns": len(grads)}
+    grads = host_ops.backward(req["op"], req["args"], req["grads"], req["diff"], shm.read_arguments(req))
+    return {"returns": len(grads), **shm.write_results(grads)}
 
 
 def cmd_repro_script(req) -> Dict[str, Any]:
@@ -148,6 +164,7 @@ def serve(sock_path: str) -> None:
     os.replace(sock_path + ".tmp", sock_path)  # the socket appears only once it listens
     while True:
         conn, _ = srv.accept()
+        _PLANS.clear()  # plans belong to one client
         with conn, conn.makefile("rwb") as f:
             for line in f:
                 req = json.loads(line)
