@@ -1,5 +1,7 @@
 #include "interpreter/interpreter.h"
 
+#include "interpreter/batch.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/empty_strided.h>
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -50,7 +53,17 @@ struct Step {
   int64_t item = 0;        // getitem index
   std::vector<int> frees;  // node indices whose values die after this step
   std::optional<sym::Expr> expr;  // kSymInput
+  std::shared_ptr<const BatchKernel> batch;  // kOp: the op's batch kernel, if it has one
 };
+
+struct BatchRegistry {
+  std::mutex mu;
+  std::unordered_map<c10::OperatorName, std::shared_ptr<const BatchKernel>> kernels;
+};
+BatchRegistry& Batches() {
+  static BatchRegistry r;
+  return r;
+}
 
 bool IsFloatingDtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kHalf || t == c10::kBFloat16 || t == c10::kDouble;
@@ -288,6 +301,7 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
     return Error::BadInput(nw + ": unknown op \"" + n.target() + "\" (no such operator is registered with the dispatcher)");
   }
   const c10::FunctionSchema& schema = handle->schema();
+  s.batch = FindBatchKernel(handle->operator_name());
   const std::string ow = nw + " (" + n.target() + ")";
   const auto& sargs = schema.arguments();
   if (n.args.size() > sargs.size())
@@ -643,11 +657,83 @@ Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& wh
   return Program(std::move(impl));
 }
 
+namespace {
+
+bool OneTensorReturn(const c10::OperatorHandle& op) {
+  const auto& rets = op.schema().returns();
+  return rets.size() == 1 && rets[0].type()->kind() == c10::TypeKind::TensorType;
+}
+
+// Runs the calls from step `first` on that share its batch kernel (with the getitems of their
+// results between them) in one go, when there are at least two: their values go to `frame` and
+// `computed`. An argument that is an earlier call's Tensor result travels as a BatchRef; a call
+// that takes such a result in any other way (inside a list) ends the run before it.
+bool RunBatch(const std::vector<Step>& steps, size_t first, std::vector<c10::IValue>& frame, std::vector<char>& computed,
+              const RunOptions& options) {
+  const auto& kernel = steps[first].batch;
+  std::vector<BatchCall> calls;
+  std::vector<size_t> call_steps;
+  std::unordered_map<int, std::pair<size_t, int64_t>> produced;  // step -> (call, output)
+  for (size_t k = first; k < steps.size(); ++k) {
+    const Step& s = steps[k];
+    if (s.kind == StepKind::kGetItem) {
+      auto it = produced.find(s.operands[0].refs[0]);
+      if (it == produced.end() || it->second.second != -2) break;  // items of a call's tuple or list only
+      produced[static_cast<int>(k)] = {it->second.first, s.item};
+      continue;
+    }
+    if (s.kind != StepKind::kOp || s.batch != kernel) break;
+    BatchCall call;
+    call.op = &*s.op;
+    bool takes = true;
+    for (size_t a = 0; a < s.operands.size() && takes; ++a) {
+      const Operand& o = s.operands[a];
+      auto it = o.kind == Operand::Kind::kNode ? produced.find(o.refs[0]) : produced.end();
+      if (it != produced.end()) {
+        const auto [from, output] = it->second;
+        takes = output >= -1;  // a Tensor: the call's one return or an item of its returns
+        call.refs.push_back({a, from, output});
+        call.args.emplace_back();
+        continue;
+      }
+      for (int r : o.refs) takes = takes && !produced.count(r);
+      if (takes) call.args.push_back(Materialize(o, frame, options));
+    }
+    if (!takes) break;
+    // A call whose value is a tuple or list is referenced through its getitems only.
+    produced[static_cast<int>(k)] = {calls.size(), OneTensorReturn(*s.op) ? -1 : -2};
+    calls.push_back(std::move(call));
+    call_steps.push_back(k);
+  }
+  if (calls.size() < 2) return false;
+  std::vector<torch::jit::Stack> results = (*kernel)(calls);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const size_t k = call_steps[c];
+    frame[k] = steps[k].num_returns == 1 ? std::move(results.at(c).at(0)) : c10::ivalue::Tuple::create(std::move(results.at(c)));
+    computed[k] = 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+void RegisterBatchKernel(const c10::OperatorName& op, std::shared_ptr<const BatchKernel> kernel) {
+  std::lock_guard<std::mutex> lock(Batches().mu);
+  Batches().kernels[op] = std::move(kernel);
+}
+
+std::shared_ptr<const BatchKernel> FindBatchKernel(const c10::OperatorName& op) {
+  std::lock_guard<std::mutex> lock(Batches().mu);
+  auto it = Batches().kernels.find(op);
+  return it == Batches().kernels.end() ? nullptr : it->second;
+}
+
 Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs, const RunOptions& options) const {
   std::optional<c10::InferenceMode> inference;
   if (!options.grad) inference.emplace();
   const auto& steps = impl_->steps;
   std::vector<c10::IValue> frame(steps.size());
+  std::vector<char> computed(steps.size(), 0);  // op steps a batch kernel ran ahead
   std::vector<char> keep(steps.size(), options.record_all ? 1 : 0);
   for (const auto& name : options.record) {
     const Node* n = impl_->graph->Find(name);
@@ -695,14 +781,20 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
           break;
         }
         case StepKind::kOp: {
-          torch::jit::Stack stack;
-          stack.reserve(s.operands.size());
-          for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
-          s.op->callBoxed(stack);
-          if (s.num_returns == 1)
-            frame[i] = std::move(stack[0]);
-          else
-            frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+          // Batched calls ran with the first of their run; without autograd and hooks only (a
+          // hook may replace a value a later call of the run would have taken).
+          const bool batched = computed[i] || (s.batch && !options.grad && !options.hook &&
+                                               RunBatch(steps, i, frame, computed, options));
+          if (!batched) {
+            torch::jit::Stack stack;
+            stack.reserve(s.operands.size());
+            for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
+            s.op->callBoxed(stack);
+            if (s.num_returns == 1)
+              frame[i] = std::move(stack[0]);
+            else
+              frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+          }
           if (options.float_dtype) RelayoutValue(frame[i], n);
           if (options.hook) {
             Status st = options.hook(n, frame[i]);

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "interpreter/batch.h"
 #include "repro/graph.h"
 #include "repro/graph_json.h"
 #include "runtime/shm.h"
@@ -107,10 +108,11 @@ Transport& Shm() {
 // Sends `request`, or only its plan id when the worker has seen it whole; a worker that no longer
 // knows the plan (restarted) gets it whole again.
 Expected<json> CallWithPlan(Transport& tr, const WorkerCall& call, json request) {
-  if (request.value("cmd", "") != "host_call") return call(request);
+  const std::string cmd = request.value("cmd", "");
+  if (cmd != "host_call" && cmd != "host_batch") return call(request);
   std::string key = request.dump();
   if (auto it = tr.plans.find(key); it != tr.plans.end()) {
-    auto resp = call({{"cmd", "host_call"}, {"plan", it->second}});
+    auto resp = call({{"cmd", cmd}, {"plan", it->second}});
     if (resp.ok() || resp.error().exception_type != "UnknownPlan") return resp;
     tr.plans.clear();
   }
@@ -122,9 +124,14 @@ Expected<json> CallWithPlan(Transport& tr, const WorkerCall& call, json request)
   return resp;
 }
 
-// One request to the worker with `tensors` in shared memory (keys "t0", "t1", ... in order); the
-// tensors it answers with, in order.
-std::vector<at::Tensor> WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+struct Answer {
+  json answer;
+  std::vector<at::Tensor> tensors;  // in order
+};
+
+// One request to the worker with `tensors` in shared memory (keys "t0", "t1", ... in order); its
+// answer and the tensors it answers with.
+Answer WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
   const std::string op = request.value("op", std::string());
   const std::string what = "host op " + op;
   std::vector<at::Tensor> ts;
@@ -159,33 +166,79 @@ std::vector<at::Tensor> WorkerRoundTrip(nlohmann::json request, const std::vecto
   }
   auto outs = ReadTensors(tr.results, (*resp).value("outputs", json::array()), what + ": the worker's answer");
   if (!outs.ok()) throw std::runtime_error(outs.error().message);
-  return std::move(*outs);
+  return {std::move(*resp), std::move(*outs)};  // answer, tensors
+}
+
+// One call's arguments as JSON, its tensors appended to `tensors`; `device` becomes the first
+// tensor argument's device.
+json EncodeCall(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> given,
+                std::vector<std::pair<std::string, at::Tensor>>& tensors, std::optional<c10::Device>& device) {
+  const auto& sargs = schema.arguments();
+  json args = json::array();
+  for (size_t i = 0; i < sargs.size(); ++i) args.push_back(EncodeArg(given[i], sargs[i].type(), tensors, device));
+  return args;
+}
+
+// What a host op leaves on the stack: the worker's results for it, on `device`.
+void PushResults(const c10::FunctionSchema& schema, std::vector<at::Tensor> outs, const std::optional<c10::Device>& device,
+                 torch::jit::Stack& stack) {
+  if (device)
+    for (auto& t : outs) t = t.to(*device);
+  const auto& rets = schema.returns();
+  if (rets.size() == 1 && rets[0].type()->kind() == c10::TypeKind::ListType) {
+    stack.emplace_back(c10::List<at::Tensor>(outs));
+    return;
+  }
+  if (outs.size() != rets.size())
+    throw std::runtime_error("host op " + QualifiedName(schema) + " returned " + std::to_string(outs.size()) +
+                             " tensors, its schema " + std::to_string(rets.size()));
+  for (auto& t : outs) stack.emplace_back(std::move(t));
 }
 
 // The dispatcher kernel of every host op (below autograd): arguments to the worker, results back
 // on the device of the first tensor argument.
 void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const auto& sargs = schema.arguments();
-  json args = json::array();
+  const size_t n = schema.arguments().size();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::optional<c10::Device> device;
-  auto given = torch::jit::last(*stack, sargs.size());
-  for (size_t i = 0; i < sargs.size(); ++i) args.push_back(EncodeArg(given[i], sargs[i].type(), tensors, device));
-  torch::jit::drop(*stack, sargs.size());
-  const std::string name = QualifiedName(schema);
-  std::vector<at::Tensor> outs = WorkerRoundTrip({{"cmd", "host_call"}, {"op", name}, {"args", args}}, tensors);
-  if (device)
-    for (auto& t : outs) t = t.to(*device);
-  const auto& rets = schema.returns();
-  if (rets.size() == 1 && rets[0].type()->kind() == c10::TypeKind::ListType) {
-    stack->emplace_back(c10::List<at::Tensor>(outs));
-    return;
+  json args = EncodeCall(schema, torch::jit::last(*stack, n), tensors, device);
+  torch::jit::drop(*stack, n);
+  Answer a = WorkerRoundTrip({{"cmd", "host_call"}, {"op", QualifiedName(schema)}, {"args", args}}, tensors);
+  PushResults(schema, std::move(a.tensors), device, *stack);
+}
+
+// The batch kernel of every host op (interpreter/batch.h): a run of consecutive host op calls in
+// one worker request, a call's argument that is an earlier call's result as {"result": [call,
+// output]} (it stays in the worker). A call's device is its first tensor argument's, or that of
+// the call whose result it takes.
+std::vector<torch::jit::Stack> HostBatch(const std::vector<interp::BatchCall>& calls) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::vector<std::optional<c10::Device>> devices(calls.size());
+  json jcalls = json::array();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const auto& schema = calls[c].op->schema();
+    json args = EncodeCall(schema, calls[c].args, tensors, devices[c]);
+    for (const auto& ref : calls[c].refs) {
+      args[ref.arg] = {{"result", {ref.call, std::max<int64_t>(ref.output, 0)}}};
+      if (!devices[c]) devices[c] = devices[ref.call];
+    }
+    jcalls.push_back({{"op", QualifiedName(schema)}, {"args", args}});
   }
-  if (outs.size() != rets.size())
-    throw std::runtime_error("host op " + name + " returned " + std::to_string(outs.size()) + " tensors, its schema " +
-                             std::to_string(rets.size()));
-  for (auto& t : outs) stack->emplace_back(std::move(t));
+  Answer a = WorkerRoundTrip({{"cmd", "host_batch"}, {"op", jcalls[0]["op"]}, {"calls", jcalls}}, tensors);
+  const json counts = a.answer.value("counts", json());
+  if (!counts.is_array() || counts.size() != calls.size())
+    throw std::runtime_error("host_batch: the worker's answer has no \"counts\" for its " + std::to_string(calls.size()) + " calls");
+  std::vector<torch::jit::Stack> out(calls.size());
+  size_t next = 0;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const size_t k = counts[c].get<size_t>();
+    if (next + k > a.tensors.size()) throw std::runtime_error("host_batch: the worker's counts exceed its outputs");
+    std::vector<at::Tensor> outs(a.tensors.begin() + static_cast<long>(next), a.tensors.begin() + static_cast<long>(next + k));
+    next += k;
+    PushResults(calls[c].op->schema(), std::move(outs), devices[c], out[c]);
+  }
+  return out;
 }
 
 // The backward of a host op call: the worker recomputes the op with autograd on the saved
@@ -206,7 +259,9 @@ struct HostBackward final : torch::autograd::Node {
       jgrads.push_back(EncodeArg(g, nullptr, tensors, device));
     }
     auto outs = WorkerRoundTrip(
-        {{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}}, tensors);
+                    {{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}},
+                    tensors)
+                    .tensors;
     for (auto& t : outs) t = device ? t.to(*device) : t;
     return outs;
   }
@@ -269,6 +324,8 @@ Status Register(const std::string& name, const HostOp& op) {
     lib->impl(local.c_str(),
               torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<&HostAutogradKernel>()));
     Reg().libraries.push_back(std::move(lib));
+    static const auto batch = std::make_shared<const interp::BatchKernel>(&HostBatch);
+    interp::RegisterBatchKernel({opname, overload}, batch);
   } catch (const std::exception& e) {
     return Error::BadInput("host op " + name + ": cannot register schema \"" + op.schema + "\": " + e.what());
   }
@@ -340,6 +397,12 @@ Status PrepareHostOps(const ReproDir& repro, const std::vector<std::string>& app
   const auto& ops = repro.manifest().host_ops;
   if (ops.empty()) return Status::Ok();
   PARITY_RETURN_IF_ERROR(ImportHostOpModules(repro, approved, call));
+  {
+    Transport& tr = Shm();  // plans and the result mapping belong to the worker calls reached
+    std::lock_guard<std::mutex> shm_lock(tr.mu);
+    tr.plans.clear();
+    tr.results = ShmSegment();
+  }
   std::lock_guard<std::mutex> lock(Reg().mu);
   Reg().call = std::move(call);
   for (const auto& [name, op] : ops)

@@ -47,9 +47,23 @@ void WriteHostRepro(const std::filesystem::path& dir, const std::string& module)
 
 // The worker, in-process: host_call computes x * s; host_backward returns grad * s.
 struct FakeWorker {
-  int calls = 0, backward_calls = 0;
+  int calls = 0, backward_calls = 0, batches = 0, requests = 0, replays = 0;
   std::vector<std::string> imported;
-  Expected<json> operator()(const json& req) {
+  std::map<int, json> plans;  // as the worker keeps them: a request with only "plan" repeats one
+  Expected<json> operator()(const json& given) {
+    ++requests;
+    json req = given;
+    if (req.contains("plan") && !req.contains("op")) {
+      if (!plans.count(req["plan"].get<int>())) {
+        Error e = Error::Runtime("unknown plan");
+        e.exception_type = "UnknownPlan";
+        return e;
+      }
+      req = plans[req["plan"].get<int>()];
+      ++replays;
+    } else if (req.contains("plan")) {
+      plans[req["plan"].get<int>()] = req;
+    }
     if (req["cmd"] == "import_modules") {
       for (const auto& m : req["modules"]) imported.push_back(m);
       return json::object();
@@ -61,6 +75,19 @@ struct FakeWorker {
     EXPECT_TRUE(in.ok());
     std::map<std::string, at::Tensor> t;
     for (size_t k = 0; k < in->size(); ++k) t["t" + std::to_string(k)] = (*in)[k];
+    if (req["cmd"] == "host_batch") {  // each call x * s, a {"result": [call, output]} taken from earlier ones
+      ++batches;
+      std::vector<at::Tensor> outs;
+      for (const auto& c : req["calls"]) {
+        const json& x = c["args"][0];
+        at::Tensor in = x.contains("result") ? outs.at(x["result"][0].get<size_t>()) : t[x["tensor"]["key"].get<std::string>()];
+        outs.push_back(in * c["args"][1].get<double>());
+        ++calls;
+      }
+      const ShmLayout layout = LayOut(outs);
+      if (!results.valid() || results.size() < layout.bytes) results = ShmSegment::Create(layout.bytes).value();
+      return json{{"counts", std::vector<int>(outs.size(), 1)}, {"shm", results.Describe()}, {"outputs", WriteTensors(results, layout, outs)}};
+    }
     const double s = req["args"][1].get<double>();
     at::Tensor r;
     if (req["cmd"] == "host_call") {
@@ -132,6 +159,60 @@ TEST(HostOps, InterpreterDispatchesBetweenAtenAndTheHostOp) {
   EXPECT_EQ(fake->backward_calls, 1);
   const at::Tensor th = at::tanh(inputs["x"].detach());
   EXPECT_TRUE(at::allclose(x.grad(), (1 - th * th) * 3.0 * attrs["param/w"], 1e-5, 1e-5));
+}
+
+// x -> scale(x, 2) -> scale(., 3) -> tanh -> scale(., 0.5) -> out: the first two host ops are
+// adjacent (one worker request), the third is alone.
+TEST(HostOps, AdjacentHostOpsGoToTheWorkerInOneRequest) {
+  testing::TempDir dir;
+  GraphEntry e;
+  e.name = "g";
+  e.file = "graphs/g.json";
+  e.graph.set_name("g");
+  ir::Graph& g = e.graph;
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
+  a->args = {Arg::Ref(x), Arg::Float(2.0)};
+  ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
+  b->args = {Arg::Ref(a), Arg::Float(3.0)};
+  ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
+  t->args = {Arg::Ref(b)};
+  ir::Node* c = g.Append(NodeKind::kCallFunction, "scale_c", "parity_unit::scale");
+  c->args = {Arg::Ref(t), Arg::Float(0.5)};
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(c), Arg::Ref(a)})};
+  e.inputs = {{"x", "input/x"}};
+  Manifest man;
+  man.model = "host";
+  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", "unit_pkg.ops", "host"};
+  ASSERT_TRUE(WriteReproDir(dir.path(), man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto fake = std::make_shared<FakeWorker>();
+  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
+  auto program = interp::Program::Compile(r->graphs()[0].graph, "g");
+  ASSERT_TRUE(program.ok()) << program.error().message;
+  auto inputs = *r->Inputs(r->graphs()[0]);
+  const at::Tensor want = at::tanh(inputs["x"] * 6.0) * 0.5;
+  const int before = fake->requests;
+  auto out = program->Run(inputs, {}, {});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_TRUE(at::allclose(out->outputs[0].toTensor(), want, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(out->outputs[1].toTensor(), inputs["x"] * 2.0, 1e-6, 1e-6));  // a batched call's own value
+  EXPECT_EQ(fake->requests - before, 2);  // scale_a + scale_b in one host_batch, scale_c alone
+  EXPECT_EQ(fake->batches, 1);
+  EXPECT_EQ(fake->calls, 3);
+  // With a node hook each call is its own request (a hook may replace a value the next call takes).
+  interp::RunOptions hooked;
+  hooked.hook = [](const ir::Node&, c10::IValue&) { return Status::Ok(); };
+  ASSERT_TRUE(program->Run(inputs, {}, hooked).ok());
+  EXPECT_EQ(fake->batches, 1);
+  EXPECT_EQ(fake->calls, 6);
+  EXPECT_EQ(fake->replays, 1);  // scale_c's request was the same as in the first run: only its plan was sent
+  // A worker that lost its plans (restarted) gets the request whole again.
+  fake->plans.clear();
+  auto again = program->Run(inputs, {}, {});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(at::allclose(again->outputs[0].toTensor(), want, 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -68,6 +68,13 @@ def import_modules(modules: Iterable[str]) -> Dict[str, str]:
     return failed
 
 
+class _Result:
+    """Argument placeholder: result `output` of call `call` of the same host_batch."""
+
+    def __init__(self, call: int, output: int) -> None:
+        self.call, self.output = call, output
+
+
 def _decode(a, tensors):
     if isinstance(a, list):
         return [_decode(x, tensors) for x in a]
@@ -82,14 +89,39 @@ def _decode(a, tensors):
             return torch.device(v)
         if tag == "float":
             return float(v)
+        if tag == "result":  # an earlier call's result in a host_batch
+            return _Result(int(v[0]), int(v[1]))
         raise ValueError(f"host_call: unknown argument tag {tag}")
     return a
 
 
+def _kernel(op, decoded):
+    """What to call for `op` on `decoded`: a torch.library.custom_op's kernel for the arguments'
+    device itself when it has one (parity's process has passed the dispatcher and autograd
+    already: the op reached its host kernel below autograd), else the OpOverload. Ops that mutate,
+    write out= arguments or take keyword-only arguments always go through the OpOverload."""
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:
+        return op
+    opdef = OPDEFS.get(op._schema.name) if op._overloadname == "default" else None
+    if opdef is None or getattr(opdef, "_is_inplace", True) or getattr(opdef, "_is_out", True):
+        return op
+    schema = op._schema
+    if any(a.kwarg_only or (a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments):
+        return op
+    fns = getattr(opdef, "_backend_fns", {})
+    devices = {a.device.type for a in decoded if isinstance(a, torch.Tensor)}
+    fn = fns.get(next(iter(devices))) if len(devices) == 1 else None
+    return fn or fns.get(None) or op
+
+
 def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor]):
-    """The op `ns::op.overload` and its decoded arguments, ready for run()."""
+    """The callable for `ns::op.overload` (see _kernel) and its decoded arguments, ready for run()."""
     from .standalone import resolve_target
-    return resolve_target(op_name), [_decode(a, tensors) for a in args]
+    op = resolve_target(op_name)
+    decoded = [_decode(a, tensors) for a in args]
+    return _kernel(op, decoded), decoded
 
 
 def run(op_name: str, op, decoded):
@@ -101,6 +133,34 @@ def run(op_name: str, op, decoded):
     if isinstance(out, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in out):
         return list(out), "tuple" if isinstance(out, tuple) else "list"
     raise TypeError(f"host op {op_name} returned {type(out).__name__}; parity handles tensors and tuples of tensors")
+
+
+def prepare_batch(calls, tensors: Dict[str, torch.Tensor]):
+    """Each call of a host_batch prepared: (op name, callable, decoded arguments, [(argument
+    position, call, output)] for the arguments that are earlier calls' results)."""
+    out = []
+    for c in calls:
+        fn, decoded = prepare(c["op"], c["args"], tensors)
+        refs = [(k, a.call, a.output) for k, a in enumerate(decoded) if isinstance(a, _Result)]
+        if any(r[1] >= len(out) for r in refs):
+            raise ValueError(f"host_batch: call {len(out)} ({c['op']}) takes a result of a later call")
+        out.append((c["op"], fn, decoded, refs))
+    return out
+
+
+def run_batch(prepared):
+    """Runs prepared calls in order, each earlier result passed on in the worker; returns every
+    call's results, flat, and how many each call returned."""
+    results = []
+    for name, fn, decoded, refs in prepared:
+        args = decoded
+        if refs:
+            args = list(decoded)
+            for k, c, o in refs:
+                args[k] = results[c][o]
+        outs, _ = run(name, fn, args)
+        results.append(outs)
+    return [t for r in results for t in r], [len(r) for r in results]
 
 
 def call(op_name: str, args, tensors: Dict[str, torch.Tensor]):

@@ -13,6 +13,8 @@ worker goes on. Tensors travel as safetensors files named in the request ("out")
   import_modules       modules -> {} (imports what registers a repro's host ops; parity approved them)
   host_call            op, args, shm, tensors[, plan] | plan -> returns, kind, shm, outputs (one host op;
                        tensors in shared memory segments, shm.py; a plan repeats a call, see cmd_host_call)
+  host_batch           calls [{op, args}], shm, tensors[, plan] | plan -> counts, shm, outputs (consecutive host
+                       op calls; an argument {"result": [call, output]} is an earlier call's result)
   host_backward        op, args, grads, diff, shm, tensors -> returns, shm, outputs (its vector-Jacobian product)
   repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
   shutdown
@@ -116,6 +118,24 @@ def cmd_host_call(req) -> Dict[str, Any]:
     return {"returns": len(outs), "kind": kind, **shm.write_results(outs)}
 
 
+def cmd_host_batch(req) -> Dict[str, Any]:
+    """A run of consecutive host op calls in one request (parity's interpreter batches them when
+    it runs without autograd): "calls" [{op, args}], an argument {"result": [call, output]} an
+    earlier call's result, which stays here. Plans as for host_call."""
+    plan = req.get("plan")
+    if "calls" in req:
+        prepared = host_ops.prepare_batch(req["calls"], shm.read_arguments(req))
+        if plan is not None:
+            _PLANS[plan] = prepared
+    elif plan in _PLANS:
+        prepared = _PLANS[plan]
+    else:
+        raise UnknownPlan(f"host batch plan {plan} is unknown to this worker")
+    with torch.inference_mode():
+        outs, counts = host_ops.run_batch(prepared)
+    return {"counts": counts, **shm.write_results(outs)}
+
+
 def cmd_host_backward(req) -> Dict[str, Any]:
     """The backward of one host op call (parity's C++ autograd asks for it)."""
     grads = host_ops.backward(req["op"], req["args"], req["grads"], req["diff"], shm.read_arguments(req))
@@ -136,7 +156,7 @@ def cmd_ping(req) -> Dict[str, Any]:
 # The request table: one line per request, a backend's Python side one line here.
 COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": cmd_list_backends,
             "capture": cmd_capture, "repro_script": cmd_repro_script, "import_modules": cmd_import_modules,
-            "host_call": cmd_host_call, "host_backward": cmd_host_backward,
+            "host_call": cmd_host_call, "host_batch": cmd_host_batch, "host_backward": cmd_host_backward,
             "run": python_backends.run, "aot_graphs": python_backends.aot_graphs,
             "aot_inductor": aot_inductor.aot_inductor, "torchscript": torchscript.torchscript,
             "export_pt2": nativert.export_pt2}
