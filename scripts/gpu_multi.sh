@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Several GPUs of one machine (issue 24): `parity verify --device cuda` on the same suite models at
+# -j 1, -j <GPUs> and -j <2 x GPUs> (two slots per GPU), every run warm (a first run fills the
+# capture and Inductor caches), nvidia-smi sampled every 100 ms during each; then each run's
+# wall time, how busy each GPU was, and whether the verdicts equal those of -j 1. Then a CUDA
+# failure (resnet with dynamo's relu_accuracy_error_TESTING_ONLY backend) minified at -j 1 and
+# -j <GPUs>, sampled the same way. Output in $OUT.
+#   scripts/gpu_multi.sh [PYTHON] [HEADERS_DIR]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${1:-python3}
+HDRS=${2:-}
+OUTDIR=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUTDIR"
+OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "$HDRS" || exit 1
+export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PARITY_CACHE_DIR=/tmp/parity-multi-cache TORCHINDUCTOR_CACHE_DIR=/tmp/parity-multi-inductor
+NG=$(nvidia-smi -L | wc -l)
+MODELS=${MODELS:-mlp resnet mobilenet llama gpt2 bert dlrm qwen2}
+now() { date +%s.%N; }
+sampled() {  # sampled LABEL COMMAND...: runs COMMAND with nvidia-smi sampling, logs its wall time
+  local label=$1; shift
+  nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 >"$OUTDIR/smi-$label.csv" &
+  local smi=$! t0; t0=$(now)
+  "$@" >"$OUTDIR/$label.log" 2>&1
+  local rc=$?
+  echo "$label exit=$rc wall_s=$("$PY" -c "print(round($(now) - $t0, 1))")" | tee -a "$OUTDIR/runs.txt"
+  kill $smi; wait $smi 2>/dev/null
+}
+run() {  # run LABEL JOBS
+  sampled "$1" build-gpu/parity verify --model $MODELS --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"
+}
+echo "gpus=$NG models=$MODELS" | tee "$OUTDIR/runs.txt"
+run warmup "$NG"
+run j1 1
+run "j$NG" "$NG"
+run "j$((2 * NG))" $((2 * NG))
+build-gpu/parity verify --model resnet --backend torch_compile:relu_accuracy_error_TESTING_ONLY --device cuda \
+  --output-dir "$OUTDIR/out-fail" >"$OUTDIR/verify-fail.log" 2>&1
+REPRO=$(ls -d "$OUTDIR"/out-fail/repros/*/ | head -1)
+echo "repro=$REPRO" | tee -a "$OUTDIR/runs.txt"
+sampled minify-j1 build-gpu/parity minify "$REPRO" -j 1 --out "$OUTDIR/minify-j1"
+sampled "minify-j$NG" build-gpu/parity minify "$REPRO" -j "$NG" --out "$OUTDIR/minify-j$NG"
+"$PY" - "$OUTDIR" "$NG" <<'PY'
+import csv, json, os, sys
+out, ng = sys.argv[1], int(sys.argv[2])
+def verdicts(label):
+    rows = [json.loads(l) for l in open(os.path.join(out, f"out-{label}", "results.jsonl")) if l.strip()]
+    key = lambda r: (r["model"]["model_name"], json.dumps(r["experiment"], sort_keys=True))
+    return {key(r): r["verification_code"] for r in rows if r.get("kind") != "profile"}
+base = verdicts("j1")
+summary = {"gpus": ng, "j1": {"verdicts": len(base)}}
+for label in (f"j{ng}", f"j{2 * ng}"):
+    v = verdicts(label)
+    busy = {}
+    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
+        if len(row) < 3: continue
+        i, util = int(row[0]), float(row[1])
+        n, b = busy.get(i, (0, 0))
+        busy[i] = (n + 1, b + (util > 0))
+    summary[label] = {"same_verdicts": v == base, "differing": [k[0] for k in base if v.get(k) != base[k]],
+                      "busy_fraction_per_gpu": {i: round(b / n, 2) for i, (n, b) in sorted(busy.items())}}
+for label in ("minify-j1", f"minify-j{ng}"):
+    p = os.path.join(out, label, "summary.json")
+    if os.path.exists(p):
+        m = json.load(open(p))
+        summary[label] = {k: m.get(k) for k in ("culprit", "backend_runs", "wall_time_s", "seconds_per_backend_run") if k in m}
+    busy = {}
+    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
+        if len(row) < 3: continue
+        i, util = int(row[0]), float(row[1])
+        n, b = busy.get(i, (0, 0))
+        busy[i] = (n + 1, b + (util > 0))
+    summary.setdefault(label, {})["busy_fraction_per_gpu"] = {i: round(b / n, 2) for i, (n, b) in sorted(busy.items())}
+print(json.dumps(summary, indent=1))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+PY
