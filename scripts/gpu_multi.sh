@@ -3,8 +3,9 @@
 # -j 1, -j <GPUs> and -j <2 x GPUs> (two slots per GPU), every run warm (a first run fills the
 # capture and Inductor caches), nvidia-smi sampled every 100 ms during each; then each run's
 # wall time, how busy each GPU was, and whether the verdicts equal those of -j 1. Then a CUDA
-# failure (resnet with dynamo's relu_accuracy_error_TESTING_ONLY backend) minified at -j 1 and
-# -j <GPUs>, sampled the same way. Output in $OUT.
+# failure (resnet with the fault backend perturbing relu on the GPU) minified at -j 1 and
+# -j <GPUs>, sampled the same way, and `parity ci` gating the matrix at -j <GPUs> against a baseline
+# written from the -j 1 run. Output in $OUT.
 #   scripts/gpu_multi.sh [PYTHON] [HEADERS_DIR]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,6 +19,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PARITY_CACHE_DIR=/tmp/parity-multi-cache TORCHINDUCTOR_CACHE_DIR=/tmp/parity-multi-inductor
 NG=$(nvidia-smi -L | wc -l)
 MODELS=${MODELS:-mlp resnet mobilenet llama gpt2 bert dlrm qwen2}
+TESTS=${TESTS:-eval}
 now() { date +%s.%N; }
 sampled() {  # sampled LABEL COMMAND...: runs COMMAND with nvidia-smi sampling, logs its wall time
   local label=$1; shift
@@ -29,14 +31,21 @@ sampled() {  # sampled LABEL COMMAND...: runs COMMAND with nvidia-smi sampling, 
   kill $smi; wait $smi 2>/dev/null
 }
 run() {  # run LABEL JOBS
-  sampled "$1" build-gpu/parity verify --model $MODELS --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"
+  sampled "$1" build-gpu/parity verify --model $MODELS --test $TESTS --backend inductor --device cuda -j "$2" \
+    --output-dir "$OUTDIR/out-$1"
 }
-echo "gpus=$NG models=$MODELS" | tee "$OUTDIR/runs.txt"
+echo "gpus=$NG models=$MODELS tests=$TESTS" | tee "$OUTDIR/runs.txt"
 run warmup "$NG"
 run j1 1
 run "j$NG" "$NG"
 run "j$((2 * NG))" $((2 * NG))
-build-gpu/parity verify --model resnet --backend torch_compile:relu_accuracy_error_TESTING_ONLY --device cuda \
+# parity ci on the same matrix: the baseline written from the -j 1 results, gated at -j <GPUs>.
+build-gpu/parity ci --expected "$OUTDIR/expected" --results "$OUTDIR/out-j1/results.jsonl" --update-expected \
+  >"$OUTDIR/ci-baseline.log" 2>&1
+sampled "ci-j$NG" build-gpu/parity ci --expected "$OUTDIR/expected" --model $MODELS --test $TESTS --backend inductor \
+  --device cuda -j "$NG" --output-dir "$OUTDIR/out-ci"
+# A CUDA failure: the fault backend perturbs every relu on the GPU.
+build-gpu/parity verify --model resnet --backend fault --backend-option op=aten::relu --device cuda \
   --output-dir "$OUTDIR/out-fail" >"$OUTDIR/verify-fail.log" 2>&1
 REPRO=$(ls -d "$OUTDIR"/out-fail/repros/*/ | head -1)
 echo "repro=$REPRO" | tee -a "$OUTDIR/runs.txt"
