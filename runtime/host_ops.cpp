@@ -98,6 +98,7 @@ struct Transport {
   // id (a host op in a loop parses, resolves and decodes once).
   std::unordered_map<std::string, int> plans;
   int next_plan = 0;
+  TensorPool pool;  // result tensors, refilled once the interpreter has let go of them
 };
 
 Transport& Shm() {
@@ -164,7 +165,7 @@ Answer WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::
     if (!mapped.ok()) throw std::runtime_error(what + ": " + mapped.error().message);
     tr.results = std::move(*mapped);
   }
-  auto outs = ReadTensors(tr.results, (*resp).value("outputs", json::array()), what + ": the worker's answer");
+  auto outs = ReadTensors(tr.results, (*resp).value("outputs", json::array()), what + ": the worker's answer", &tr.pool);
   if (!outs.ok()) throw std::runtime_error(outs.error().message);
   return {std::move(*resp), std::move(*outs)};  // answer, tensors
 }

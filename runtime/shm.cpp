@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -110,7 +111,25 @@ nlohmann::json WriteTensors(const ShmSegment& seg, const ShmLayout& layout, cons
   return out;
 }
 
-Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described, const std::string& what) {
+namespace {
+bool Free(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_count() == 1; }
+}  // namespace
+
+at::Tensor TensorPool::Take(c10::IntArrayRef shape, c10::ScalarType dtype) {
+  for (const at::Tensor& t : kept_)
+    if (t.scalar_type() == dtype && t.sizes() == shape && Free(t)) return t;
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
+  if (kept_.size() >= capacity_) {
+    auto it = std::find_if(kept_.begin(), kept_.end(), Free);  // drop a free one, else keep none new
+    if (it == kept_.end()) return t;
+    kept_.erase(it);
+  }
+  kept_.push_back(t);
+  return t;
+}
+
+Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described, const std::string& what,
+                                              TensorPool* pool) {
   std::vector<at::Tensor> out;
   if (!described.is_array()) return Error::BadInput(what + ": \"outputs\" is not a list");
   for (size_t k = 0; k < described.size(); ++k) {
@@ -120,7 +139,7 @@ Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohm
       return Error::BadInput(where + ": expected {dtype, shape, offset}");
     PARITY_ASSIGN_OR_RETURN(c10::ScalarType dtype, ir::ParseTorchDtype(d["dtype"].get<std::string>()));
     const auto shape = d["shape"].get<std::vector<int64_t>>();
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
+    at::Tensor t = pool ? pool->Take(shape, dtype) : at::empty(shape, at::TensorOptions().dtype(dtype));
     const size_t offset = d["offset"].get<size_t>();
     if (offset > seg.size() || t.nbytes() > seg.size() - offset)
       return Error::BadInput(where + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(t.nbytes()) +

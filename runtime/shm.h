@@ -58,10 +58,27 @@ ShmLayout LayOut(const std::vector<at::Tensor>& tensors);
 // [{"dtype", "shape", "offset"}] in order.
 nlohmann::json WriteTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors);
 
-// The tensors `described` in `seg`, copied out (so the segment can be reused). BadInput naming
-// `what` and the entry when one lies outside the segment or names an unknown dtype.
+// Result tensors handed out earlier, refilled instead of allocated anew once nobody else holds
+// them (no tensor and no view of their storage): a host op called in a loop allocates its results
+// once, not per call (a fresh large allocation page-faults on every touch). Holds at most
+// `capacity` tensors alive.
+class TensorPool {
+ public:
+  explicit TensorPool(size_t capacity = 8) : capacity_(capacity) {}
+  // A tensor of `shape` and `dtype`, contents unspecified: a free kept one, else a new one (kept).
+  at::Tensor Take(c10::IntArrayRef shape, c10::ScalarType dtype);
+  size_t size() const { return kept_.size(); }
+
+ private:
+  size_t capacity_;
+  std::vector<at::Tensor> kept_;
+};
+
+// The tensors `described` in `seg`, copied out (so the segment can be reused), into tensors of
+// `pool` when given. BadInput naming `what` and the entry when one lies outside the segment or
+// names an unknown dtype.
 [[nodiscard]] Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described,
-                                                            const std::string& what);
+                                                            const std::string& what, TensorPool* pool = nullptr);
 
 // Removes parity-shm-<pid>-* segments whose process is gone. Returns how many.
 int SweepStaleSegments();

@@ -66,5 +66,21 @@ TEST(Shm, SegmentsOfAProcessThatIsGoneAreSwept) {
   EXPECT_TRUE(fs::exists(mine->path()));  // a live owner's segment stays
 }
 
+TEST(Shm, PoolRefillsOnlyTensorsNobodyHolds) {
+  TensorPool pool(2);
+  at::Tensor a = pool.Take({4, 4}, at::kFloat);
+  void* storage = a.data_ptr();
+  at::Tensor held = pool.Take({4, 4}, at::kFloat);  // `a` is still held: a new one
+  EXPECT_NE(held.data_ptr(), storage);
+  a.reset();
+  at::Tensor again = pool.Take({4, 4}, at::kFloat);  // `a` let go: refilled
+  EXPECT_EQ(again.data_ptr(), storage);
+  at::Tensor view = again.view({16});
+  again.reset();
+  EXPECT_NE(pool.Take({4, 4}, at::kFloat).data_ptr(), storage);  // a view of its storage is alive
+  EXPECT_LE(pool.size(), 2u);
+  EXPECT_NE(pool.Take({4, 4}, at::kDouble).scalar_type(), at::kFloat);
+}
+
 }  // namespace
 }  // namespace parity::runtime
