@@ -68,14 +68,8 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
     t.res_nan += p.res_nan;
     t.ref_inf += p.ref_inf;
     t.res_inf += p.res_inf;
-    if (p.max_abs > t.max_abs) {
-      t.max_abs = p.max_abs;
-      t.max_abs_block = p.max_abs_block;
-    }
-    if (p.max_rel > t.max_rel) {
-      t.max_rel = p.max_rel;
-      t.max_rel_block = p.max_rel_block;
-    }
+    detail::Offer(p.max_abs, p.max_abs_block, t.max_abs, t.max_abs_block);
+    detail::Offer(p.max_rel, p.max_rel_block, t.max_rel, t.max_rel_block);
   }
   sq_ref_fp64 = t.sq_ref_fp64;
   sq_res_fp64 = t.sq_res_fp64;

@@ -129,13 +129,6 @@ void RunMaxima(const A* a, const B* b, int64_t start, int64_t len, double& m, do
   MaximaLoop(a, b, start, len, m, r);
 }
 
-void Offer(double value, int64_t block, double& best, int64_t& best_block) {
-  if (value > best) {
-    best = value;
-    best_block = block;
-  }
-}
-
 }  // namespace
 
 // The exact pass: every statistic in a single loop that `omp simd` vectorizes (the reductions are
@@ -191,14 +184,8 @@ void StreamBlockExact(const A* __restrict a, const B* __restrict b, const double
   p.ref_inf += ai;
   p.res_inf += bi;
   p.mismatches += mism;
-  if (bmax > p.max_abs) {
-    p.max_abs = bmax;
-    p.max_abs_block = start;
-  }
-  if (brel > p.max_rel) {
-    p.max_rel = brel;
-    p.max_rel_block = start;
-  }
+  Offer(bmax, start, p.max_abs, p.max_abs_block);
+  Offer(brel, start, p.max_rel, p.max_rel_block);
 }
 
 template <typename A, typename B, bool kHasFp64>

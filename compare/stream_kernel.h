@@ -20,6 +20,15 @@ struct Partial {
   double abs_floor = -1, rel_floor = -1;
 };
 
+// Raises `best` to `value`, remembering where (`block`), when `value` is strictly greater: the
+// first block reaching a maximum keeps it.
+inline void Offer(double value, int64_t block, double& best, int64_t& best_block) {
+  if (value > best) {
+    best = value;
+    best_block = block;
+  }
+}
+
 // Accumulates one block [start, start + len) into `p`. A, B: float or double. A block of finite
 // values takes the fast pass (the sums and counts in one vectorized loop that also bounds the
 // maxima; a short exact scan only when the block's bound can beat what is known); a block with

@@ -715,6 +715,42 @@ bool RunBatch(const std::vector<Step>& steps, size_t first, std::vector<c10::IVa
   return true;
 }
 
+// One op step: its call (or the batch run it starts, or nothing when a batch ran it already),
+// the fp64 run's relayout and the node hook.
+Status RunOp(const std::vector<Step>& steps, size_t i, std::vector<c10::IValue>& frame, std::vector<char>& computed,
+             const RunOptions& options) {
+  const Step& s = steps[i];
+  // Batched calls ran with the first of their run; without autograd and hooks only (a hook may
+  // replace a value a later call of the run would have taken).
+  const bool batched =
+      computed[i] || (s.batch && !options.grad && !options.hook && RunBatch(steps, i, frame, computed, options));
+  if (!batched) {
+    torch::jit::Stack stack;
+    stack.reserve(s.operands.size());
+    for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
+    s.op->callBoxed(stack);
+    if (s.num_returns == 1)
+      frame[i] = std::move(stack[0]);
+    else
+      frame[i] = c10::ivalue::Tuple::create(std::move(stack));
+  }
+  if (options.float_dtype) RelayoutValue(frame[i], *s.node);
+  if (options.hook) return options.hook(*s.node, frame[i]);
+  return Status::Ok();
+}
+
+// Which steps' values a run records: all, or the nodes options.record names (BadInput naming
+// one the graph lacks).
+Expected<std::vector<char>> KeptSteps(const ir::Graph& graph, size_t steps, const RunOptions& options) {
+  std::vector<char> keep(steps, options.record_all ? 1 : 0);
+  for (const auto& name : options.record) {
+    const Node* n = graph.Find(name);
+    if (!n) return Error::BadInput("record: no node named \"" + name + "\" in graph \"" + graph.name() + "\"");
+    keep[n->index()] = 1;
+  }
+  return keep;
+}
+
 }  // namespace
 
 void RegisterBatchKernel(const c10::OperatorName& op, std::shared_ptr<const BatchKernel> kernel) {
@@ -734,12 +770,7 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
   const auto& steps = impl_->steps;
   std::vector<c10::IValue> frame(steps.size());
   std::vector<char> computed(steps.size(), 0);  // op steps a batch kernel ran ahead
-  std::vector<char> keep(steps.size(), options.record_all ? 1 : 0);
-  for (const auto& name : options.record) {
-    const Node* n = impl_->graph->Find(name);
-    if (!n) return Error::BadInput("record: no node named \"" + name + "\" in graph \"" + impl_->graph->name() + "\"");
-    keep[n->index()] = 1;
-  }
+  PARITY_ASSIGN_OR_RETURN(std::vector<char> keep, KeptSteps(*impl_->graph, steps.size(), options));
   RunResult result;
   sym::Bindings symbols;
   if (impl_->graph->symbolic()) {
@@ -781,25 +812,7 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
           break;
         }
         case StepKind::kOp: {
-          // Batched calls ran with the first of their run; without autograd and hooks only (a
-          // hook may replace a value a later call of the run would have taken).
-          const bool batched = computed[i] || (s.batch && !options.grad && !options.hook &&
-                                               RunBatch(steps, i, frame, computed, options));
-          if (!batched) {
-            torch::jit::Stack stack;
-            stack.reserve(s.operands.size());
-            for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
-            s.op->callBoxed(stack);
-            if (s.num_returns == 1)
-              frame[i] = std::move(stack[0]);
-            else
-              frame[i] = c10::ivalue::Tuple::create(std::move(stack));
-          }
-          if (options.float_dtype) RelayoutValue(frame[i], n);
-          if (options.hook) {
-            Status st = options.hook(n, frame[i]);
-            if (!st.ok()) return st.error();
-          }
+          PARITY_RETURN_IF_ERROR(RunOp(steps, i, frame, computed, options));
           break;
         }
         case StepKind::kOutput: {

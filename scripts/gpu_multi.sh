@@ -58,30 +58,27 @@ def verdicts(label):
     rows = [json.loads(l) for l in open(os.path.join(out, f"out-{label}", "results.jsonl")) if l.strip()]
     key = lambda r: (r["model"]["model_name"], json.dumps(r["experiment"], sort_keys=True))
     return {key(r): r["verification_code"] for r in rows if r.get("kind") != "profile"}
+def busy(label):
+    """Per GPU, the share of nvidia-smi samples with the GPU busy during run `label`."""
+    seen = {}
+    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
+        if len(row) < 3: continue
+        i, util = int(row[0]), float(row[1])
+        n, b = seen.get(i, (0, 0))
+        seen[i] = (n + 1, b + (util > 0))
+    return {i: round(b / n, 2) for i, (n, b) in sorted(seen.items())}
 base = verdicts("j1")
 summary = {"gpus": ng, "j1": {"verdicts": len(base)}}
 for label in (f"j{ng}", f"j{2 * ng}"):
     v = verdicts(label)
-    busy = {}
-    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
-        if len(row) < 3: continue
-        i, util = int(row[0]), float(row[1])
-        n, b = busy.get(i, (0, 0))
-        busy[i] = (n + 1, b + (util > 0))
     summary[label] = {"same_verdicts": v == base, "differing": [k[0] for k in base if v.get(k) != base[k]],
-                      "busy_fraction_per_gpu": {i: round(b / n, 2) for i, (n, b) in sorted(busy.items())}}
+                      "busy_fraction_per_gpu": busy(label)}
 for label in ("minify-j1", f"minify-j{ng}"):
     p = os.path.join(out, label, "summary.json")
     if os.path.exists(p):
         m = json.load(open(p))
         summary[label] = {k: m.get(k) for k in ("culprit", "backend_runs", "wall_time_s", "seconds_per_backend_run") if k in m}
-    busy = {}
-    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
-        if len(row) < 3: continue
-        i, util = int(row[0]), float(row[1])
-        n, b = busy.get(i, (0, 0))
-        busy[i] = (n + 1, b + (util > 0))
-    summary.setdefault(label, {})["busy_fraction_per_gpu"] = {i: round(b / n, 2) for i, (n, b) in sorted(busy.items())}
+    summary.setdefault(label, {})["busy_fraction_per_gpu"] = busy(label)
 print(json.dumps(summary, indent=1))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 PY
