@@ -53,40 +53,113 @@ std::string NodeCalling(const ReproDir& repro, const std::string& op) {
   return "no node";
 }
 
-// One argument as JSON; tensors go to `tensors` (CPU, contiguous) and are named in the JSON.
-json EncodeArg(const c10::IValue& v, const c10::TypePtr& type, std::vector<std::pair<std::string, at::Tensor>>& tensors,
-               std::optional<c10::Device>& device) {
-  if (v.isNone()) return nullptr;
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!device) device = t.device();
-    const std::string key = "t" + std::to_string(tensors.size());
-    tensors.emplace_back(key, t.detach().to(at::kCPU).contiguous());
-    return {{"tensor", {{"key", key}, {"device", t.device().str()}}}};
-  }
-  if (v.isBool()) return v.toBool();
-  if (v.isInt()) {
-    if (type && type->kind() == c10::TypeKind::ScalarTypeType)
-      return {{"dtype", ir::TorchDtypeName(static_cast<c10::ScalarType>(v.toInt()))}};
-    return v.toInt();
-  }
-  if (v.isDouble()) return std::isfinite(v.toDouble()) ? json(v.toDouble()) : json{{"float", c10::str(v.toDouble())}};
-  if (v.isString()) return v.toStringRef();
-  if (v.isDevice()) return {{"device", v.toDevice().str()}};
-  if (v.isList() || v.isTuple()) {
-    json out = json::array();
-    c10::TypePtr elem;
-    if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
-    const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
-    for (const auto& x : items) out.push_back(EncodeArg(x, elem, tensors, device));
-    return out;
-  }
-  throw std::runtime_error("host op argument of type " + v.tagKind() + " is not supported");
-}
-
 std::string QualifiedName(const c10::FunctionSchema& schema) {
   return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
 }
+
+// The arguments of host op calls as a request carries them: each tensor goes to `tensors` (CPU,
+// contiguous; the k-th is named "t<k>" in the JSON) and every argument, tensors by dtype, shape and
+// device, to `key`. The key is all the worker's answer depends on besides the tensors' contents:
+// a request whose key the worker has seen sends only its plan id, so the JSON is built only
+// when `json_too` (the first time).
+struct Encoder {
+  bool json_too = true;
+  std::vector<at::Tensor> tensors;
+  std::string key;
+
+  template <typename T>
+  void Raw(const T& v) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void Text(const std::string& s) {
+    Raw(s.size());
+    key += s;
+  }
+
+  // One argument; `device` becomes the first tensor's device.
+  json Arg(const c10::IValue& v, const c10::TypePtr& type, std::optional<c10::Device>& device) {
+    if (v.isNone()) {
+      key += 'n';
+      return nullptr;
+    }
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!device) device = t.device();
+      key += 'T';
+      Raw(t.scalar_type());
+      Raw(t.device().type());
+      Raw(t.device().index());
+      Text(std::string(reinterpret_cast<const char*>(t.sizes().data()), t.sizes().size() * sizeof(int64_t)));
+      const std::string name = "t" + std::to_string(tensors.size());
+      tensors.push_back(t.detach().to(at::kCPU).contiguous());
+      if (!json_too) return nullptr;
+      return {{"tensor", {{"key", name}, {"device", t.device().str()}}}};
+    }
+    if (v.isBool()) {
+      key += v.toBool() ? 'B' : 'b';
+      return v.toBool();
+    }
+    if (v.isInt()) {
+      const bool dtype = type && type->kind() == c10::TypeKind::ScalarTypeType;
+      key += dtype ? 'd' : 'i';
+      Raw(v.toInt());
+      if (!json_too) return nullptr;
+      if (dtype) return {{"dtype", ir::TorchDtypeName(static_cast<c10::ScalarType>(v.toInt()))}};
+      return v.toInt();
+    }
+    if (v.isDouble()) {
+      key += 'f';
+      Raw(v.toDouble());
+      if (!json_too) return nullptr;
+      return std::isfinite(v.toDouble()) ? json(v.toDouble()) : json{{"float", c10::str(v.toDouble())}};
+    }
+    if (v.isString()) {
+      key += 's';
+      Text(v.toStringRef());
+      return json_too ? json(v.toStringRef()) : json();
+    }
+    if (v.isDevice()) {
+      key += 'D';
+      Text(v.toDevice().str());
+      return json_too ? json{{"device", v.toDevice().str()}} : json();
+    }
+    if (v.isList() || v.isTuple()) {
+      json out = json::array();
+      c10::TypePtr elem;
+      if (type && type->kind() == c10::TypeKind::ListType) elem = type->expectRef<c10::ListType>().getElementType();
+      const auto items = v.isList() ? v.toListRef().vec() : v.toTupleRef().elements().vec();
+      key += 'L';
+      Raw(items.size());
+      for (const auto& x : items) {
+        json j = Arg(x, elem, device);
+        if (json_too) out.push_back(std::move(j));
+      }
+      return out;
+    }
+    throw std::runtime_error("host op argument of type " + v.tagKind() + " is not supported");
+  }
+
+  // One call's arguments (a JSON list when `json_too`).
+  json Call(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> given, std::optional<c10::Device>& device) {
+    Text(QualifiedName(schema));
+    const auto& sargs = schema.arguments();
+    json args = json::array();
+    for (size_t i = 0; i < sargs.size(); ++i) {
+      json j = Arg(given[i], sargs[i].type(), device);
+      if (json_too) args.push_back(std::move(j));
+    }
+    return args;
+  }
+};
+
+// A request the worker has prepared, repeated with only its id; where its last results were.
+struct Plan {
+  int id = 0;
+  bool answered = false;              // `outputs` and `counts` hold its last answer
+  std::string results_path;           // the worker's segment they were in
+  std::vector<ShmTensor> outputs;
+  std::vector<size_t> counts;
+};
 
 // The shared memory of host op calls: this process's argument segment and its mapping of the
 // worker's result segment. One call at a time.
@@ -94,9 +167,10 @@ struct Transport {
   std::mutex mu;
   ShmSegment args;     // ours, grown by replacement
   ShmSegment results;  // the worker's, remapped when it names another or a larger one
-  // host_call requests the worker has seen whole, by their text: a repeat sends only the plan
-  // id (a host op in a loop parses, resolves and decodes once).
-  std::unordered_map<std::string, int> plans;
+  // host_call / host_batch requests the worker has seen whole, by key (Encoder) and argument
+  // segment: a repeat sends only the plan id (a host op in a loop parses, resolves and decodes
+  // once), and when its results go where they went last time the answer says only {"same": true}.
+  std::unordered_map<std::string, Plan> plans;
   int next_plan = 0;
   TensorPool pool;  // result tensors, refilled once the interpreter has let go of them
 };
@@ -106,37 +180,67 @@ Transport& Shm() {
   return t;
 }
 
-// Sends `request`, or only its plan id when the worker has seen it whole; a worker that no longer
-// knows the plan (restarted) gets it whole again.
-Expected<json> CallWithPlan(Transport& tr, const WorkerCall& call, json request) {
-  const std::string cmd = request.value("cmd", "");
-  if (cmd != "host_call" && cmd != "host_batch") return call(request);
-  std::string key = request.dump();
-  if (auto it = tr.plans.find(key); it != tr.plans.end()) {
-    auto resp = call({{"cmd", cmd}, {"plan", it->second}});
-    if (resp.ok() || resp.error().exception_type != "UnknownPlan") return resp;
-    tr.plans.clear();
-  }
-  if (tr.plans.size() >= 256) tr.plans.clear();
-  const int id = tr.next_plan++;
-  request["plan"] = id;
-  auto resp = call(request);
-  if (resp.ok()) tr.plans.emplace(std::move(key), id);
-  return resp;
-}
-
 struct Answer {
-  json answer;
+  std::vector<size_t> counts;       // results per call (host_batch)
   std::vector<at::Tensor> tensors;  // in order
 };
 
-// One request to the worker with `tensors` in shared memory (keys "t0", "t1", ... in order); its
-// answer and the tensors it answers with.
-Answer WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  const std::string op = request.value("op", std::string());
-  const std::string what = "host op " + op;
-  std::vector<at::Tensor> ts;
-  for (const auto& kt : tensors) ts.push_back(kt.second);
+// The worker's results: a full answer names its segment and outputs (kept in `plan`, when there
+// is one), {"same": true} says they are where `plan`'s last results were.
+Answer ReadAnswer(Transport& tr, const json& resp, Plan* plan, size_t n_calls, const std::string& what) {
+  Answer a;
+  const std::vector<ShmTensor>* outputs = nullptr;
+  std::vector<ShmTensor> parsed;
+  if (resp.value("same", false)) {
+    if (!plan || !plan->answered || !tr.results.valid() || tr.results.path() != plan->results_path)
+      throw std::runtime_error(what + ": the worker answered {\"same\": true} for a call whose results it never placed");
+    outputs = &plan->outputs;
+    a.counts = plan->counts;
+  } else {
+    const json& seg = resp.value("shm", json());
+    if (!seg.is_object() || !seg.value("path", json()).is_string() || !seg.value("size", json()).is_number_unsigned())
+      throw std::runtime_error(what + ": the worker's answer has no \"shm\" {path, size}");
+    const std::string path = seg["path"].get<std::string>();
+    const size_t size = seg["size"].get<size_t>();
+    if (!tr.results.valid() || tr.results.path() != path || tr.results.size() < size) {
+      tr.results = ShmSegment();
+      auto mapped = ShmSegment::Open(path, size);
+      if (!mapped.ok()) throw std::runtime_error(what + ": " + mapped.error().message);
+      tr.results = std::move(*mapped);
+    }
+    auto p = ParseTensors(resp.value("outputs", json::array()), what + ": the worker's answer");
+    if (!p.ok()) throw std::runtime_error(p.error().message);
+    parsed = std::move(*p);
+    outputs = &parsed;
+    const json counts = resp.value("counts", json());
+    if (counts.is_array()) {
+      for (const auto& c : counts) {
+        if (!c.is_number_integer() || c.get<int64_t>() < 0) throw std::runtime_error(what + ": the worker's \"counts\" holds " + c.dump());
+        a.counts.push_back(c.get<size_t>());
+      }
+    } else if (n_calls == 1) {
+      a.counts = {parsed.size()};
+    }
+    if (a.counts.size() != n_calls)
+      throw std::runtime_error(what + ": the worker's answer has no \"counts\" for its " + std::to_string(n_calls) + " calls");
+  }
+  auto outs = ReadTensors(tr.results, *outputs, what + ": the worker's answer", &tr.pool);
+  if (!outs.ok()) throw std::runtime_error(outs.error().message);
+  a.tensors = std::move(*outs);
+  if (plan && outputs == &parsed) {
+    plan->answered = true;
+    plan->results_path = tr.results.path();
+    plan->outputs = std::move(parsed);
+    plan->counts = a.counts;
+  }
+  return a;
+}
+
+// One request to the worker, `cmd` with the tensors of `enc` in shared memory; `whole` builds the
+// rest of it (without "shm", "tensors" and "plan"). host_call and host_batch go by plan (see
+// Transport); host_backward is sent whole each time.
+Answer WorkerRoundTrip(const std::string& cmd, Encoder& enc, const std::function<json()>& whole, size_t n_calls,
+                       const std::string& what) {
   WorkerCall call;
   {
     std::lock_guard<std::mutex> lock(Reg().mu);
@@ -144,40 +248,38 @@ Answer WorkerRoundTrip(nlohmann::json request, const std::vector<std::pair<std::
   }
   Transport& tr = Shm();
   std::lock_guard<std::mutex> lock(tr.mu);
-  const ShmLayout layout = LayOut(ts);
+  const ShmLayout layout = LayOut(enc.tensors);
   if (!tr.args.valid() || tr.args.size() < layout.bytes) {
     auto seg = ShmSegment::Create(std::max(layout.bytes, 2 * tr.args.size()));
     if (!seg.ok()) throw std::runtime_error(what + ": " + seg.error().message);
     tr.args = std::move(*seg);
   }
-  request["shm"] = tr.args.Describe();
-  request["tensors"] = WriteTensors(tr.args, layout, ts);
-  auto resp = CallWithPlan(tr, call, std::move(request));
-  if (!resp.ok()) throw std::runtime_error(what + ": " + resp.error().Text());
-  const json& seg = (*resp)["shm"];
-  if (!seg.is_object() || !seg.value("path", json()).is_string() || !seg.value("size", json()).is_number_unsigned())
-    throw std::runtime_error(what + ": the worker's answer has no \"shm\" {path, size}");
-  const std::string path = seg["path"].get<std::string>();
-  const size_t size = seg["size"].get<size_t>();
-  if (!tr.results.valid() || tr.results.path() != path || tr.results.size() < size) {
-    tr.results = ShmSegment();
-    auto mapped = ShmSegment::Open(path, size);
-    if (!mapped.ok()) throw std::runtime_error(what + ": " + mapped.error().message);
-    tr.results = std::move(*mapped);
+  CopyTensors(tr.args, layout, enc.tensors);
+  Plan* plan = nullptr;
+  if (cmd != "host_backward") {
+    std::string key = cmd + '\0' + tr.args.path() + '\0' + enc.key;
+    auto it = tr.plans.find(key);
+    if (it != tr.plans.end()) {
+      auto resp = call({{"cmd", cmd}, {"plan", it->second.id}});
+      if (resp.ok()) return ReadAnswer(tr, *resp, &it->second, n_calls, what);
+      if (resp.error().exception_type != "UnknownPlan") throw std::runtime_error(what + ": " + resp.error().Text());
+      tr.plans.clear();  // a restarted worker: every plan is sent whole again
+    }
+    if (tr.plans.size() >= 256) tr.plans.clear();
+    plan = &tr.plans[std::move(key)];
+    plan->id = tr.next_plan++;
   }
-  auto outs = ReadTensors(tr.results, (*resp).value("outputs", json::array()), what + ": the worker's answer", &tr.pool);
-  if (!outs.ok()) throw std::runtime_error(outs.error().message);
-  return {std::move(*resp), std::move(*outs)};  // answer, tensors
-}
-
-// One call's arguments as JSON, its tensors appended to `tensors`; `device` becomes the first
-// tensor argument's device.
-json EncodeCall(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> given,
-                std::vector<std::pair<std::string, at::Tensor>>& tensors, std::optional<c10::Device>& device) {
-  const auto& sargs = schema.arguments();
-  json args = json::array();
-  for (size_t i = 0; i < sargs.size(); ++i) args.push_back(EncodeArg(given[i], sargs[i].type(), tensors, device));
-  return args;
+  json request = whole();
+  request["cmd"] = cmd;
+  request["shm"] = tr.args.Describe();
+  request["tensors"] = DescribeTensors(layout, enc.tensors);
+  if (plan) request["plan"] = plan->id;
+  auto resp = call(request);
+  if (!resp.ok()) {
+    if (plan) tr.plans.clear();  // not kept: the worker may not have it
+    throw std::runtime_error(what + ": " + resp.error().Text());
+  }
+  return ReadAnswer(tr, *resp, plan, n_calls, what);
 }
 
 // What a host op leaves on the stack: the worker's results for it, on `device`.
@@ -201,11 +303,18 @@ void PushResults(const c10::FunctionSchema& schema, std::vector<at::Tensor> outs
 void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n = schema.arguments().size();
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  const auto given = torch::jit::last(*stack, n);
+  Encoder enc;
+  enc.json_too = false;
   std::optional<c10::Device> device;
-  json args = EncodeCall(schema, torch::jit::last(*stack, n), tensors, device);
+  enc.Call(schema, given, device);
+  auto whole = [&] {
+    Encoder full;
+    std::optional<c10::Device> ignored;
+    return json{{"op", QualifiedName(schema)}, {"args", full.Call(schema, given, ignored)}};
+  };
+  Answer a = WorkerRoundTrip("host_call", enc, whole, 1, "host op " + QualifiedName(schema));
   torch::jit::drop(*stack, n);
-  Answer a = WorkerRoundTrip({{"cmd", "host_call"}, {"op", QualifiedName(schema)}, {"args", args}}, tensors);
   PushResults(schema, std::move(a.tensors), device, *stack);
 }
 
@@ -214,26 +323,39 @@ void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // output]} (it stays in the worker). A call's device is its first tensor argument's, or that of
 // the call whose result it takes.
 std::vector<torch::jit::Stack> HostBatch(const std::vector<interp::BatchCall>& calls) {
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  std::vector<std::optional<c10::Device>> devices(calls.size());
-  json jcalls = json::array();
-  for (size_t c = 0; c < calls.size(); ++c) {
-    const auto& schema = calls[c].op->schema();
-    json args = EncodeCall(schema, calls[c].args, tensors, devices[c]);
-    for (const auto& ref : calls[c].refs) {
-      args[ref.arg] = {{"result", {ref.call, std::max<int64_t>(ref.output, 0)}}};
-      if (!devices[c]) devices[c] = devices[ref.call];
+  auto encode = [&](Encoder& enc, std::vector<std::optional<c10::Device>>& devices) {
+    json jcalls = json::array();
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const auto& schema = calls[c].op->schema();
+      json args = enc.Call(schema, calls[c].args, devices[c]);
+      for (const auto& ref : calls[c].refs) {
+        const int64_t output = std::max<int64_t>(ref.output, 0);
+        enc.key += 'R';
+        enc.Raw(ref.arg);
+        enc.Raw(ref.call);
+        enc.Raw(output);
+        if (enc.json_too) args[ref.arg] = {{"result", {ref.call, output}}};
+        if (!devices[c]) devices[c] = devices[ref.call];
+      }
+      if (enc.json_too) jcalls.push_back({{"op", QualifiedName(schema)}, {"args", std::move(args)}});
     }
-    jcalls.push_back({{"op", QualifiedName(schema)}, {"args", args}});
-  }
-  Answer a = WorkerRoundTrip({{"cmd", "host_batch"}, {"op", jcalls[0]["op"]}, {"calls", jcalls}}, tensors);
-  const json counts = a.answer.value("counts", json());
-  if (!counts.is_array() || counts.size() != calls.size())
-    throw std::runtime_error("host_batch: the worker's answer has no \"counts\" for its " + std::to_string(calls.size()) + " calls");
+    return jcalls;
+  };
+  Encoder enc;
+  enc.json_too = false;
+  std::vector<std::optional<c10::Device>> devices(calls.size());
+  encode(enc, devices);
+  auto whole = [&] {
+    Encoder full;
+    std::vector<std::optional<c10::Device>> ignored(calls.size());
+    json jcalls = encode(full, ignored);
+    return json{{"op", jcalls[0]["op"]}, {"calls", std::move(jcalls)}};
+  };
+  Answer a = WorkerRoundTrip("host_batch", enc, whole, calls.size(), "host_batch of " + QualifiedName(calls[0].op->schema()));
   std::vector<torch::jit::Stack> out(calls.size());
   size_t next = 0;
   for (size_t c = 0; c < calls.size(); ++c) {
-    const size_t k = counts[c].get<size_t>();
+    const size_t k = a.counts[c];
     if (next + k > a.tensors.size()) throw std::runtime_error("host_batch: the worker's counts exceed its outputs");
     std::vector<at::Tensor> outs(a.tensors.begin() + static_cast<long>(next), a.tensors.begin() + static_cast<long>(next + k));
     next += k;
@@ -251,18 +373,16 @@ struct HostBackward final : torch::autograd::Node {
   std::vector<at::Tensor> outputs;  // detached, for the shape of a missing grad
   std::string name() const override { return "HostBackward(" + QualifiedName(*schema) + ")"; }
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    Encoder enc;
     json jargs = json::array(), jgrads = json::array();
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
     std::optional<c10::Device> device;
-    for (size_t i = 0; i < args.size(); ++i) jargs.push_back(EncodeArg(args[i], schema->arguments()[i].type(), tensors, device));
+    for (size_t i = 0; i < args.size(); ++i) jargs.push_back(enc.Arg(args[i], schema->arguments()[i].type(), device));
     for (size_t k = 0; k < outputs.size(); ++k) {
       at::Tensor g = k < grads.size() && grads[k].defined() ? grads[k] : at::zeros_like(outputs[k]);
-      jgrads.push_back(EncodeArg(g, nullptr, tensors, device));
+      jgrads.push_back(enc.Arg(g, nullptr, device));
     }
-    auto outs = WorkerRoundTrip(
-                    {{"cmd", "host_backward"}, {"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}},
-                    tensors)
-                    .tensors;
+    auto whole = [&] { return json{{"op", QualifiedName(*schema)}, {"args", jargs}, {"grads", jgrads}, {"diff", diff}}; };
+    auto outs = WorkerRoundTrip("host_backward", enc, whole, 1, "host op " + QualifiedName(*schema) + " (backward)").tensors;
     for (auto& t : outs) t = device ? t.to(*device) : t;
     return outs;
   }

@@ -101,14 +101,29 @@ ShmLayout LayOut(const std::vector<at::Tensor>& tensors) {
   return l;
 }
 
-nlohmann::json WriteTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors) {
+namespace {
+void CopyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+}  // namespace
+
+void CopyTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors) {
+  for (size_t k = 0; k < tensors.size(); ++k)
+    CopyBytes(seg.data() + layout.offsets[k], tensors[k].const_data_ptr(), tensors[k].nbytes());
+}
+
+nlohmann::json DescribeTensors(const ShmLayout& layout, const std::vector<at::Tensor>& tensors) {
   nlohmann::json out = nlohmann::json::array();
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const at::Tensor& t = tensors[k];
-    if (t.nbytes() > 0) std::memcpy(seg.data() + layout.offsets[k], t.const_data_ptr(), t.nbytes());
-    out.push_back({{"dtype", ir::TorchDtypeName(t.scalar_type())}, {"shape", t.sizes().vec()}, {"offset", layout.offsets[k]}});
-  }
+  for (size_t k = 0; k < tensors.size(); ++k)
+    out.push_back({{"dtype", ir::TorchDtypeName(tensors[k].scalar_type())},
+                   {"shape", tensors[k].sizes().vec()},
+                   {"offset", layout.offsets[k]}});
   return out;
+}
+
+nlohmann::json WriteTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors) {
+  CopyTensors(seg, layout, tensors);
+  return DescribeTensors(layout, tensors);
 }
 
 namespace {
@@ -128,26 +143,52 @@ at::Tensor TensorPool::Take(c10::IntArrayRef shape, c10::ScalarType dtype) {
   return t;
 }
 
-Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described, const std::string& what,
-                                              TensorPool* pool) {
-  std::vector<at::Tensor> out;
+Expected<std::vector<ShmTensor>> ParseTensors(const nlohmann::json& described, const std::string& what) {
+  std::vector<ShmTensor> out;
   if (!described.is_array()) return Error::BadInput(what + ": \"outputs\" is not a list");
   for (size_t k = 0; k < described.size(); ++k) {
     const auto& d = described[k];
     const std::string where = what + ": outputs[" + std::to_string(k) + "]";
-    if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("offset") || !d["offset"].is_number_unsigned())
+    if (!d.is_object() || !d.contains("dtype") || !d["dtype"].is_string() || !d.contains("shape") || !d["shape"].is_array() ||
+        !d.contains("offset") || !d["offset"].is_number_unsigned())
       return Error::BadInput(where + ": expected {dtype, shape, offset}");
-    PARITY_ASSIGN_OR_RETURN(c10::ScalarType dtype, ir::ParseTorchDtype(d["dtype"].get<std::string>()));
-    const auto shape = d["shape"].get<std::vector<int64_t>>();
-    at::Tensor t = pool ? pool->Take(shape, dtype) : at::empty(shape, at::TensorOptions().dtype(dtype));
-    const size_t offset = d["offset"].get<size_t>();
-    if (offset > seg.size() || t.nbytes() > seg.size() - offset)
-      return Error::BadInput(where + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(t.nbytes()) +
-                             ") lie outside segment " + seg.path() + " of " + std::to_string(seg.size()) + " bytes");
-    if (t.nbytes() > 0) std::memcpy(t.mutable_data_ptr(), seg.data() + offset, t.nbytes());
+    ShmTensor t;
+    PARITY_ASSIGN_OR_RETURN(t.dtype, ir::ParseTorchDtype(d["dtype"].get<std::string>()));
+    for (const auto& s : d["shape"]) {
+      if (!s.is_number_integer() || s.get<int64_t>() < 0)
+        return Error::BadInput(where + ": \"shape\" holds " + s.dump() + ", not a size");
+      t.shape.push_back(s.get<int64_t>());
+    }
+    t.offset = d["offset"].get<size_t>();
     out.push_back(std::move(t));
   }
   return out;
+}
+
+Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const std::vector<ShmTensor>& described,
+                                              const std::string& what, TensorPool* pool) {
+  std::vector<at::Tensor> out;
+  out.reserve(described.size());
+  for (size_t k = 0; k < described.size(); ++k) {
+    const ShmTensor& d = described[k];
+    size_t bytes = c10::elementSize(d.dtype);
+    for (int64_t s : d.shape)
+      if (__builtin_mul_overflow(bytes, static_cast<size_t>(s), &bytes)) bytes = SIZE_MAX;
+    if (d.offset > seg.size() || bytes > seg.size() - d.offset)
+      return Error::BadInput(what + ": outputs[" + std::to_string(k) + "]: bytes [" + std::to_string(d.offset) + ", +" +
+                             std::to_string(bytes) + ") lie outside segment " + seg.path() + " of " +
+                             std::to_string(seg.size()) + " bytes");
+    at::Tensor t = pool ? pool->Take(d.shape, d.dtype) : at::empty(d.shape, at::TensorOptions().dtype(d.dtype));
+    CopyBytes(t.mutable_data_ptr(), seg.data() + d.offset, bytes);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described, const std::string& what,
+                                              TensorPool* pool) {
+  PARITY_ASSIGN_OR_RETURN(auto parsed, ParseTensors(described, what));
+  return ReadTensors(seg, parsed, what, pool);
 }
 
 int SweepStaleSegments() {

@@ -54,9 +54,23 @@ struct ShmLayout {
 };
 ShmLayout LayOut(const std::vector<at::Tensor>& tensors);
 
-// Copies `tensors` (CPU, contiguous) into `seg` at `layout`; returns their descriptions
-// [{"dtype", "shape", "offset"}] in order.
+// Copies `tensors` (CPU, contiguous) into `seg` at `layout`.
+void CopyTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors);
+// Their descriptions [{"dtype", "shape", "offset"}] in order.
+nlohmann::json DescribeTensors(const ShmLayout& layout, const std::vector<at::Tensor>& tensors);
+// CopyTensors, then DescribeTensors.
 nlohmann::json WriteTensors(const ShmSegment& seg, const ShmLayout& layout, const std::vector<at::Tensor>& tensors);
+
+// A tensor's place in a segment, as a request or an answer describes it.
+struct ShmTensor {
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+};
+
+// `described` ([{"dtype", "shape", "offset"}]) parsed. BadInput naming `what` and the entry when
+// one is malformed or names an unknown dtype.
+[[nodiscard]] Expected<std::vector<ShmTensor>> ParseTensors(const nlohmann::json& described, const std::string& what);
 
 // Result tensors handed out earlier, refilled instead of allocated anew once nobody else holds
 // them (no tensor and no view of their storage): a host op called in a loop allocates its results
@@ -75,8 +89,10 @@ class TensorPool {
 };
 
 // The tensors `described` in `seg`, copied out (so the segment can be reused), into tensors of
-// `pool` when given. BadInput naming `what` and the entry when one lies outside the segment or
-// names an unknown dtype.
+// `pool` when given. BadInput naming `what` and the entry when one lies outside the segment.
+[[nodiscard]] Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const std::vector<ShmTensor>& described,
+                                                            const std::string& what, TensorPool* pool = nullptr);
+// ParseTensors, then ReadTensors.
 [[nodiscard]] Expected<std::vector<at::Tensor>> ReadTensors(const ShmSegment& seg, const nlohmann::json& described,
                                                             const std::string& what, TensorPool* pool = nullptr);
 

@@ -1,5 +1,6 @@
 // The persistent Python worker (tools/parity_capture/worker.py): WorkerProcess starts and
-// restarts it; WorkerClient speaks its protocol (JSON lines over a Unix socket, docs/worker.md).
+// restarts it; WorkerClient speaks its protocol (JSON lines over a Unix socket, and 8-byte frames
+// for host op plan repeats; docs/worker.md).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -56,7 +57,11 @@ class WorkerClient {
   [[nodiscard]] Expected<nlohmann::json> Call(nlohmann::json request);
 
  private:
+  // One request out, one answer in: a JSON line each way, or for a plan repeat an 8-byte frame
+  // (worker.cpp, docs/worker.md "Frames").
   [[nodiscard]] Expected<nlohmann::json> Exchange(nlohmann::json request);
+  [[nodiscard]] Status Send(const std::string& bytes);
+  [[nodiscard]] Status Fill(size_t at_least);  // reads until buffer_ holds `at_least` bytes
   explicit WorkerClient(int fd) : fd_(fd) {}
   int fd_ = -1;
   std::string buffer_;

@@ -47,10 +47,25 @@ void WriteHostRepro(const std::filesystem::path& dir, const std::string& module)
 
 // The worker, in-process: host_call computes x * s; host_backward returns grad * s.
 struct FakeWorker {
-  int calls = 0, backward_calls = 0, batches = 0, requests = 0, replays = 0;
+  int calls = 0, backward_calls = 0, batches = 0, requests = 0, replays = 0, same_answers = 0;
   std::vector<std::string> imported;
   std::map<int, json> plans;  // as the worker keeps them: a request with only "plan" repeats one
+  std::map<int, json> placed;  // each plan's last full answer ({"shm", "outputs"})
+  // A repeated plan whose results land where they did last time is answered {"same": true}, as
+  // the Python worker does (shm.py, Places).
   Expected<json> operator()(const json& given) {
+    auto answer = Answer(given);
+    if (!answer.ok() || !given.contains("plan")) return answer;
+    const int plan = given["plan"].get<int>();
+    json where = {answer->value("shm", json()), answer->value("outputs", json())};
+    if (!given.contains("op") && placed.count(plan) && placed[plan] == where) {
+      ++same_answers;
+      return json{{"same", true}};
+    }
+    placed[plan] = where;
+    return answer;
+  }
+  Expected<json> Answer(const json& given) {
     ++requests;
     json req = given;
     if (req.contains("plan") && !req.contains("op")) {
@@ -213,6 +228,54 @@ TEST(HostOps, AdjacentHostOpsGoToTheWorkerInOneRequest) {
   auto again = program->Run(inputs, {}, {});
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_TRUE(at::allclose(again->outputs[0].toTensor(), want, 1e-5, 1e-5));
+}
+
+// x -> scale(x, 2) -> tanh -> scale(., 5) -> out: two calls of one op on tensors of one shape,
+// apart (two requests). Run again with other values: each call repeats its own plan (the scalar
+// is part of what a plan is), the results come from where the worker placed them last time
+// ({"same": true}) and hold the new values; another input shape makes new plans.
+TEST(HostOps, RepeatedCallsGoByPlanAndCarryTheirNewValues) {
+  testing::TempDir dir;
+  GraphEntry e;
+  e.name = "g";
+  e.file = "graphs/g.json";
+  e.graph.set_name("g");
+  ir::Graph& g = e.graph;
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
+  a->args = {Arg::Ref(x), Arg::Float(2.0)};
+  ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
+  t->args = {Arg::Ref(a)};
+  ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
+  b->args = {Arg::Ref(t), Arg::Float(5.0)};
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(b)})};
+  e.inputs = {{"x", "input/x"}};
+  Manifest man;
+  man.model = "host";
+  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", "unit_pkg.ops", "host"};
+  ASSERT_TRUE(WriteReproDir(dir.path(), man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto fake = std::make_shared<FakeWorker>();
+  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
+  auto program = interp::Program::Compile(r->graphs()[0].graph, "g");
+  ASSERT_TRUE(program.ok()) << program.error().message;
+  const int before = fake->requests;  // import_modules
+  for (int run = 0; run < 3; ++run) {
+    const at::Tensor in = at::randn({3, 4});
+    auto out = program->Run({{"x", in}}, {}, {});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_TRUE(at::allclose(out->outputs[0].toTensor(), at::tanh(in * 2.0) * 5.0, 1e-5, 1e-5)) << "run " << run;
+  }
+  EXPECT_EQ(fake->requests - before, 6);
+  EXPECT_EQ(fake->replays, 4);       // runs 2 and 3 sent plan ids only
+  EXPECT_EQ(fake->same_answers, 4);  // and read their results where they were
+  const at::Tensor wide = at::randn({2, 8});
+  auto out = program->Run({{"x", wide}}, {}, {});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_TRUE(at::allclose(out->outputs[0].toTensor(), at::tanh(wide * 2.0) * 5.0, 1e-5, 1e-5));
+  EXPECT_EQ(fake->replays, 4);  // a new shape: new plans, sent whole
+  EXPECT_EQ(fake->plans.size(), 4u);
 }
 
 }  // namespace

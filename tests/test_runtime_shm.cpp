@@ -50,6 +50,13 @@ TEST(Shm, AnswersOutsideTheSegmentOrOfUnknownDtypeAreBadInput) {
   EXPECT_FALSE(dtype.ok());
   auto shape = ReadTensors(*seg, nlohmann::json::parse(R"([{"dtype": "float32", "offset": 0}])"), "w");
   EXPECT_FALSE(shape.ok());
+  // A negative size, or sizes whose product overflows, are refused before anything is allocated.
+  for (const char* bad : {R"([{"dtype": "float32", "shape": [-4], "offset": 0}])",
+                          R"([{"dtype": "float32", "shape": [4294967296, 4294967296, 16], "offset": 0}])"}) {
+    auto r = ReadTensors(*seg, nlohmann::json::parse(bad), "w");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  }
   EXPECT_FALSE(ShmSegment::Open("/etc/passwd", 10).ok());  // only parity's segments are mapped
 }
 

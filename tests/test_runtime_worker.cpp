@@ -1,5 +1,5 @@
 // The worker client against a fake worker on a Unix socket: a Python exception comes back typed
-// (type, message, traceback apart), a dead worker as kWorkerLost.
+// (type, message, traceback apart), a dead worker as kWorkerLost, plan repeats as frames.
 #include "runtime/worker.h"
 
 #include <gtest/gtest.h>
@@ -15,28 +15,32 @@
 namespace parity::runtime {
 namespace {
 
-// Listens on `path`, accepts one connection, answers each line with the next of `answers`, then
-// closes.
-std::thread FakeWorker(const std::string& path, std::vector<std::string> answers) {
+// Listens on `path`, accepts one connection, answers each request (a line, or an 8-byte frame
+// starting with \x01) with the next of `answers` (a frame as it is, anything else as a line),
+// then closes. The requests it read go to `seen` when given.
+std::thread FakeWorker(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen = nullptr) {
   int srv = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   EXPECT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   EXPECT_EQ(::listen(srv, 1), 0);
-  return std::thread([srv, answers] {
+  return std::thread([srv, answers, seen] {
     int c = ::accept(srv, nullptr, nullptr);
     std::string buf;
     char tmp[4096];
+    auto complete = [&] { return !buf.empty() && (buf[0] == '\x01' ? buf.size() >= 8 : buf.find('\n') != std::string::npos); };
     for (const auto& a : answers) {
-      while (buf.find('\n') == std::string::npos) {
+      while (!complete()) {
         ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
         if (n <= 0) break;
         buf.append(tmp, static_cast<size_t>(n));
       }
-      buf.erase(0, buf.find('\n') + 1);
-      std::string line = a + "\n";
-      (void)!::send(c, line.data(), line.size(), MSG_NOSIGNAL);
+      const size_t len = !buf.empty() && buf[0] == '\x01' ? 8 : buf.find('\n') + 1;
+      if (seen) seen->push_back(buf.substr(0, len));
+      buf.erase(0, len);
+      std::string out = !a.empty() && a[0] == '\x01' ? a : a + "\n";
+      (void)!::send(c, out.data(), out.size(), MSG_NOSIGNAL);
     }
     ::close(c);
     ::close(srv);
@@ -78,6 +82,39 @@ TEST(WorkerClient, MalformedAnswerIsALostWorker) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(IsWorkerLost(r.error()));
   server.join();
+}
+
+// A host op plan repeat ({"cmd", "plan"} and nothing else) travels as an 8-byte frame; the frame
+// answer means {"same": true}; a line answers it too (an error stays typed); a frame answer that
+// is not the one known is a lost worker. Any other request stays a JSON line.
+TEST(WorkerClient, PlanRepeatsTravelAsFrames) {
+  testing::TempDir dir;
+  const std::string sock = (dir / "w.sock").string();
+  const std::string same("\x01\0\0\0\0\0\0\0", 8);
+  std::vector<std::string> seen;
+  auto server = FakeWorker(sock,
+                           {same, R"({"ok": false, "error_type": "UnknownPlan", "error": "plan 7 is unknown"})",
+                            R"({"ok": true, "same": true})", std::string("\x01\0\0\0\x05\0\0\0", 8)},
+                           &seen);
+  auto client = WorkerClient::Connect(sock);
+  ASSERT_TRUE(client.ok());
+  auto r = client->Call({{"cmd", "host_call"}, {"plan", 258}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, (nlohmann::json{{"ok", true}, {"same", true}}));
+  auto unknown = client->Call({{"cmd", "host_batch"}, {"plan", 7}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().exception_type, "UnknownPlan");
+  auto whole = client->Call({{"cmd", "host_call"}, {"plan", 1}, {"op", "ns::op"}});  // not a bare repeat: a line
+  ASSERT_TRUE(whole.ok());
+  auto bad = client->Call({{"cmd", "host_call"}, {"plan", 3}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(IsWorkerLost(bad.error()));
+  server.join();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0], std::string("\x01\0\0\0\x02\x01\0\0", 8));  // 258, little-endian
+  EXPECT_EQ(seen[1], std::string("\x01\0\0\0\x07\0\0\0", 8));
+  EXPECT_EQ(seen[2].front(), '{');
+  EXPECT_EQ(seen[2].back(), '\n');
 }
 
 TEST(WorkerProcess, ASocketDeepInALongDirLivesInTheTempDir) {

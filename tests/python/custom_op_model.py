@@ -32,6 +32,17 @@ def _backward(ctx, grad):
 scaled_gelu.register_autograd(_backward, setup_context=_setup)
 
 
+@torch.library.custom_op("parity_test::positives", mutates_args=())
+def positives(x: torch.Tensor) -> torch.Tensor:
+    """An op whose result's shape depends on the data (the positive entries of x)."""
+    return x[x > 0].clone()
+
+
+@positives.register_fake
+def _(x):
+    return x.new_empty(torch.library.get_ctx().new_dynamic_size())
+
+
 class CustomOpNet(nn.Module):
     def __init__(self):
         super().__init__()

@@ -75,14 +75,21 @@ class _Result:
         self.call, self.output = call, output
 
 
-def _decode(a, tensors):
+def _decode(a, tensors, transfers=None):
+    """A JSON argument as Python: a tensor is the view in parity's segment, or its copy on the
+    device it lives on in parity, recorded in `transfers` as (copy, view) when given."""
     if isinstance(a, list):
-        return [_decode(x, tensors) for x in a]
+        return [_decode(x, tensors, transfers) for x in a]
     if isinstance(a, dict):
         (tag, v), = a.items()
         if tag == "tensor":
             t, device = tensors[v["key"]], v["device"]
-            return t.to(device) if device != "cpu" else t
+            if device == "cpu":
+                return t
+            moved = t.to(device)
+            if transfers is not None:
+                transfers.append((moved, t))
+            return moved
         if tag == "dtype":
             return getattr(torch, v)
         if tag == "device":
@@ -112,15 +119,38 @@ def _kernel(op, decoded):
         return op
     fns = getattr(opdef, "_backend_fns", {})
     devices = {a.device.type for a in decoded if isinstance(a, torch.Tensor)}
-    fn = fns.get(next(iter(devices))) if len(devices) == 1 else None
-    return fn or fns.get(None) or op
+    device = next(iter(devices)) if len(devices) == 1 else None
+    if device not in fns:
+        device = None
+    if device not in fns:
+        return op
+    return _unwrapped(opdef, device, fns[device])
 
 
-def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor]):
+def _unwrapped(opdef, device, wrapper):
+    """The function a custom op's registered kernel wrapper calls for `device`: register_kernel
+    wraps each kernel in a torch._dynamo.disable frame (nothing compiles in the worker; the frame
+    costs as much as a small op) that calls the op's own function when the kernel is disabled.
+    The wrapper itself where its shape is not the one known."""
+    if device in getattr(opdef, "_disabled_kernel", ()) and callable(getattr(opdef, "_init_fn", None)):
+        return opdef._init_fn
+    inner = getattr(wrapper, "__wrapped__", None)
+    code = getattr(inner, "__code__", None)
+    if code is None or not inner.__closure__:
+        return wrapper
+    cell = dict(zip(code.co_freevars, inner.__closure__)).get("fn")
+    try:
+        fn = cell.cell_contents if cell is not None else None
+    except ValueError:  # an empty cell
+        fn = None
+    return fn if callable(fn) else wrapper
+
+
+def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor], transfers=None):
     """The callable for `ns::op.overload` (see _kernel) and its decoded arguments, ready for run()."""
     from .standalone import resolve_target
     op = resolve_target(op_name)
-    decoded = [_decode(a, tensors) for a in args]
+    decoded = [_decode(a, tensors, transfers) for a in args]
     return _kernel(op, decoded), decoded
 
 
@@ -135,38 +165,47 @@ def run(op_name: str, op, decoded):
     raise TypeError(f"host op {op_name} returned {type(out).__name__}; parity handles tensors and tuples of tensors")
 
 
-def prepare_batch(calls, tensors: Dict[str, torch.Tensor]):
-    """Each call of a host_batch prepared: (op name, callable, decoded arguments, [(argument
-    position, call, output)] for the arguments that are earlier calls' results)."""
-    out = []
+class Prepared:
+    """Host op calls (one host_call, or the calls of a host_batch) resolved and decoded once, run
+    again on the current contents of parity's segment: the arguments are views into it, and
+    `transfers` are the (device copy, view) pairs refreshed before a repeat. `places` is where
+    its results went last time (shm.write_results keeps it)."""
+
+    __slots__ = ("calls", "transfers", "kind", "places")
+
+    def __init__(self, calls, transfers) -> None:
+        self.calls, self.transfers, self.kind, self.places = calls, transfers, "tensor", None
+
+    def run(self, repeat: bool):
+        """Every call's results, flat, and how many each call returned."""
+        if repeat:
+            for moved, view in self.transfers:
+                moved.copy_(view)
+        results = []
+        for name, fn, decoded, refs in self.calls:
+            args = decoded
+            if refs:
+                args = list(decoded)
+                for k, c, o in refs:
+                    args[k] = results[c][o]
+            outs, self.kind = run(name, fn, args)
+            results.append(outs)
+        if len(results) == 1:
+            return results[0], [len(results[0])]
+        return [t for r in results for t in r], [len(r) for r in results]
+
+
+def prepare_batch(calls, tensors: Dict[str, torch.Tensor]) -> Prepared:
+    """The calls [{op, args}] of a host_batch (or the one of a host_call) prepared; an argument
+    {"result": [call, output]} takes an earlier call's result."""
+    out, transfers = [], []
     for c in calls:
-        fn, decoded = prepare(c["op"], c["args"], tensors)
+        fn, decoded = prepare(c["op"], c["args"], tensors, transfers)
         refs = [(k, a.call, a.output) for k, a in enumerate(decoded) if isinstance(a, _Result)]
         if any(r[1] >= len(out) for r in refs):
             raise ValueError(f"host_batch: call {len(out)} ({c['op']}) takes a result of a later call")
         out.append((c["op"], fn, decoded, refs))
-    return out
-
-
-def run_batch(prepared):
-    """Runs prepared calls in order, each earlier result passed on in the worker; returns every
-    call's results, flat, and how many each call returned."""
-    results = []
-    for name, fn, decoded, refs in prepared:
-        args = decoded
-        if refs:
-            args = list(decoded)
-            for k, c, o in refs:
-                args[k] = results[c][o]
-        outs, _ = run(name, fn, args)
-        results.append(outs)
-    return [t for r in results for t in r], [len(r) for r in results]
-
-
-def call(op_name: str, args, tensors: Dict[str, torch.Tensor]):
-    """prepare() then run()."""
-    op, decoded = prepare(op_name, args, tensors)
-    return run(op_name, op, decoded)
+    return Prepared(out, transfers)
 
 
 def backward(op_name: str, args, grads, diff, tensors: Dict[str, torch.Tensor]):

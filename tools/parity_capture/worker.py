@@ -4,17 +4,18 @@ lines over a Unix socket, one connection at a time, each answered by one JSON li
     python -m parity_capture.worker --socket PATH
 
 Protocol (docs/worker.md). Every request has "cmd" and an "id" echoed back; every answer has
-"ok". Failures answer {"ok": false, "error_type": ..., "error": ..., "traceback": ...} and the
+"ok". A host op plan repeat may come as an 8-byte frame instead (FRAME below). Failures answer {"ok": false, "error_type": ..., "error": ..., "traceback": ...} and the
 worker goes on. Tensors travel as safetensors files named in the request ("out"), a host op's through shared memory.
   ping                 -> torch_version, cuda
   list_models          -> models: [{name, suite, batch_size, description}]
   list_backends        -> backends: dynamo backends registered in this torch
   capture              model, out, mode, batch_size, device, dtype -> out
   import_modules       modules -> {} (imports what registers a repro's host ops; parity approved them)
-  host_call            op, args, shm, tensors[, plan] | plan -> returns, kind, shm, outputs (one host op;
-                       tensors in shared memory segments, shm.py; a plan repeats a call, see cmd_host_call)
-  host_batch           calls [{op, args}], shm, tensors[, plan] | plan -> counts, shm, outputs (consecutive host
-                       op calls; an argument {"result": [call, output]} is an earlier call's result)
+  host_call            op, args, shm, tensors[, plan] | plan -> returns, kind, counts, shm, outputs | same
+                       (one host op; tensors in shared memory segments, shm.py; a plan repeats a call and
+                       its results may go where its previous ones went: {"same": true}, see _host_run)
+  host_batch           calls [{op, args}], shm, tensors[, plan] | plan -> counts, shm, outputs | same (consecutive
+                       host op calls; an argument {"result": [call, output]} is an earlier call's result)
   host_backward        op, args, grads, diff, shm, tensors -> returns, shm, outputs (its vector-Jacobian product)
   repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
   shutdown
@@ -33,6 +34,7 @@ import argparse
 import json
 import os
 import socket
+import struct
 import sys
 import traceback
 from typing import Any, Dict
@@ -89,9 +91,9 @@ def cmd_import_modules(req) -> Dict[str, Any]:
     return {}
 
 
-# Host call plans of the connected client: {plan id: (op name, op, decoded arguments)}. A request
-# with "op" is whole (and defines its "plan" when it names one); a request with only "plan"
-# repeats that call on the segment's current contents (the arguments are views into it).
+# Host call plans of the connected client: {plan id: host_ops.Prepared}. A request with "op" (or
+# "calls") is whole and defines its "plan" when it names one; a request with only "plan" repeats
+# that call on the segment's current contents (the arguments are views into it).
 _PLANS: Dict[int, Any] = {}
 
 
@@ -99,47 +101,54 @@ class UnknownPlan(LookupError):
     pass
 
 
+# torch.inference_mode() without its Python wrapper (a third of a small host op call's cost in
+# the worker); the public one where torch has no _InferenceMode.
+_C_INFERENCE_MODE = getattr(torch._C, "_InferenceMode", None)
+
+
+def _inference_mode():
+    return _C_INFERENCE_MODE(True) if _C_INFERENCE_MODE is not None else torch.inference_mode()
+
+
+def _host_run(req, whole_key: str, prepare) -> Dict[str, Any]:
+    """A host_call or host_batch: prepared from a whole request (kept as its plan when it names
+    one) or found by its plan id; run in inference mode (parity's own autograd asks for gradients:
+    host_backward); the results written into the worker's segment, where the plan's previous
+    results went when they fit the same places ({"same": true})."""
+    plan = req.get("plan")
+    if whole_key in req:
+        prepared, repeat = prepare(req), False
+        if plan is not None:
+            _PLANS[plan] = prepared
+    else:
+        prepared, repeat = _PLANS.get(plan), True
+        if prepared is None:
+            raise UnknownPlan(f"{req.get('cmd')} plan {plan} is unknown to this worker")
+    with _inference_mode():
+        outs, counts = prepared.run(repeat)
+    answer, prepared.places = shm.write_results(outs, prepared.places if repeat else None)
+    if answer.get("same"):
+        return answer
+    return {"returns": len(outs), "kind": prepared.kind, "counts": counts, **answer}
+
+
 def cmd_host_call(req) -> Dict[str, Any]:
     """One host op: arguments from JSON and parity's shared-memory segment, results into the
-    worker's (shm.py). Inference mode: parity's own autograd asks for gradients (host_backward)."""
-    plan = req.get("plan")
-    if "op" in req:
-        # views made outside inference mode: host_backward reuses them
-        op, decoded = host_ops.prepare(req["op"], req["args"], shm.read_arguments(req))
-        name = req["op"]
-        if plan is not None:
-            _PLANS[plan] = (name, op, decoded)
-    elif plan in _PLANS:
-        name, op, decoded = _PLANS[plan]
-    else:
-        raise UnknownPlan(f"host call plan {plan} is unknown to this worker")
-    with torch.inference_mode():
-        outs, kind = host_ops.run(name, op, decoded)
-    return {"returns": len(outs), "kind": kind, **shm.write_results(outs)}
+    worker's (shm.py)."""
+    return _host_run(req, "op", lambda r: host_ops.prepare_batch([r], shm.read_arguments(r)))
 
 
 def cmd_host_batch(req) -> Dict[str, Any]:
     """A run of consecutive host op calls in one request (parity's interpreter batches them when
     it runs without autograd): "calls" [{op, args}], an argument {"result": [call, output]} an
     earlier call's result, which stays here. Plans as for host_call."""
-    plan = req.get("plan")
-    if "calls" in req:
-        prepared = host_ops.prepare_batch(req["calls"], shm.read_arguments(req))
-        if plan is not None:
-            _PLANS[plan] = prepared
-    elif plan in _PLANS:
-        prepared = _PLANS[plan]
-    else:
-        raise UnknownPlan(f"host batch plan {plan} is unknown to this worker")
-    with torch.inference_mode():
-        outs, counts = host_ops.run_batch(prepared)
-    return {"counts": counts, **shm.write_results(outs)}
+    return _host_run(req, "calls", lambda r: host_ops.prepare_batch(r["calls"], shm.read_arguments(r)))
 
 
 def cmd_host_backward(req) -> Dict[str, Any]:
     """The backward of one host op call (parity's C++ autograd asks for it)."""
     grads = host_ops.backward(req["op"], req["args"], req["grads"], req["diff"], shm.read_arguments(req))
-    return {"returns": len(grads), **shm.write_results(grads)}
+    return {"returns": len(grads), **shm.write_results(grads)[0]}
 
 
 def cmd_repro_script(req) -> Dict[str, Any]:
@@ -175,6 +184,22 @@ def handle(req: Dict[str, Any]) -> Dict[str, Any]:
                 "traceback": traceback.format_exc()[-8000:]}
 
 
+# A plan repeat as a frame instead of a JSON line (runtime/worker.cpp): the magic byte, three zero
+# bytes, the plan id (little-endian uint32). Its answer is the same 8 bytes with a zero id when
+# the results went where they went last time ({"same": true}), else a JSON line as for any request.
+FRAME = struct.Struct("<c3xI")
+FRAME_MAGIC = b"\x01"
+SAME_FRAME = FRAME.pack(FRAME_MAGIC, 0)
+
+
+def _repeat(frame: bytes) -> bytes:
+    _, plan = FRAME.unpack(frame)
+    resp = handle({"cmd": "host_call", "plan": plan})
+    if resp.get("same") and resp.get("ok"):
+        return SAME_FRAME
+    return (json.dumps(resp) + "\n").encode()
+
+
 def serve(sock_path: str) -> None:
     if os.path.exists(sock_path):
         os.unlink(sock_path)
@@ -185,17 +210,24 @@ def serve(sock_path: str) -> None:
     while True:
         conn, _ = srv.accept()
         _PLANS.clear()  # plans belong to one client
-        with conn, conn.makefile("rwb") as f:
-            for line in f:
-                req = json.loads(line)
+        with conn, conn.makefile("rb") as r, conn.makefile("wb") as w:
+            while True:
+                head = r.peek(1)[:1]
+                if not head:
+                    break  # the client is gone
+                if head == FRAME_MAGIC:
+                    w.write(_repeat(r.read(FRAME.size)))
+                    w.flush()
+                    continue
+                req = json.loads(r.readline())
                 if req.get("cmd") == "shutdown":
-                    f.write(b'{"ok": true}\n')
-                    f.flush()
+                    w.write(b'{"ok": true}\n')
+                    w.flush()
                     return
                 resp = handle(req)
                 resp["id"] = req.get("id")
-                f.write((json.dumps(resp) + "\n").encode())
-                f.flush()
+                w.write((json.dumps(resp) + "\n").encode())
+                w.flush()
 
 
 def deterministic_setup() -> None:

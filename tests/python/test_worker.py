@@ -1,0 +1,127 @@
+"""The worker's host op calls (tools/parity_capture/worker.py): a plan repeat runs on the current
+contents of parity's segment, its results go where they went last time when they fit ({"same":
+true}, or the 8-byte frame), and a result whose shape depends on the data is placed and described
+anew; over the socket, frames and JSON lines mix on one connection."""
+import json
+import mmap
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
+sys.path.insert(0, HERE)
+sys.path.insert(0, TOOLS)
+import custom_op_model  # noqa: E402,F401  (registers parity_test::positives)
+from parity_capture import shm, worker  # noqa: E402
+
+
+class ArgSegment:
+    """parity's side of the arguments: a parity-shm-<pid>-* file holding one float32 vector."""
+
+    def __init__(self, n: int) -> None:
+        self.path = os.path.join(shm.shm_dir(), f"{shm.PREFIX}{os.getpid()}-test{time.monotonic_ns()}")
+        self.size = 4096
+        with open(self.path, "w+b") as f:
+            f.truncate(self.size)
+            self.map = mmap.mmap(f.fileno(), self.size)
+        self.n = n
+
+    def write(self, values) -> None:
+        self.map[: 4 * self.n] = torch.tensor(values, dtype=torch.float32).numpy().tobytes()
+
+    def request(self, plan: int):
+        return {"cmd": "host_call", "op": "parity_test::positives", "args": [{"tensor": {"key": "t0", "device": "cpu"}}],
+                "shm": {"path": self.path, "size": self.size},
+                "tensors": [{"dtype": "float32", "shape": [self.n], "offset": 0}], "plan": plan}
+
+    def close(self) -> None:
+        os.unlink(self.path)
+
+
+def read_result(answer):
+    (out,) = answer["outputs"]
+    with open(answer["shm"]["path"], "rb") as f:
+        data = f.read()
+    n = out["shape"][0]
+    return torch.frombuffer(bytearray(data[out["offset"]: out["offset"] + 4 * n]), dtype=torch.float32).tolist() if n else []
+
+
+@pytest.fixture
+def seg():
+    s = ArgSegment(6)
+    yield s
+    s.close()
+    worker._PLANS.clear()
+
+
+def frame(plan: int) -> bytes:
+    return worker.FRAME.pack(worker.FRAME_MAGIC, plan)
+
+
+def test_a_repeat_reads_the_segment_anew_and_answers_same_when_its_results_fit(seg):
+    seg.write([1, -1, 2, -2, 3, -3])
+    first = worker.handle(seg.request(plan=1))
+    assert first["ok"], first
+    assert read_result(first) == [1, 2, 3]
+    seg.write([4, -1, 5, -2, 6, -3])  # three positives again: the same places
+    assert worker._repeat(frame(1)) == worker.SAME_FRAME
+    assert read_result(first) == [4, 5, 6]
+    seg.write([7, 8, 9, 10, -1, -1])  # four: described anew, as a JSON line
+    line = worker._repeat(frame(1))
+    again = json.loads(line)
+    assert line.endswith(b"\n") and again["ok"] and not again.get("same")
+    assert again["outputs"][0]["shape"] == [4]
+    assert read_result(again) == [7, 8, 9, 10]
+    seg.write([-1] * 6)  # none: an empty result
+    empty = json.loads(worker._repeat(frame(1)))
+    assert empty["outputs"][0]["shape"] == [0] and read_result(empty) == []
+
+
+def test_an_unknown_plan_answers_a_typed_error(seg):
+    answer = json.loads(worker._repeat(frame(99)))
+    assert not answer["ok"] and answer["error_type"] == "UnknownPlan"
+
+
+def test_frames_and_lines_share_one_connection(seg, tmp_path):
+    sock = str(tmp_path / "w.sock")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, HERE]))
+    proc = subprocess.Popen([sys.executable, "-m", "parity_capture.worker", "--socket", sock], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(sock):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(sock)
+        f = c.makefile("rwb")
+
+        def line(req):
+            f.write((json.dumps(req) + "\n").encode())
+            f.flush()
+            return json.loads(f.readline())
+
+        assert line({"cmd": "import_modules", "modules": ["custom_op_model"], "id": 1})["ok"]
+        seg.write([1, -1, 2, -2, 3, -3])
+        first = line(dict(seg.request(plan=5), id=2))
+        assert first["ok"] and read_result(first) == [1, 2, 3]
+        seg.write([3, -1, 2, -2, 1, -3])
+        f.write(frame(5))
+        f.flush()
+        assert f.read(8) == worker.SAME_FRAME
+        assert read_result(first) == [3, 2, 1]
+        assert line({"cmd": "ping", "id": 3})["ok"]  # a line after a frame
+        f.write(frame(6))
+        f.flush()
+        assert json.loads(f.readline())["error_type"] == "UnknownPlan"
+        assert struct.unpack("<c3xI", worker.SAME_FRAME) == (b"\x01", 0)
+        line({"cmd": "shutdown"})
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
