@@ -6,12 +6,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import run_parity
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from custom_op_model import capture_custom  # noqa: E402
+from custom_op_model import capture_custom, scaled_gelu  # noqa: E402
 
 OP = "parity_test::scaled_gelu"
 
@@ -59,6 +60,30 @@ def test_train_gradients_flow_through_the_host_op(parity_bin, custom_train, tmp_
     assert r.returncode == 0, r.stdout + r.stderr
     grads = {o["path"]: o for o in results(tmp_path / "v")[0]["outputs"] if o["path"].startswith("grad/")}
     assert grads["grad/param/model.lin1.weight"]["pass"]  # upstream of the host op
+
+
+class TwoCalls(torch.nn.Module):
+    """The host op twice, apart (two requests), with one scale on tensors of one shape: the
+    second call repeats the first one's plan on new values."""
+
+    def forward(self, x):
+        h = scaled_gelu(x, 0.5)
+        return scaled_gelu(h * 3.0 + 1.0, 0.5)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_repeated_host_op_call_computes_on_its_new_values(parity_bin, tmp_path, device):
+    # Regression (issue 23): a plan's arguments for another device were the copies made when it
+    # was prepared, so a repeat on CUDA computed on the first call's values.
+    from parity_capture import capture
+    x = torch.randn(8, 32, generator=torch.Generator().manual_seed(0)).to(device)
+    d = capture(TwoCalls().to(device), (x,), str(tmp_path / "two"), name="two_calls")
+    r = parity(parity_bin, "repro", "run", d, "--device", device, "--import", "custom_op_model", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["pass"], r.stdout
 
 
 def test_unapproved_module_imports_nothing(parity_bin, custom, tmp_path):
