@@ -89,6 +89,16 @@ def test_an_unknown_plan_answers_a_typed_error(seg):
     assert not answer["ok"] and answer["error_type"] == "UnknownPlan"
 
 
+def test_the_oldest_plan_goes_when_too_many_are_kept(seg, monkeypatch):
+    monkeypatch.setattr(worker, "_MAX_PLANS", 2)
+    seg.write([1, -1, 2, -2, 3, -3])
+    for plan in (1, 2, 3):
+        assert worker.handle(seg.request(plan=plan))["ok"]
+    assert sorted(worker._PLANS) == [2, 3]
+    assert json.loads(worker._repeat(frame(1)))["error_type"] == "UnknownPlan"  # parity sends it whole again
+    assert worker._repeat(frame(3)) == worker.SAME_FRAME
+
+
 def test_frames_and_lines_share_one_connection(seg, tmp_path):
     sock = str(tmp_path / "w.sock")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, HERE]))

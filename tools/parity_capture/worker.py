@@ -93,8 +93,11 @@ def cmd_import_modules(req) -> Dict[str, Any]:
 
 # Host call plans of the connected client: {plan id: host_ops.Prepared}. A request with "op" (or
 # "calls") is whole and defines its "plan" when it names one; a request with only "plan" repeats
-# that call on the segment's current contents (the arguments are views into it).
+# that call on the segment's current contents (the arguments are views into it). At most
+# _MAX_PLANS are kept (a plan holds views of parity's segments and copies on devices): the oldest
+# goes, and a repeat of it answers UnknownPlan, which makes parity send it whole again.
 _PLANS: Dict[int, Any] = {}
+_MAX_PLANS = 512
 
 
 class UnknownPlan(LookupError):
@@ -119,6 +122,8 @@ def _host_run(req, whole_key: str, prepare) -> Dict[str, Any]:
     if whole_key in req:
         prepared, repeat = prepare(req), False
         if plan is not None:
+            while len(_PLANS) >= _MAX_PLANS:
+                _PLANS.pop(next(iter(_PLANS)))
             _PLANS[plan] = prepared
     else:
         prepared, repeat = _PLANS.get(plan), True
