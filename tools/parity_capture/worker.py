@@ -247,12 +247,31 @@ def deterministic_setup() -> None:
         setattr(cfg, key, value)
 
 
+def tune_malloc() -> None:
+    """A host op call's results are fresh tensors, freed once copied out: glibc serves blocks of up
+    to 32 MB from its heap here and keeps up to 64 MB free at the heap's top, so a call in a loop
+    reuses the same pages instead of mmap, page faults and munmap per call (measured: ~0.4 ms of a
+    4 MB call). glibc's own dynamic threshold can reach 32 MB too, but trims return the pages the
+    next call faults in again. Nothing where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(M_TRIM_THRESHOLD, 64 << 20)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
+    tune_malloc()
     deterministic_setup()
     serve(a.socket)
     return 0
