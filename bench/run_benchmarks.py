@@ -182,21 +182,24 @@ def bench_host_ops(tmp: str, quick: bool, moe: bool = True) -> dict:
 
     env = dict(os.environ, PYTHONPATH=tests)
     iters = 20 if quick else 300
-    rows = []
-    for shape in ((16, 64), (256, 1024), (1024, 1024)):
-        x = torch.randn(*shape)
-        d = os.path.join(tmp, f"host-{shape[0]}x{shape[1]}")
-        capture(OneHostOp(), (x,), d, name="one_host_op")
-        p = parity_bench("interp", d, "--iters", str(iters), "--import", "custom_op_model", env=env)
-        py = timeit(lambda: torch.ops.parity_test.scaled_gelu(x, 0.5), iters)
-        rows.append({"shape": list(shape), "mb": x.numel() * 4 / 2**20, "parity_us": p["median_s"] * 1e6, "python_us": py * 1e6})
-    x = torch.randn(16, 64)
-    d = os.path.join(tmp, "host-adjacent")
-    capture(AdjacentHostOps(), (x,), d, name="adjacent_host_ops")
-    p = parity_bench("interp", d, "--iters", str(iters), "--import", "custom_op_model", env=env)
-    py = timeit(lambda: AdjacentHostOps()(x), iters)
-    rows.append({"shape": [16, 64], "mb": x.numel() * 4 / 2**20, "calls": 8, "parity_us": p["median_s"] * 1e6 / 8,
-                 "python_us": py * 1e6 / 8})
+    rounds = 1 if quick else 3
+
+    def measure(model, x, name, eager, calls=1):
+        """Median over `rounds` of parity's and eager's per-call medians, taken alternately (a
+        drift of this machine's speed falls on both)."""
+        d = os.path.join(tmp, f"host-{name}")
+        capture(model, (x,), d, name=name)
+        ps, pys = [], []
+        for _ in range(rounds):
+            ps.append(parity_bench("interp", d, "--iters", str(iters), "--import", "custom_op_model", env=env)["median_s"])
+            pys.append(timeit(lambda: eager(x), iters))
+        row = {"shape": list(x.shape), "mb": x.numel() * 4 / 2**20, "parity_us": statistics.median(ps) * 1e6 / calls,
+               "python_us": statistics.median(pys) * 1e6 / calls}
+        return dict(row, calls=calls) if calls > 1 else row
+
+    op = lambda x: torch.ops.parity_test.scaled_gelu(x, 0.5)
+    rows = [measure(OneHostOp(), torch.randn(*shape), f"{shape[0]}x{shape[1]}", op) for shape in ((16, 64), (256, 1024), (1024, 1024))]
+    rows.append(measure(AdjacentHostOps(), torch.randn(16, 64), "adjacent", AdjacentHostOps(), calls=8))
     small = rows[0]
     big = [r for r in rows if r["mb"] >= 1 and not r.get("calls")]
     # Per MB: the overhead's growth from the small call to each larger one (ms per MB).
@@ -216,17 +219,19 @@ def bench_host_ops(tmp: str, quick: bool, moe: bool = True) -> dict:
 def bench_moe_verify(tmp: str) -> dict:
     """`parity verify --model mixtral --backend inductor` (the suite's MoE model: its experts run
     in transformers' custom op, a host op, in eager, fp64 and Inductor's eager fallback), warm
-    Inductor caches, median of 3, with this build and the baseline build."""
+    Inductor caches, median of 3, with this build and the baseline build, runs interleaved."""
     bins = {"after": os.path.join(BUILD, "parity")}
     if os.environ.get("PARITY_BASELINE_BIN"):
         bins["before"] = os.environ["PARITY_BASELINE_BIN"]
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor-moe"))
-    out = {}
+    cmd = lambda binary, out_dir: [binary, "verify", "--model", "mixtral", "--backend", "inductor", "--output-dir", out_dir]
     for label, binary in bins.items():
-        cmd = [binary, "verify", "--model", "mixtral", "--backend", "inductor"]
-        wall(cmd + ["--output-dir", os.path.join(tmp, f"moe-{label}-warmup")], env)
-        out[f"{label}_s"] = statistics.median(
-            wall(cmd + ["--output-dir", os.path.join(tmp, f"moe-{label}-{k}")], env) for k in range(3))
+        wall(cmd(binary, os.path.join(tmp, f"moe-{label}-warmup")), env)
+    times = {label: [] for label in bins}
+    for k in range(3):  # interleaved, so a drift of this machine's speed falls on both builds alike
+        for label, binary in bins.items():
+            times[label].append(wall(cmd(binary, os.path.join(tmp, f"moe-{label}-{k}")), env))
+    out = {f"{label}_s": statistics.median(t) for label, t in times.items()}
     if "before_s" in out:
         out["speedup"] = out["before_s"] / out["after_s"]
     return out
@@ -271,7 +276,7 @@ def render_host_ops(h: dict) -> list:
     moe = h.get("moe")
     if moe:
         lines += ["", "The suite's MoE model, `parity verify --model mixtral --backend inductor` (experts in a host op), "
-                      "warm Inductor caches, median of 3:", ""]
+                      "warm Inductor caches, median of 3 (the builds' runs interleaved):", ""]
         if "before_s" in moe:
             lines += ["| build | verify wall time |", "|---|---|",
                       f"| before (safetensors files per host op call) | {moe['before_s']:.1f} s |",

@@ -115,20 +115,29 @@ def _inference_mode():
 
 def _host_run(req, whole_key: str, prepare) -> Dict[str, Any]:
     """A host_call or host_batch: prepared from a whole request (kept as its plan when it names
-    one) or found by its plan id; run in inference mode (parity's own autograd asks for gradients:
-    host_backward); the results written into the worker's segment, where the plan's previous
-    results went when they fit the same places ({"same": true})."""
+    one) or found by its plan id, then run (_run_prepared)."""
     plan = req.get("plan")
-    if whole_key in req:
-        prepared, repeat = prepare(req), False
-        if plan is not None:
-            while len(_PLANS) >= _MAX_PLANS:
-                _PLANS.pop(next(iter(_PLANS)))
-            _PLANS[plan] = prepared
-    else:
-        prepared, repeat = _PLANS.get(plan), True
-        if prepared is None:
-            raise UnknownPlan(f"{req.get('cmd')} plan {plan} is unknown to this worker")
+    if whole_key not in req:
+        return _run_prepared(_plan(plan), True)
+    prepared = prepare(req)
+    if plan is not None:
+        while len(_PLANS) >= _MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[plan] = prepared
+    return _run_prepared(prepared, False)
+
+
+def _plan(plan) -> Any:
+    prepared = _PLANS.get(plan)
+    if prepared is None:
+        raise UnknownPlan(f"host call plan {plan} is unknown to this worker")
+    return prepared
+
+
+def _run_prepared(prepared, repeat: bool) -> Dict[str, Any]:
+    """Runs in inference mode (parity's own autograd asks for gradients: host_backward); the
+    results go into the worker's segment, where the plan's previous results went when they fit
+    the same places ({"same": true})."""
     with _inference_mode():
         outs, counts = prepared.run(repeat)
     answer, prepared.places = shm.write_results(outs, prepared.places if repeat else None)
@@ -185,8 +194,12 @@ def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         out["ok"] = True
         return out
     except Exception as e:  # reported to parity, the worker lives on
-        return {"ok": False, "error_type": type(e).__name__, "error": str(e).strip()[:4000],
-                "traceback": traceback.format_exc()[-8000:]}
+        return _failure(e)
+
+
+def _failure(e: Exception) -> Dict[str, Any]:
+    return {"ok": False, "error_type": type(e).__name__, "error": str(e).strip()[:4000],
+            "traceback": traceback.format_exc()[-8000:]}
 
 
 # A plan repeat as a frame instead of a JSON line (runtime/worker.cpp): the magic byte, three zero
@@ -198,10 +211,16 @@ SAME_FRAME = FRAME.pack(FRAME_MAGIC, 0)
 
 
 def _repeat(frame: bytes) -> bytes:
+    """A plan repeat from its frame, straight to its plan (no request dict, no dispatch)."""
     _, plan = FRAME.unpack(frame)
-    resp = handle({"cmd": "host_call", "plan": plan})
-    if resp.get("same") and resp.get("ok"):
-        return SAME_FRAME
+    try:
+        resp = _run_prepared(_plan(plan), True)
+    except Exception as e:  # reported to parity, the worker lives on
+        resp = _failure(e)
+    else:
+        if resp.get("same"):
+            return SAME_FRAME
+        resp["ok"] = True
     return (json.dumps(resp) + "\n").encode()
 
 
