@@ -268,7 +268,9 @@ def render_host_ops(h: dict) -> list:
              "and copies the result into its own segment, which parity reads back into a pooled tensor (runtime/shm.h).",
              "A repeated call is an 8-byte frame carrying its plan id, answered by 8 bytes when its results went where",
              "they went last time (docs/worker.md); adjacent calls go in one request. Python eager calls",
-             "`torch.ops.parity_test.scaled_gelu` directly. The difference is what a host op costs per call.", "",
+             "`torch.ops.parity_test.scaled_gelu` directly. The difference is what a host op costs per call.",
+             "Each row is the median of 3 rounds, parity and eager alternately: on a small VM a lone call's overhead",
+             "(two process wake-ups) moves by tens of µs between runs.", "",
              "| input | parity (per call) | Python eager (per call) | overhead per call |", "|---|---|---|---|"]
     lines += host_op_rows(h)
     if "overhead_ms_per_mb" in h:
