@@ -60,11 +60,14 @@ std::string QualifiedName(const c10::FunctionSchema& schema) {
 // The arguments of host op calls as a request carries them: each tensor goes to `tensors` (CPU,
 // contiguous; the k-th is named "t<k>" in the JSON) and every argument, tensors by dtype, shape and
 // device, to `key`. The key is all the worker's answer depends on besides the tensors' contents:
-// a request whose key the worker has seen sends only its plan id, so the JSON is built only
-// when `json_too` (the first time).
+// a request whose key the worker has seen sends only its plan id. So a call is encoded by a pass
+// that collects (key and tensors, every time) and, the first time only, a pass that builds the
+// JSON (`json_too`) without copying the tensors again.
 struct Encoder {
-  bool json_too = true;
+  Encoder(bool collect, bool json_too) : collect(collect), json_too(json_too) {}
+  const bool collect, json_too;
   std::vector<at::Tensor> tensors;
+  size_t count = 0;  // tensors seen
   std::string key;
 
   template <typename T>
@@ -90,8 +93,8 @@ struct Encoder {
       Raw(t.device().type());
       Raw(t.device().index());
       Text(std::string(reinterpret_cast<const char*>(t.sizes().data()), t.sizes().size() * sizeof(int64_t)));
-      const std::string name = "t" + std::to_string(tensors.size());
-      tensors.push_back(t.detach().to(at::kCPU).contiguous());
+      const std::string name = "t" + std::to_string(count++);
+      if (collect) tensors.push_back(t.detach().to(at::kCPU).contiguous());
       if (!json_too) return nullptr;
       return {{"tensor", {{"key", name}, {"device", t.device().str()}}}};
     }
@@ -304,12 +307,11 @@ void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n = schema.arguments().size();
   const auto given = torch::jit::last(*stack, n);
-  Encoder enc;
-  enc.json_too = false;
+  Encoder enc(/*collect=*/true, /*json_too=*/false);
   std::optional<c10::Device> device;
   enc.Call(schema, given, device);
   auto whole = [&] {
-    Encoder full;
+    Encoder full(/*collect=*/false, /*json_too=*/true);
     std::optional<c10::Device> ignored;
     return json{{"op", QualifiedName(schema)}, {"args", full.Call(schema, given, ignored)}};
   };
@@ -341,12 +343,11 @@ std::vector<torch::jit::Stack> HostBatch(const std::vector<interp::BatchCall>& c
     }
     return jcalls;
   };
-  Encoder enc;
-  enc.json_too = false;
+  Encoder enc(/*collect=*/true, /*json_too=*/false);
   std::vector<std::optional<c10::Device>> devices(calls.size());
   encode(enc, devices);
   auto whole = [&] {
-    Encoder full;
+    Encoder full(/*collect=*/false, /*json_too=*/true);
     std::vector<std::optional<c10::Device>> ignored(calls.size());
     json jcalls = encode(full, ignored);
     return json{{"op", jcalls[0]["op"]}, {"calls", std::move(jcalls)}};
@@ -373,7 +374,7 @@ struct HostBackward final : torch::autograd::Node {
   std::vector<at::Tensor> outputs;  // detached, for the shape of a missing grad
   std::string name() const override { return "HostBackward(" + QualifiedName(*schema) + ")"; }
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
-    Encoder enc;
+    Encoder enc(/*collect=*/true, /*json_too=*/true);
     json jargs = json::array(), jgrads = json::array();
     std::optional<c10::Device> device;
     for (size_t i = 0; i < args.size(); ++i) jargs.push_back(enc.Arg(args[i], schema->arguments()[i].type(), device));
