@@ -5,7 +5,8 @@ lines over a Unix socket, one connection at a time, each answered by one JSON li
 
 Protocol (docs/worker.md). Every request has "cmd" and an "id" echoed back; every answer has
 "ok". A host op plan repeat may come as an 8-byte frame instead (FRAME below). Failures answer
-{"ok": false, "error_type": ..., "error": ..., "traceback": ...} and the worker goes on. Tensors travel as safetensors files named in the request ("out"), a host op's through shared memory.
+{"ok": false, "error_type": ..., "error": ..., "traceback": ...} and the worker goes on. Tensors
+travel as safetensors files named in the request ("out"), a host op's through shared memory.
   ping                 -> torch_version, cuda
   list_models          -> models: [{name, suite, batch_size, description}]
   list_backends        -> backends: dynamo backends registered in this torch
