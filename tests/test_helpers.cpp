@@ -39,13 +39,18 @@ void Spit(const fs::path& p, const std::string& data) {
   out << data;
 }
 
+GraphEntry NewGraphEntry(const std::string& name) {
+  GraphEntry e;
+  e.name = name;
+  e.file = "graphs/" + name + ".json";
+  e.graph.set_name(name);
+  return e;
+}
+
 void WriteSmallRepro(const fs::path& dir) {
   using ir::Arg;
   using ir::NodeKind;
-  GraphEntry e;
-  e.name = "g";
-  e.file = "graphs/g.json";
-  e.graph.set_name("g");
+  GraphEntry e = NewGraphEntry("g");
   ir::Graph& g = e.graph;
   ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
   x->meta = {ir::TensorMeta{c10::kFloat, {2, 3}, {3, 1}}};

@@ -29,6 +29,9 @@ std::filesystem::path TestData();
 #define PARITY_REQUIRE_TEST_DATA() \
   if (::parity::testing::TestData().empty()) GTEST_SKIP() << "PARITY_TEST_DATA unset"
 
+// An empty graph entry named `name`, stored at graphs/<name>.json.
+GraphEntry NewGraphEntry(const std::string& name);
+
 // Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).
 void WriteSmallRepro(const std::filesystem::path& dir);
 

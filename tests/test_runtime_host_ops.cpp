@@ -10,6 +10,9 @@
 #include <ATen/ops/tanh.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
+
 #include "interpreter/interpreter.h"
 #include "repro/safetensors.h"
 #include "runtime/shm.h"
@@ -23,11 +26,10 @@ using ir::NodeKind;
 using nlohmann::json;
 
 // x -> tanh -> parity_unit::scale(t, 3.0) -> mul(w) -> out
+constexpr const char* kScaleSchema = "parity_unit::scale(Tensor x, float s) -> Tensor";
+
 void WriteHostRepro(const std::filesystem::path& dir, const std::string& module) {
-  GraphEntry e;
-  e.name = "g";
-  e.file = "graphs/g.json";
-  e.graph.set_name("g");
+  GraphEntry e = testing::NewGraphEntry("g");
   ir::Graph& g = e.graph;
   ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
   ir::Node* w = g.Append(NodeKind::kGetAttr, "w", "param/w");
@@ -41,7 +43,7 @@ void WriteHostRepro(const std::filesystem::path& dir, const std::string& module)
   e.inputs = {{"x", "input/x"}};
   Manifest man;
   man.model = "host";
-  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", module, "host"};
+  man.host_ops["parity_unit::scale"] = {kScaleSchema, module, "host"};
   ASSERT_TRUE(WriteReproDir(dir, man, {&e}, {{"input/x", at::randn({3, 4})}, {"param/w", at::randn({4})}}).ok());
 }
 
@@ -121,6 +123,28 @@ struct FakeWorker {
   ShmSegment results;
 };
 
+// A repro dir of graph "g" whose only input is x (3x4) and whose host op is parity_unit::scale
+// (module unit_pkg.ops): `build` appends the body and the output after x. Loaded into `repro`, its
+// host ops prepared against `fake`, compiled into `program`.
+void LoadScaleGraph(const std::filesystem::path& dir, const std::function<void(ir::Graph&, ir::Node* x)>& build,
+                    const std::shared_ptr<FakeWorker>& fake, std::optional<ReproDir>& repro,
+                    std::optional<interp::Program>& program) {
+  GraphEntry e = testing::NewGraphEntry("g");
+  build(e.graph, e.graph.Append(NodeKind::kPlaceholder, "x", "x"));
+  e.inputs = {{"x", "input/x"}};
+  Manifest man;
+  man.model = "host";
+  man.host_ops["parity_unit::scale"] = {kScaleSchema, "unit_pkg.ops", "host"};
+  ASSERT_TRUE(WriteReproDir(dir, man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
+  auto r = ReproDir::Load(dir);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  repro.emplace(std::move(*r));
+  ASSERT_TRUE(PrepareHostOps(*repro, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
+  auto p = interp::Program::Compile(repro->graphs()[0].graph, "g");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  program.emplace(std::move(*p));
+}
+
 TEST(HostOps, UnapprovedModuleIsBadInputNamingOpNodeModuleAndFlag) {
   testing::TempDir dir;
   WriteHostRepro(dir.path(), "unit_mod");
@@ -180,32 +204,23 @@ TEST(HostOps, InterpreterDispatchesBetweenAtenAndTheHostOp) {
 // adjacent (one worker request), the third is alone.
 TEST(HostOps, AdjacentHostOpsGoToTheWorkerInOneRequest) {
   testing::TempDir dir;
-  GraphEntry e;
-  e.name = "g";
-  e.file = "graphs/g.json";
-  e.graph.set_name("g");
-  ir::Graph& g = e.graph;
-  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
-  ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
-  a->args = {Arg::Ref(x), Arg::Float(2.0)};
-  ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
-  b->args = {Arg::Ref(a), Arg::Float(3.0)};
-  ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
-  t->args = {Arg::Ref(b)};
-  ir::Node* c = g.Append(NodeKind::kCallFunction, "scale_c", "parity_unit::scale");
-  c->args = {Arg::Ref(t), Arg::Float(0.5)};
-  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(c), Arg::Ref(a)})};
-  e.inputs = {{"x", "input/x"}};
-  Manifest man;
-  man.model = "host";
-  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", "unit_pkg.ops", "host"};
-  ASSERT_TRUE(WriteReproDir(dir.path(), man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
-  auto r = ReproDir::Load(dir.path());
-  ASSERT_TRUE(r.ok()) << r.error().message;
   auto fake = std::make_shared<FakeWorker>();
-  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
-  auto program = interp::Program::Compile(r->graphs()[0].graph, "g");
-  ASSERT_TRUE(program.ok()) << program.error().message;
+  std::optional<ReproDir> r;
+  std::optional<interp::Program> program;
+  ASSERT_NO_FATAL_FAILURE(LoadScaleGraph(
+      dir.path(),
+      [](ir::Graph& g, ir::Node* x) {
+        ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
+        a->args = {Arg::Ref(x), Arg::Float(2.0)};
+        ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
+        b->args = {Arg::Ref(a), Arg::Float(3.0)};
+        ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
+        t->args = {Arg::Ref(b)};
+        ir::Node* c = g.Append(NodeKind::kCallFunction, "scale_c", "parity_unit::scale");
+        c->args = {Arg::Ref(t), Arg::Float(0.5)};
+        g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(c), Arg::Ref(a)})};
+      },
+      fake, r, program));
   auto inputs = *r->Inputs(r->graphs()[0]);
   const at::Tensor want = at::tanh(inputs["x"] * 6.0) * 0.5;
   const int before = fake->requests;
@@ -236,30 +251,21 @@ TEST(HostOps, AdjacentHostOpsGoToTheWorkerInOneRequest) {
 // ({"same": true}) and hold the new values; another input shape makes new plans.
 TEST(HostOps, RepeatedCallsGoByPlanAndCarryTheirNewValues) {
   testing::TempDir dir;
-  GraphEntry e;
-  e.name = "g";
-  e.file = "graphs/g.json";
-  e.graph.set_name("g");
-  ir::Graph& g = e.graph;
-  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
-  ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
-  a->args = {Arg::Ref(x), Arg::Float(2.0)};
-  ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
-  t->args = {Arg::Ref(a)};
-  ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
-  b->args = {Arg::Ref(t), Arg::Float(5.0)};
-  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(b)})};
-  e.inputs = {{"x", "input/x"}};
-  Manifest man;
-  man.model = "host";
-  man.host_ops["parity_unit::scale"] = {"parity_unit::scale(Tensor x, float s) -> Tensor", "unit_pkg.ops", "host"};
-  ASSERT_TRUE(WriteReproDir(dir.path(), man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
-  auto r = ReproDir::Load(dir.path());
-  ASSERT_TRUE(r.ok()) << r.error().message;
   auto fake = std::make_shared<FakeWorker>();
-  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
-  auto program = interp::Program::Compile(r->graphs()[0].graph, "g");
-  ASSERT_TRUE(program.ok()) << program.error().message;
+  std::optional<ReproDir> r;
+  std::optional<interp::Program> program;
+  ASSERT_NO_FATAL_FAILURE(LoadScaleGraph(
+      dir.path(),
+      [](ir::Graph& g, ir::Node* x) {
+        ir::Node* a = g.Append(NodeKind::kCallFunction, "scale_a", "parity_unit::scale");
+        a->args = {Arg::Ref(x), Arg::Float(2.0)};
+        ir::Node* t = g.Append(NodeKind::kCallFunction, "tanh", "aten::tanh");
+        t->args = {Arg::Ref(a)};
+        ir::Node* b = g.Append(NodeKind::kCallFunction, "scale_b", "parity_unit::scale");
+        b->args = {Arg::Ref(t), Arg::Float(5.0)};
+        g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(b)})};
+      },
+      fake, r, program));
   const int before = fake->requests;  // import_modules
   for (int run = 0; run < 3; ++run) {
     const at::Tensor in = at::randn({3, 4});
