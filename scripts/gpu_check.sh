@@ -4,13 +4,7 @@
 # cuda` runs the captured graph and compares. Results (JSON per model) go to $OUT or ./gpu-out.
 #   scripts/gpu_check.sh [PYTHON] [HEADERS_DIR]
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PY=${1:-python3}
-HDRS=${2:-}
-OUTDIR=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUTDIR"
-OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "$HDRS" || exit 1
-export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 "$PY" -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "transformers", transformers.__version__)' | tee "$OUTDIR/env.txt"
 tmp=$(mktemp -d)
 for m in ${MODELS:-mlp resnet llama bert}; do

@@ -8,13 +8,7 @@
 # written from the -j 1 run. Output in $OUT.
 #   scripts/gpu_multi.sh [PYTHON] [HEADERS_DIR]
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PY=${1:-python3}
-HDRS=${2:-}
-OUTDIR=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUTDIR"
-OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "$HDRS" || exit 1
-export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PARITY_CACHE_DIR=/tmp/parity-multi-cache TORCHINDUCTOR_CACHE_DIR=/tmp/parity-multi-inductor
 NG=$(nvidia-smi -L | wc -l)
