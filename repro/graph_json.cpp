@@ -37,15 +37,21 @@ constexpr DtypeName kDtypeNames[] = {
     {"float8_e5m2", "f8e5m2", c10::ScalarType::Float8_e5m2},
 };
 
+constexpr int kMaxArgDepth = 32;
+
 struct Parser {
   const std::string& where;
   Graph& g;
+  sym::Bindings hints = {};  // each symbol's recorded value
 
   Error Bad(const std::string& field, const std::string& what) const {
     return Error::BadInput(where + ": " + field + ": " + what);
   }
 
-  Expected<Arg> ParseArg(const json& j, const std::string& field) {
+  // An argument: a number, string, None, tagged value or list; lists nest at most kMaxArgDepth
+  // deep (an FX argument is a list of lists at most; a deeper one is bad input, not a recursion
+  // as deep as the file).
+  Expected<Arg> ParseArg(const json& j, const std::string& field, int depth = 0) {
     switch (j.type()) {
       case json::value_t::null: return Arg::None();
       case json::value_t::boolean: return Arg::Bool(j.get<bool>());
@@ -58,9 +64,10 @@ struct Parser {
       case json::value_t::number_float: return Arg::Float(j.get<double>());
       case json::value_t::string: return Arg::String(j.get<std::string>());
       case json::value_t::array: {
+        if (depth >= kMaxArgDepth) return Bad(field, "lists nested deeper than " + std::to_string(kMaxArgDepth) + " levels");
         std::vector<Arg> items;
         for (size_t k = 0; k < j.size(); ++k) {
-          auto a = ParseArg(j[k], field + "[" + std::to_string(k) + "]");
+          auto a = ParseArg(j[k], field + "[" + std::to_string(k) + "]", depth + 1);
           if (!a.ok()) return a.error();
           items.push_back(std::move(*a));
         }
@@ -150,19 +157,40 @@ struct Parser {
           continue;
         }
         if (!d.is_string()) return Bad(f, "holds neither an expression nor null");
-        PARITY_RETURN_IF_ERROR(CheckExpr(d.get<std::string>(), f));
+        PARITY_RETURN_IF_ERROR(CheckExpr(d.get<std::string>(), f, ExprUse::kSize));
         m.sym_shape.push_back(d.get<std::string>());
       }
     }
     return std::optional<TensorMeta>(std::move(m));
   }
 
-  // A size expression that parses and reads only declared symbols.
-  Status CheckExpr(const std::string& text, const std::string& field) const {
+  // A size expression that parses, reads only declared symbols and has a value at the symbols'
+  // hints (the recorded call): a file whose sizes divide by zero, overflow or cannot hold is bad
+  // input here, in every command, never a run that fails later.
+  enum class ExprUse { kSize, kInt, kNumber, kGuard };  // a dim, an integer, any number, a condition
+  Status CheckExpr(const std::string& text, const std::string& field, ExprUse use = ExprUse::kNumber) const {
     PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(text, where + ": " + field));
     for (const auto& name : e.Symbols())
       if (!g.symbols.count(name)) return Bad(field, "symbol \"" + name + "\" is not declared in \"symbols\"");
+    auto at_hints = [&](const Error& err) { return Bad(field, "at the recorded sizes: " + err.message); };
+    if (use == ExprUse::kSize || use == ExprUse::kInt) {
+      auto v = e.EvalInt(hints);
+      if (!v.ok()) return at_hints(v.error());
+      if (use == ExprUse::kSize && *v < 0) return Bad(field, sym::Quoted(text) + " is " + std::to_string(*v) + " at the recorded sizes, not a size");
+      return Status::Ok();
+    }
+    auto v = e.Eval(hints);
+    if (!v.ok()) return at_hints(v.error());
+    if (!std::isfinite(*v)) return Bad(field, sym::Quoted(text) + " is not finite at the recorded sizes");
+    if (use == ExprUse::kGuard && *v == 0)
+      return Bad(field, "guard " + sym::Quoted(text) + " does not hold at the recorded sizes (" + HintsText(e) + ")");
     return Status::Ok();
+  }
+
+  std::string HintsText(const sym::Expr& e) const {
+    std::string out;
+    for (const auto& name : e.Symbols()) out += (out.empty() ? "" : ", ") + name + " = " + std::to_string(hints.at(name));
+    return out;
   }
 
   Status ParseSymbols(const json& j) {
@@ -183,7 +211,13 @@ struct Parser {
           if (!s["max"].is_number_integer()) return Bad(f + ".max", "neither an integer nor null");
           sym.max = s["max"].get<int64_t>();
         }
+        if (sym.max && *sym.max < sym.min)
+          return Bad(f, "range [" + std::to_string(sym.min) + ", " + std::to_string(*sym.max) + "] is empty (min > max)");
+        if (sym.hint < sym.min || (sym.max && sym.hint > *sym.max))
+          return Bad(f + ".hint", std::to_string(sym.hint) + " is outside the symbol's range [" + std::to_string(sym.min) + ", " +
+                                      (sym.max ? std::to_string(*sym.max) : "inf") + "]");
         g.symbols[it.key()] = sym;
+        hints[it.key()] = sym.hint;
       }
     }
     if (j.contains("guards")) {
@@ -191,7 +225,7 @@ struct Parser {
       for (size_t k = 0; k < j["guards"].size(); ++k) {
         const json& e = j["guards"][k];
         if (!e.is_string()) return Bad("guards[" + std::to_string(k) + "]", "not a string");
-        PARITY_RETURN_IF_ERROR(CheckExpr(e.get<std::string>(), "guards[" + std::to_string(k) + "]"));
+        PARITY_RETURN_IF_ERROR(CheckExpr(e.get<std::string>(), "guards[" + std::to_string(k) + "]", ExprUse::kGuard));
         g.guards.push_back(e.get<std::string>());
       }
     }
@@ -316,13 +350,14 @@ Status ParseNodeMeta(Parser& p, const json& m, const std::string& field, Node& n
   }
   if (m.contains("sym")) {
     if (!m["sym"].is_string()) return p.Bad(field + ".meta.sym", "not a string");
-    PARITY_RETURN_IF_ERROR(p.CheckExpr(m["sym"].get<std::string>(), field + ".meta.sym"));
-    n.sym = m["sym"].get<std::string>();
     if (m.contains("sym_type")) {
       if (m["sym_type"] != "int" && m["sym_type"] != "float" && m["sym_type"] != "bool")
         return p.Bad(field + ".meta.sym_type", "expected \"int\", \"float\" or \"bool\"");
       n.sym_type = m["sym_type"].get<std::string>();
     }
+    PARITY_RETURN_IF_ERROR(p.CheckExpr(m["sym"].get<std::string>(), field + ".meta.sym",
+                                       n.sym_type == "int" ? Parser::ExprUse::kInt : Parser::ExprUse::kNumber));
+    n.sym = m["sym"].get<std::string>();
   }
   if (m.contains("stack_trace") && m["stack_trace"].is_string()) n.stack_trace = m["stack_trace"].get<std::string>();
   if (m.contains("module_path") && m["module_path"].is_string()) n.module_path = m["module_path"].get<std::string>();

@@ -11,7 +11,14 @@ struct Expr::Node {
   double number = 0;
   std::string name;  // symbol, operator ("+", "<=", ...) or function
   std::vector<std::shared_ptr<const Node>> args;
+  int depth = 1;  // of the tree below and including this node (evaluation recurses this deep)
 };
+
+std::string Quoted(const std::string& text) {
+  constexpr size_t kShown = 80;
+  if (text.size() <= kShown) return "\"" + text + "\"";
+  return "\"" + text.substr(0, kShown) + "...\" (" + std::to_string(text.size()) + " characters)";
+}
 
 namespace {
 
@@ -34,9 +41,7 @@ class Parser {
   }
 
  private:
-  Error Bad(const std::string& what) const {
-    return Error::BadInput(where_ + ": size expression \"" + s_ + "\": " + what);
-  }
+  Error Bad(const std::string& what) const { return Error::BadInput(where_ + ": size expression " + Quoted(s_) + ": " + what); }
   void Skip() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
@@ -46,19 +51,37 @@ class Parser {
     i_ += tok.size();
     return true;
   }
-  static NodeP Make(Kind k, std::string name, std::vector<NodeP> args = {}, double number = 0) {
+  static NodeP Leaf(Kind k, std::string name, double number = 0) {
     auto n = std::make_shared<Expr::Node>();
     n->kind = k;
     n->name = std::move(name);
-    n->args = std::move(args);
     n->number = number;
     return n;
   }
+  // An operator or call node; BadInput past kMaxExprDepth, so that neither this parse nor an
+  // evaluation or destruction of the tree recurses deeper than that.
+  Expected<NodeP> Make(Kind k, std::string name, std::vector<NodeP> args) const {
+    auto n = std::make_shared<Expr::Node>();
+    n->kind = k;
+    n->name = std::move(name);
+    for (const auto& a : args) n->depth = std::max(n->depth, a->depth + 1);
+    n->args = std::move(args);
+    if (n->depth > kMaxExprDepth) return TooDeep();
+    return NodeP(std::move(n));
+  }
+  Error TooDeep() const { return Bad("nested deeper than " + std::to_string(kMaxExprDepth) + " levels"); }
+  // Entered by every rule that recurses (parentheses, calls, unary operators): the parse's own
+  // depth, bounded before the stack is.
+  struct Enter {
+    explicit Enter(int& d) : d_(++d) {}
+    ~Enter() { --d_; }
+    int& d_;
+  };
   Expected<NodeP> Or() {
     PARITY_ASSIGN_OR_RETURN(NodeP l, And());
     while (Eat("|")) {
       PARITY_ASSIGN_OR_RETURN(NodeP r, And());
-      l = Make(Kind::kBinary, "|", {l, r});
+      PARITY_ASSIGN_OR_RETURN(l, Make(Kind::kBinary, "|", {l, r}));
     }
     return l;
   }
@@ -66,11 +89,13 @@ class Parser {
     PARITY_ASSIGN_OR_RETURN(NodeP l, Not());
     while (Eat("&")) {
       PARITY_ASSIGN_OR_RETURN(NodeP r, Not());
-      l = Make(Kind::kBinary, "&", {l, r});
+      PARITY_ASSIGN_OR_RETURN(l, Make(Kind::kBinary, "&", {l, r}));
     }
     return l;
   }
   Expected<NodeP> Not() {
+    Enter enter(depth_);
+    if (depth_ > kMaxExprDepth) return TooDeep();
     if (Eat("~")) {
       PARITY_ASSIGN_OR_RETURN(NodeP a, Not());
       return Make(Kind::kUnary, "~", {a});
@@ -92,7 +117,7 @@ class Parser {
       std::string op = Eat("+") ? "+" : Eat("-") ? "-" : "";
       if (op.empty()) return l;
       PARITY_ASSIGN_OR_RETURN(NodeP r, Term());
-      l = Make(Kind::kBinary, op, {l, r});
+      PARITY_ASSIGN_OR_RETURN(l, Make(Kind::kBinary, op, {l, r}));
     }
   }
   Expected<NodeP> Term() {
@@ -112,10 +137,12 @@ class Parser {
       else
         return l;
       PARITY_ASSIGN_OR_RETURN(NodeP r, Unary());
-      l = Make(Kind::kBinary, op, {l, r});
+      PARITY_ASSIGN_OR_RETURN(l, Make(Kind::kBinary, op, {l, r}));
     }
   }
   Expected<NodeP> Unary() {
+    Enter enter(depth_);
+    if (depth_ > kMaxExprDepth) return TooDeep();
     if (Eat("-")) {
       PARITY_ASSIGN_OR_RETURN(NodeP a, Unary());
       return Make(Kind::kUnary, "-", {a});
@@ -135,6 +162,8 @@ class Parser {
     Skip();
     if (i_ >= s_.size()) return Bad("ends early");
     if (Eat("(")) {
+      Enter enter(depth_);
+      if (depth_ > kMaxExprDepth) return TooDeep();
       PARITY_ASSIGN_OR_RETURN(NodeP n, Or());
       if (!Eat(")")) return Bad("missing \")\"");
       return n;
@@ -149,16 +178,18 @@ class Parser {
         return Bad("bad number");
       }
       i_ += used;
-      return Make(Kind::kNumber, "", {}, v);
+      return Leaf(Kind::kNumber, "", v);
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t j = i_;
       while (j < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[j])) || s_[j] == '_')) ++j;
       std::string name = s_.substr(i_, j - i_);
       i_ = j;
-      if (name == "True") return Make(Kind::kNumber, "", {}, 1);
-      if (name == "False") return Make(Kind::kNumber, "", {}, 0);
-      if (!Eat("(")) return Make(Kind::kSymbol, name);
+      if (name == "True") return Leaf(Kind::kNumber, "", 1);
+      if (name == "False") return Leaf(Kind::kNumber, "", 0);
+      if (!Eat("(")) return Leaf(Kind::kSymbol, name);
+      Enter enter(depth_);
+      if (depth_ > kMaxExprDepth) return TooDeep();
       std::vector<NodeP> args;
       if (!Eat(")")) {
         while (true) {
@@ -182,13 +213,14 @@ class Parser {
   const std::string& s_;
   std::string where_;
   size_t i_ = 0;
+  int depth_ = 0;  // rules entered and not yet left
 };
 
 double FloorDivOf(double a, double b) { return std::floor(a / b); }
 double PyMod(double a, double b) { return a - b * std::floor(a / b); }
 
 Expected<double> EvalNode(const Expr::Node& n, const Bindings& b, const std::string& text) {
-  auto bad = [&](const std::string& what) { return Error::BadInput("size expression \"" + text + "\": " + what); };
+  auto bad = [&](const std::string& what) { return Error::BadInput("size expression " + Quoted(text) + ": " + what); };
   switch (n.kind) {
     case Kind::kNumber: return n.number;
     case Kind::kSymbol: {
@@ -289,7 +321,7 @@ Expected<double> Expr::Eval(const Bindings& b) const { return EvalNode(*root_, b
 Expected<int64_t> Expr::EvalInt(const Bindings& b) const {
   PARITY_ASSIGN_OR_RETURN(double v, Eval(b));
   if (!std::isfinite(v) || std::floor(v) != v || std::fabs(v) > 9.0e15)
-    return Error::BadInput("size expression \"" + text_ + "\" is " + std::to_string(v) + ", not an integer");
+    return Error::BadInput("size expression " + Quoted(text_) + " is " + std::to_string(v) + ", not an integer");
   return static_cast<int64_t>(v);
 }
 

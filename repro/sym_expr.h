@@ -17,12 +17,20 @@ namespace parity::sym {
 
 using Bindings = std::map<std::string, int64_t>;
 
+// How deep an expression may nest (parentheses, calls, operators): sympy prints a ShapeEnv's
+// expressions a few levels deep; a file nesting deeper is bad input, never a deep recursion.
+inline constexpr int kMaxExprDepth = 200;
+
+// An expression as error messages show it: quoted whole when short, else its start and its length
+// (a hostile file's expression can be megabytes).
+std::string Quoted(const std::string& text);
+
 class Expr {
  public:
   // kBadInput naming `where` when `text` is not an expression of the supported forms: integers,
   // symbols, + - * / // % ** and unary -, parentheses, < <= > >= == !=, & | ~, True/False, and
   // the calls Eq Ne Lt Le Gt Ge Mod PythonMod FloorDiv CeilDiv Max Min Abs floor ceiling
-  // TruncToInt IntTrueDiv FloatTrueDiv And Or Not.
+  // TruncToInt IntTrueDiv FloatTrueDiv And Or Not; nested at most kMaxExprDepth deep.
   [[nodiscard]] static Expected<Expr> Parse(const std::string& text, const std::string& where);
 
   // The value (booleans are 0/1); kBadInput naming the symbol when one is unbound, and on a

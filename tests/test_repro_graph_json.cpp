@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "test_helpers.h"
 
@@ -148,6 +149,43 @@ TEST(GraphJson, SymbolicFieldsAreCheckedWhereTheyAre) {
   json future = json::parse(kSymbolicGraph);
   future["version"] = 3;
   EXPECT_TRUE(FailsWith(GraphFromJson(future, "sym.json"), {"\"version\" is 3"}));
+}
+
+// Sizes that cannot hold at the recorded call are bad input where they are read (every command
+// loads through here), never a run that fails later and blames eager.
+TEST(GraphJson, HostileSizesAreBadInputNamingTheField) {
+  auto with = [](const std::function<void(json&)>& edit) {
+    json j = json::parse(kSymbolicGraph);
+    edit(j);
+    return GraphFromJson(j, "sym.json");
+  };
+  auto shape = [](json& j, const std::string& e) { j["nodes"][1]["meta"]["val"][0]["sym_shape"][0] = e; };
+  EXPECT_TRUE(FailsWith(with([&](json& j) { shape(j, "s77 // (s77 - 5)"); }), {"sym_shape", "division by zero"}));
+  EXPECT_TRUE(FailsWith(with([&](json& j) { shape(j, "s77 * 99999999999999999999"); }), {"sym_shape", "not an integer"}));
+  EXPECT_TRUE(FailsWith(with([&](json& j) { shape(j, "s77 ** 100000"); }), {"sym_shape"}));
+  EXPECT_TRUE(FailsWith(with([&](json& j) { shape(j, "1 - s77"); }), {"sym_shape", "not a size"}));
+  EXPECT_TRUE(FailsWith(with([&](json& j) { j["nodes"][2]["meta"]["sym"] = "s77 / 0"; }), {"nodes[2]", "meta.sym", "division by zero"}));
+  EXPECT_TRUE(FailsWith(with([](json& j) { j["symbols"]["s77"]["max"] = 1; }), {"symbols.s77", "min > max"}));
+  EXPECT_TRUE(FailsWith(with([](json& j) { j["symbols"]["s77"]["max"] = 4; }), {"symbols.s77.hint", "outside"}));
+  EXPECT_TRUE(FailsWith(with([](json& j) { j["guards"][0] = "Eq(s77, 8)"; }), {"guards[0]", "does not hold", "s77 = 5"}));
+}
+
+TEST(GraphJson, NestingHasALimitNotARecursion) {
+  const int deep = 20000;
+  json paren = json::parse(kSymbolicGraph);
+  paren["guards"][0] = std::string(deep, '(') + "s77" + std::string(deep, ')') + " >= 2";
+  EXPECT_TRUE(FailsWith(GraphFromJson(paren, "sym.json"), {"guards[0]", "nested deeper than"}));
+  std::string sum = "s77";
+  for (int k = 0; k < deep; ++k) sum += " + 1";  // a flat text, a deep tree
+  json chain = json::parse(kSymbolicGraph);
+  chain["nodes"][1]["meta"]["val"][0]["sym_shape"][0] = sum;
+  EXPECT_TRUE(FailsWith(GraphFromJson(chain, "sym.json"), {"sym_shape", "nested deeper than"}));
+  json unary = json::parse(kSymbolicGraph);
+  unary["guards"][0] = std::string(deep, '-') + "s77 != 0";
+  EXPECT_TRUE(FailsWith(GraphFromJson(unary, "sym.json"), {"guards[0]", "nested deeper than"}));
+  json args = json::parse(kSymbolicGraph);
+  args["nodes"][3]["args"][1] = json::parse(std::string(1000, '[') + std::string(1000, ']'));
+  EXPECT_TRUE(FailsWith(GraphFromJson(args, "sym.json"), {"nodes[3]", "nested deeper than"}));
 }
 
 }  // namespace
