@@ -37,6 +37,9 @@ Expected<std::vector<results::Record>> RunMatrix(const CiOptions& o, Baseline& b
     return again;
   };
   PARITY_ASSIGN_OR_RETURN(auto summary, verify::Verify(vo, out, hooks));
+  // The gate decides over the whole matrix asked for: a bad repro dir in it is bad input (the
+  // others' records are in the results file).
+  if (!summary.bad_dirs.empty()) return summary.bad_dirs.front().error;
   const std::set<std::string> mine(summary.fingerprints.begin(), summary.fingerprints.end());
   PARITY_ASSIGN_OR_RETURN(auto all, results::ReadRecords(summary.results_file, results::ReadMode::kStrict));
   std::vector<results::Record> records;

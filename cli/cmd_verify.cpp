@@ -16,7 +16,8 @@ void set_verify_command(CLI::App& app, int& exit_code) {
     auto summary = Unwrap(verify::Verify(o, std::cout));
     auto records = Unwrap(results::ReadRecords(summary.results_file, results::ReadMode::kLenient));
     Unwrap(report::WriteReports(o.output_dir, report::Entries(records), "parity verify"));
-    exit_code = summary.failed > 0 ? 1 : 0;
+    // A bad repro dir among good ones: the good ones verified and reported, the run still exit 2.
+    exit_code = !summary.bad_dirs.empty() ? 2 : summary.failed > 0 ? 1 : 0;
   });
 }
 

@@ -77,6 +77,7 @@ void VerifyConsole::Summary(const VerifySummary& s) {
   out_ << s.passed << " passed, " << s.failed << " failed, " << s.skipped << " skipped";
   if (s.resumed) out_ << ", " << s.resumed << " already in " << s.results_file.string();
   out_ << "; results: " << s.results_file.string() << "\n";
+  for (const auto& b : s.bad_dirs) out_ << "not verified (bad input): " << b.dir << ": " << b.error.message << "\n";
 }
 
 }  // namespace parity::verify

@@ -91,11 +91,27 @@ Status ValidateVerifyOptions(const VerifyOptions& o) {
   for (const auto& b : o.backends) PARITY_RETURN_IF_ERROR(verifier::FindBackend(b));
   PARITY_RETURN_IF_ERROR(o.experiment.Check());
   PARITY_RETURN_IF_ERROR(MakeFilter(o));
-  for (const auto& d : o.repro_dirs) {
-    PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(d));
-    PARITY_RETURN_IF_ERROR(runtime::CheckHostOpsApproved(r, o.experiment.imports));  // nothing imported without approval
-  }
+  for (const auto& d : o.repro_dirs) PARITY_RETURN_IF_ERROR(CheckReproDir(d, o));
   return Status::Ok();
+}
+
+Status CheckReproDir(const std::string& dir, const VerifyOptions& o) {
+  PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
+  PARITY_RETURN_IF_ERROR(runtime::CheckHostOpsApproved(r, o.experiment.imports));  // nothing imported without approval
+  return CheckCapturedAs(r, o);
+}
+
+std::vector<BadDir> SetAsideBadDirs(VerifyOptions& o) {
+  std::vector<BadDir> bad;
+  std::vector<std::string> good;
+  for (const auto& d : o.repro_dirs) {
+    if (Status st = CheckReproDir(d, o); st.ok())
+      good.push_back(d);
+    else
+      bad.push_back({d, st.error()});
+  }
+  o.repro_dirs = std::move(good);
+  return bad;
 }
 
 Status ImportReproHostOps(const VerifyOptions& o, const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask) {

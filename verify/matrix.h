@@ -11,8 +11,16 @@
 
 namespace parity::verify {
 
-// Includes: every repro dir loads, and the modules of its host ops are approved.
+// Includes: every repro dir passes CheckReproDir.
 [[nodiscard]] Status ValidateVerifyOptions(const VerifyOptions& options);
+
+// A repro dir verifies as given: it loads (every file and field valid), the modules of its host
+// ops are approved, and it was captured in the test and dtype asked for.
+[[nodiscard]] Status CheckReproDir(const std::string& dir, const VerifyOptions& options);
+
+// The repro dirs that fail CheckReproDir leave `options.repro_dirs` and come back with why: one
+// bad dir among several is reported, the others still verify.
+std::vector<BadDir> SetAsideBadDirs(VerifyOptions& options);
 
 // The worker imports the modules of the repro dirs' host ops (an import error is exit 2 before
 // anything runs, not an EAGER_FAILED per experiment).

@@ -175,6 +175,9 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
 Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, const VerifyHooks& hooks) {
   VerifyOptions o = opts;
   o.experiment.cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? verifier::DefaultCacheDir() : o.experiment.cache_dir);
+  std::vector<BadDir> bad_dirs = SetAsideBadDirs(o);
+  for (const auto& b : bad_dirs) out << "not verified: " << b.dir << ": " << b.error.message << "\n";
+  if (!bad_dirs.empty() && o.repro_dirs.empty() && o.models.empty()) return bad_dirs.front().error;
   PARITY_RETURN_IF_ERROR(ValidateVerifyOptions(o));
   std::error_code ec;
   fs::create_directories(o.output_dir, ec);
@@ -187,6 +190,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   PARITY_ASSIGN_OR_RETURN(auto all, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
 
   VerifySummary summary;
+  summary.bad_dirs = std::move(bad_dirs);
   summary.matrix = static_cast<int>(all.size());
   summary.results_file = o.output_dir / "results.jsonl";
   const std::set<std::string> done = results::DoneFingerprints(summary.results_file);

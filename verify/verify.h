@@ -49,11 +49,19 @@ struct VerifyHooks {
   std::function<bool(const ExperimentSpec& spec, const std::vector<ExperimentResult>& attempts)> retry;
 };
 
+// A repro dir given on the command line that could not be verified (bad input: the message names
+// its file and field).
+struct BadDir {
+  std::string dir;
+  Error error;
+};
+
 struct VerifySummary {
   int total = 0, passed = 0, failed = 0, skipped = 0, resumed = 0;
   int matrix = 0;                         // experiments in the whole matrix (before sharding)
   std::vector<results::Record> records;   // the records written by this run
   std::vector<std::string> fingerprints;  // this shard's experiments (run now or resumed)
+  std::vector<BadDir> bad_dirs;           // set aside, not verified (the command then exits 2)
   std::filesystem::path results_file;
 };
 
