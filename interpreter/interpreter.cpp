@@ -33,6 +33,7 @@ struct Operand {
     kTensorList,     // Tensor[] gathered from `refs`
     kOptTensorList,  // Tensor?[] gathered from `refs` (-1 = None)
     kIntList,        // int[] of sizes: `ints[k]`, or the size value of node `refs[k]` where it is >= 0
+    kNumberTensor,   // a Tensor argument given a size value (node `refs[0]`): a wrapped number, as Python does
   };
   Kind kind = Kind::kConst;
   c10::IValue constant;
@@ -67,6 +68,17 @@ BatchRegistry& Batches() {
 
 bool IsFloatingDtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kHalf || t == c10::kBFloat16 || t == c10::kDouble;
+}
+
+// A Python number where a Tensor is expected (a constant, or a size computed at run time): a
+// 0-dim tensor flagged as a wrapped number, so type promotion treats it as torch does a scalar
+// (an int does not make a float tensor double; a float does not widen a float32 tensor).
+at::Tensor WrappedNumber(const c10::IValue& v) {
+  at::Tensor t = v.isInt()      ? at::scalar_tensor(v.toInt(), at::kLong)
+                 : v.isDouble() ? at::scalar_tensor(v.toDouble(), at::kDouble)
+                                : at::scalar_tensor(v.toBool(), at::kBool);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
 }
 
 std::string Describe(const Arg& a) {
@@ -119,6 +131,11 @@ class OperandBuilder {
         if (a.kind == Arg::Kind::kNone) return Const(c10::IValue());
         return Convert(type->castRaw<c10::OptionalType>()->getElementType(), a, n);
       case K::TensorType:
+        if (a.kind == Arg::Kind::kNode && !a.node->sym.empty()) {  // `out * x.shape[0]`: a SymInt/SymFloat operand
+          Operand o = Ref(a);
+          o.kind = Operand::Kind::kNumberTensor;
+          return o;
+        }
         if (a.kind == Arg::Kind::kNode) {
           Operand o;
           o.kind = Operand::Kind::kNode;
@@ -126,13 +143,9 @@ class OperandBuilder {
           return o;
         }
         // A Python number in a Tensor position: a wrapped-number 0-dim tensor, as torch does.
-        if (a.kind == Arg::Kind::kInt || a.kind == Arg::Kind::kFloat || a.kind == Arg::Kind::kBool) {
-          at::Tensor t = a.kind == Arg::Kind::kInt     ? at::scalar_tensor(a.i, at::kLong)
-                         : a.kind == Arg::Kind::kFloat ? at::scalar_tensor(a.f, at::kDouble)
-                                                       : at::scalar_tensor(a.b, at::kBool);
-          t.unsafeGetTensorImpl()->set_wrapped_number(true);
-          return Const(t);
-        }
+        if (a.kind == Arg::Kind::kInt) return Const(WrappedNumber(c10::IValue(a.i)));
+        if (a.kind == Arg::Kind::kFloat) return Const(WrappedNumber(c10::IValue(a.f)));
+        if (a.kind == Arg::Kind::kBool) return Const(WrappedNumber(c10::IValue(a.b)));
         return Mismatch(type, a);
       case K::ListType: {
         const c10::TypePtr& elem = type->castRaw<c10::ListType>()->getElementType();
@@ -470,6 +483,10 @@ inline c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>&
     }
     case Operand::Kind::kDevice: return options.device;
     case Operand::Kind::kNode: return frame[o.refs[0]];
+    case Operand::Kind::kNumberTensor: {
+      const c10::IValue& v = frame[o.refs[0]];
+      return v.isTensor() ? v : c10::IValue(WrappedNumber(v));
+    }
     case Operand::Kind::kTensorList: {
       c10::List<at::Tensor> l;
       l.reserve(o.refs.size());
@@ -527,6 +544,36 @@ bool DenseLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& 
     expected *= shape[d];
   }
   return true;
+}
+
+// The one rule of a float-dtype run (the fp64 reference) for values the graph makes itself: a
+// floating result in another floating dtype becomes the run's dtype. Inputs, parameters and
+// dtype arguments follow it already (PrepareTensor, Operand::kDtype); this catches what the
+// graph pins by default: factory ops with dtype=None (zeros, full, scalar_tensor: float32), so
+// a buffer made in the graph, an index_put_/scatter destination or source and the checks of
+// _assert_tensor_metadata all meet tensors of one dtype.
+at::Tensor FollowFloatDtype(const at::Tensor& t, c10::ScalarType dtype) {
+  if (!t.defined() || !IsFloatingDtype(t.scalar_type()) || t.scalar_type() == dtype) return t;
+  return t.to(dtype);
+}
+
+void FollowFloatDtype(c10::IValue& v, c10::ScalarType dtype) {
+  if (v.isTensor()) {
+    at::Tensor t = FollowFloatDtype(v.toTensor(), dtype);
+    if (!t.is_same(v.toTensor())) v = std::move(t);
+  } else if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    if (std::none_of(el.begin(), el.end(), [&](const c10::IValue& x) {
+          return x.isTensor() && x.toTensor().defined() && IsFloatingDtype(x.toTensor().scalar_type()) && x.toTensor().scalar_type() != dtype;
+        }))
+      return;
+    std::vector<c10::IValue> items(el.begin(), el.end());
+    for (auto& x : items) FollowFloatDtype(x, dtype);
+    v = c10::ivalue::Tuple::create(std::move(items));
+  } else if (v.isTensorList()) {
+    c10::List<at::Tensor> l = v.toTensorList();
+    for (size_t k = 0; k < l.size(); ++k) l.set(k, FollowFloatDtype(l.get(k), dtype));
+  }
 }
 
 void RelayoutValue(c10::IValue& v, const Node& n) {
@@ -734,7 +781,10 @@ Status RunOp(const std::vector<Step>& steps, size_t i, std::vector<c10::IValue>&
     else
       frame[i] = c10::ivalue::Tuple::create(std::move(stack));
   }
-  if (options.float_dtype) RelayoutValue(frame[i], *s.node);
+  if (options.float_dtype) {
+    FollowFloatDtype(frame[i], *options.float_dtype);
+    RelayoutValue(frame[i], *s.node);
+  }
   if (options.hook) return options.hook(*s.node, frame[i]);
   return Status::Ok();
 }

@@ -243,6 +243,59 @@ TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
   EXPECT_NE(differ.error().message.find("symbol s0 is 4 by one input and 5 by input \"b\""), std::string::npos) << differ.error().message;
 }
 
+// `out * x.shape[0]` and `out / x.shape[0]` of a symbolic graph: a size value (SymInt, SymFloat)
+// in a Tensor position is a wrapped number, as Python makes it, in the float32 run and the fp64
+// reference alike.
+TEST(Interpreter, SizesFlowIntoTensorArgumentsAsWrappedNumbers) {
+  Graph g = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 8, "min": 2, "max": null}}, "nodes": [
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [8, 3], "stride": [3, 1], "sym_shape": ["s0", null]}]}},
+    {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
+    {"name": "h", "op": "call_function", "target": "sym::truediv", "args": [{"node": "n"}, 2], "meta": {"sym": "s0/2", "sym_type": "float"}},
+    {"name": "m", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, {"node": "n"}]},
+    {"name": "d", "op": "call_function", "target": "aten::div.Tensor", "args": [{"node": "x"}, {"node": "h"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "m"}, {"node": "d"}]]}]})");
+  for (int64_t rows : {8, 5, 3}) {
+    at::Tensor x = at::randn({rows, 3});
+    auto r = CompileAndRun(g, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << rows << ": " << r.error().message;
+    EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), x * rows));
+    EXPECT_EQ(r->outputs[0].toTensor().scalar_type(), at::kFloat);  // an int size does not promote
+    EXPECT_TRUE(at::allclose(r->outputs[1].toTensor(), x / (rows / 2.0)));
+    EXPECT_EQ(r->outputs[1].toTensor().scalar_type(), at::kFloat);
+    RunOptions fp64;
+    fp64.float_dtype = c10::kDouble;
+    auto r64 = CompileAndRun(g, {{"x", x}}, fp64);
+    ASSERT_TRUE(r64.ok()) << r64.error().message;
+    EXPECT_EQ(r64->outputs[0].toTensor().scalar_type(), at::kDouble);
+  }
+}
+
+// The fp64 reference follows one rule for what the graph makes itself: a buffer made by a factory
+// op with its default dtype (float32), filled by index_put_ from a widened source and checked by
+// _assert_tensor_metadata, runs in float64 where the float32 run runs.
+TEST(Interpreter, Float64ModeWidensWhatTheGraphMakes) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "i", "op": "placeholder"},
+    {"name": "z", "op": "call_function", "target": "aten::zeros", "args": [[5]], "kwargs": {"device": {"device": "cpu"}, "pin_memory": false}},
+    {"name": "p", "op": "call_function", "target": "aten::index_put_", "args": [{"node": "z"}, [{"node": "i"}], {"node": "x"}]},
+    {"name": "s", "op": "call_function", "target": "aten::scalar_tensor", "args": [0.5]},
+    {"name": "a", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "p"}, {"node": "s"}]},
+    {"name": "c", "op": "call_function", "target": "aten::_assert_tensor_metadata", "args": [{"node": "a"}], "kwargs": {"dtype": {"dtype": "float32"}}},
+    {"name": "output", "op": "output", "args": [[{"node": "a"}]]}]})");
+  at::Tensor x = at::randn({2});
+  at::Tensor i = at::tensor(std::vector<int64_t>{1, 3});
+  auto r32 = CompileAndRun(g, {{"x", x}, {"i", i}});
+  ASSERT_TRUE(r32.ok()) << r32.error().message;
+  RunOptions fp64;
+  fp64.float_dtype = c10::kDouble;
+  auto r64 = CompileAndRun(g, {{"x", x}, {"i", i}}, fp64);
+  ASSERT_TRUE(r64.ok()) << r64.error().message;
+  const at::Tensor out = r64->outputs[0].toTensor();
+  EXPECT_EQ(out.scalar_type(), at::kDouble);
+  EXPECT_TRUE(at::allclose(out.to(at::kFloat), r32->outputs[0].toTensor()));
+}
+
 }  // namespace
 }  // namespace parity::interp
 
