@@ -87,14 +87,15 @@ class WorkerBackend final : public Backend {
 
 // aot_eager / aot_eager_decomp_partition. Eval: the worker hands back the graph AOTAutograd
 // gives its compiler (functionalized; Inductor's decompositions and the min-cut partitioner for
-// the second) and parity's interpreter runs it. Train: torch.compile with that backend in the
-// worker (forward and backward graphs stay in Python).
+// the second) and parity's interpreter runs it. Train, and a symbolic graph: torch.compile with
+// that backend in the worker (forward and backward graphs stay in Python; a symbolic graph is
+// compiled as dynamic, once for all the shapes of --shapes, as for Inductor).
 class AotAutogradBackend final : public Backend {
  public:
   explicit AotAutogradBackend(std::string name) : name_(std::move(name)) {}
   Availability Available() const override { return PythonAvailable(); }
   Expected<BackendRun> Run(const ExperimentContext& ctx) override {
-    if (ctx.mode == "train") return RunInWorker(ctx, name_);
+    if (ctx.mode == "train" || ctx.graph->graph.symbolic()) return RunInWorker(ctx, name_);
     const fs::path dir = ctx.work_dir / ("aot_" + name_);
     auto t0 = std::chrono::steady_clock::now();
     PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker({{"cmd", "aot_graphs"},
@@ -111,6 +112,10 @@ class AotAutogradBackend final : public Backend {
     ro.device = ctx.device;
     const double prepare = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return TimedReference(program, aot, g, ctx.mode, ro, ctx.iterations, prepare);
+  }
+  Expected<std::vector<BackendRun>> RunShapes(const std::vector<ExperimentContext>& shapes) override {
+    if (!shapes.at(0).graph->graph.symbolic()) return Backend::RunShapes(shapes);
+    return RunInWorker(shapes, name_);
   }
 
  private:
