@@ -219,22 +219,13 @@ class Parser {
 double FloorDivOf(double a, double b) { return std::floor(a / b); }
 double PyMod(double a, double b) { return a - b * std::floor(a / b); }
 
-Expected<double> EvalNode(const Expr::Node& n, const Bindings& b, const std::string& text) {
-  auto bad = [&](const std::string& what) { return Error::BadInput("size expression " + Quoted(text) + ": " + what); };
-  switch (n.kind) {
-    case Kind::kNumber: return n.number;
-    case Kind::kSymbol: {
-      auto it = b.find(n.name);
-      if (it == b.end()) return bad("symbol " + n.name + " is not bound");
-      return static_cast<double>(it->second);
-    }
-    default: break;
-  }
-  std::vector<double> v;
-  for (const auto& a : n.args) {
-    PARITY_ASSIGN_OR_RETURN(double x, EvalNode(*a, b, text));
-    v.push_back(x);
-  }
+Error BadValue(const std::string& text, const std::string& what) {
+  return Error::BadInput("size expression " + Quoted(text) + ": " + what);
+}
+
+// An operator or call applied to its arguments' values.
+Expected<double> Apply(const Expr::Node& n, const std::vector<double>& v, const std::string& text) {
+  auto bad = [&](const std::string& what) { return BadValue(text, what); };
   auto need = [&](size_t k) -> Status {
     if (v.size() != k) return bad(n.name + " takes " + std::to_string(k) + " argument(s)");
     return Status::Ok();
@@ -298,6 +289,30 @@ Expected<double> EvalNode(const Expr::Node& n, const Bindings& b, const std::str
   if (op == "FloorDiv" || op == "CleanDiv") return FloorDivOf(x, y);
   if (op == "CeilDiv") return std::ceil(x / y);
   return x / y;  // IntTrueDiv, FloatTrueDiv
+}
+
+// Sizes are int64 in every consumer: a value (or a step on the way to it) past that range, or
+// not finite, is an error, never a wrapped or infinite size.
+Expected<double> EvalNode(const Expr::Node& n, const Bindings& b, const std::string& text) {
+  switch (n.kind) {
+    case Kind::kNumber: return n.number;
+    case Kind::kSymbol: {
+      auto it = b.find(n.name);
+      if (it == b.end()) return BadValue(text, "symbol " + n.name + " is not bound");
+      return static_cast<double>(it->second);
+    }
+    default: break;
+  }
+  std::vector<double> v;
+  for (const auto& a : n.args) {
+    PARITY_ASSIGN_OR_RETURN(double x, EvalNode(*a, b, text));
+    v.push_back(x);
+  }
+  PARITY_ASSIGN_OR_RETURN(double r, Apply(n, v, text));
+  constexpr double kInt64 = 9.223372036854775807e18;
+  if (!std::isfinite(r) || std::fabs(r) >= kInt64)
+    return BadValue(text, "overflows int64 (" + n.name + " gives " + std::to_string(r) + ")");
+  return r;
 }
 
 void Collect(const Expr::Node& n, std::set<std::string>& out) {
