@@ -7,7 +7,8 @@
     repro = load_repro("out/mlp"); repro.graphs[0].module(*repro.graphs[0].inputs())
 """
 from .serialize import FORMAT_VERSION, graph_to_json, write_repro_dir
-from .capture import capture, capture_graph_module
+from .capture import capture
+from .lowering import capture_graph_module
 from .dynamo_backend import dump_backend
 from .reader import load_repro, Repro, ReproGraph
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .capture import PRODUCER, capture_graph_module, capture_symbolic_graph, flatten_outputs
+from .lowering import PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
@@ -80,7 +80,6 @@ class _CompileFacts:
         try:
             if symbolic_reason(gm):
                 from torch._guards import detect_fake_mode
-                from .capture import aot_inference_graph
                 with _quiet():
                     self.aten = aot_inference_graph(gm, example_inputs)
                 self.shape_env = detect_fake_mode(example_inputs).shape_env

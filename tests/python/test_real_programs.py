@@ -1,0 +1,179 @@
+"""Graphs real programs make (issue 30), captured with one line (`torch.compile(model,
+backend=dump_backend(dir))`) and verified: training under autocast with the loss inside the
+model, activation checkpointing, sizes used in arithmetic; bad dirs are bad input everywhere and
+never stop the good dirs of the same run."""
+import json
+import os
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from conftest import run_parity
+from parity_capture import dump_backend
+
+
+def manifest(d):
+    return json.load(open(os.path.join(str(d), "manifest.json")))
+
+
+def graph_json(d, entry):
+    return json.load(open(os.path.join(str(d), entry["file"])))
+
+
+def verify(parity_bin, out, *args):
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    path = os.path.join(str(out), "results.jsonl")
+    return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
+
+
+def compiled(model, out):
+    torch._dynamo.reset()
+    return torch.compile(model, backend=dump_backend(str(out)))
+
+
+class AmpHead(torch.nn.Module):
+    """Composite ops that autocast casts inside (einsum, tensordot: bf16 matmuls), the loss
+    computed in the model (cross_entropy: float32 under autocast), dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(16, 10) / 4)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x, y):
+        h = torch.einsum("ij,jk->ik", x, self.w)
+        z = self.drop(h * torch.tensordot(x, self.w, dims=1))[:, :4]
+        return F.cross_entropy(z, y), z
+
+
+@pytest.fixture(scope="module")
+def amp_train(tmp_path_factory):
+    out = tmp_path_factory.mktemp("amp") / "prog"
+    torch.manual_seed(0)
+    model = AmpHead().train()
+    step = compiled(model, out)
+    with torch.autocast("cpu", torch.bfloat16):
+        loss, z = step(torch.randn(8, 16), torch.randint(0, 4, (8,)))
+    loss.backward()
+    torch._dynamo.reset()
+    assert (loss.dtype, z.dtype) == (torch.float32, torch.bfloat16)
+    return out
+
+
+def test_amp_training_records_what_the_program_ran(amp_train):
+    (entry,) = manifest(amp_train)["graphs"]
+    assert entry["mode"] == "train" and entry["amp"] == "bfloat16", entry
+    g = graph_json(amp_train, entry)
+    metas = {n["name"]: n.get("meta", {}).get("val") for n in g["nodes"]}
+    out = next(n for n in g["nodes"] if n["op"] == "output")
+    dtypes = [metas[a["node"]][0]["dtype"] for a in out["args"][0]]
+    assert dtypes == ["float32", "bfloat16"], dtypes  # the float32 loss, the bf16 logits: as the program got them
+    ops = {n.get("target") for n in g["nodes"]}
+    assert "aten::einsum" not in ops and "aten::bmm" in ops or "aten::mm" in ops, ops  # the casts inside einsum are there
+    assert any(n.get("meta", {}).get("stack_trace") for n in g["nodes"]), "ops keep their source lines"
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_amp_training_verifies_with_its_fp64_reference(parity_bin, amp_train, tmp_path, backend):
+    r, records = verify(parity_bin, tmp_path, amp_train, "--backend", backend)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "PASS" and rec["fp64_reference"] is True, rec
+    paths = [o["path"] for o in rec["outputs"]]
+    assert any("grad/param/w" in p for p in paths), paths
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = checkpoint(lambda t: torch.tanh(self.a(t)), x, use_reentrant=False)
+        h = checkpoint(lambda t: torch.tanh(self.b(t)), h, use_reentrant=False)
+        return self.head(h)
+
+
+def test_a_checkpointed_train_step_is_recorded_and_verified_as_train(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    model = Checkpointed()
+    step = compiled(model, tmp_path / "prog")
+    x, y = torch.randn(8, 16, requires_grad=True), torch.randint(0, 4, (8,))
+    F.cross_entropy(step(x), y).backward()  # the loss outside the model
+    torch._dynamo.reset()
+    (entry,) = manifest(tmp_path / "prog")["graphs"]
+    assert entry["mode"] == "train" and entry["tangents"][0], entry
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    paths = [o["path"] for o in records[0]["outputs"]]
+    assert any("grad/param/a.weight" in p for p in paths) and any("grad/input/" in p for p in paths), paths
+
+
+class TimesBatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) * x.shape[0] + x.shape[0] / 2  # sizes in Tensor and Scalar positions
+
+
+@pytest.fixture(scope="module")
+def times_batch(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sizes") / "prog"
+    torch.manual_seed(0)
+    step = compiled(TimesBatch(), out)
+    with torch.no_grad():
+        for n in (8, 8, 5, 3):  # dynamo's automatic dynamic shapes: the second shape recompiles symbolic
+            step(torch.randn(n, 4))
+    torch._dynamo.reset()
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_sizes_flow_into_tensor_arguments(parity_bin, times_batch, tmp_path, backend):
+    assert any(graph_json(times_batch, e).get("symbols") for e in manifest(times_batch)["graphs"])
+    r, records = verify(parity_bin, tmp_path, times_batch, "--backend", backend, "--shapes", "sweep")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["verification_code"] == "PASS" and records[0]["fp64_reference"] is True, records
+
+
+HOSTILE = {
+    "deep parentheses": lambda s: "(" * 20000 + s + ")" * 20000 + " >= 2",
+    "a deep chain": lambda s: s + " + 1" * 20000 + " >= 2",
+    "division by zero": lambda s: f"{s} // ({s} - {s}) >= 0",
+    "int64 overflow": lambda s: f"{s} * 99999999999999999999 >= 0",
+    "a huge power": lambda s: f"{s} ** 100000 >= 0",
+    "false at the recorded call": lambda s: f"Eq({s}, 1)",
+}
+
+
+@pytest.mark.parametrize("what", list(HOSTILE))
+def test_hostile_size_expressions_are_bad_input_in_every_command(parity_bin, times_batch, tmp_path, what):
+    bad = tmp_path / "bad"
+    shutil.copytree(times_batch, bad)
+    entry = next(e for e in manifest(bad)["graphs"] if graph_json(bad, e).get("symbols"))
+    g = graph_json(bad, entry)
+    g["guards"] = [HOSTILE[what](next(iter(g["symbols"])))]
+    with open(os.path.join(str(bad), entry["file"]), "w") as f:
+        json.dump(g, f)
+    for cmd in (["repro", "run", bad], ["verify", bad, "--backend", "eager", "--output-dir", tmp_path / "v"],
+                ["minify", bad, "--backend", "eager", "--out", tmp_path / "m"]):
+        r = run_parity(parity_bin, *map(str, cmd))
+        assert r.returncode == 2, (what, cmd, r.returncode, r.stdout + r.stderr)
+        assert f"{entry['file']}: guards[0]" in r.stderr, r.stderr
+
+
+def test_a_bad_dir_among_good_ones_is_reported_and_the_others_verify(parity_bin, times_batch, amp_train, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(times_batch, bad)
+    os.remove(os.path.join(str(bad), "tensors.safetensors"))
+    r, records = verify(parity_bin, tmp_path / "out", times_batch, bad, amp_train, "--backend", "eager")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert [rec["verification_code"] for rec in records] == ["PASS", "PASS"], records
+    assert f"not verified (bad input): {bad}" in r.stdout and "tensors.safetensors" in r.stdout, r.stdout

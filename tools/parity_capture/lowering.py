@@ -1,0 +1,323 @@
+"""Lowering to the repro-dir format: a model, an ExportedProgram or a dynamo graph (static or
+symbolic) to (graph JSON, manifest entry, tensors). What capture() and the dump backend both
+use; neither imports the other for it."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from .serialize import CaptureError, graph_to_json
+
+PRODUCER = "parity_capture 0.1"
+
+
+def _keystr(path) -> str:
+    """('logits',) -> "logits"; (0, 'hidden') -> "0.hidden"; () -> "output"."""
+    parts = []
+    for k in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return ".".join(parts) or "output"
+
+
+def flatten_outputs(out: Any) -> Tuple[List[str], List[Any]]:
+    """Flattens a model output (tensors, tuples, dicts, HF ModelOutputs) to named leaves."""
+    leaves, _ = pytree.tree_flatten_with_path(out)
+    return [_keystr(p) for p, _ in leaves], [v for _, v in leaves]
+
+
+def _input_specs(ep) -> List[Any]:
+    return list(ep.graph_signature.input_specs)
+
+
+def _graph_entry(name: str, inputs: Dict[str, str], outputs: List[str], output_names: List[str]) -> Dict[str, Any]:
+    return {"name": name, "file": f"graphs/{name}.json", "inputs": inputs,
+            "expected_outputs": outputs, "output_names": output_names}
+
+
+def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequence[str],
+                   user_inputs: Sequence[torch.Tensor], input_attrs: Optional[Dict[int, str]] = None,
+                   ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """Returns (graph_json, manifest_entry, tensors) for one ExportedProgram. `input_attrs` maps
+    the position of a tensor user input to a tensor key (`param/<fqn>`, `buffer/<fqn>`): that
+    input is a parameter or buffer the program passed in (dynamo lifts them to inputs) and
+    becomes a get_attr of that key."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    attr_keys: Dict[str, str] = {}
+    tensors: Dict[str, torch.Tensor] = {}
+    inputs: Dict[str, str] = {}
+    input_attrs = input_attrs or {}
+    position = 0
+    for spec in _input_specs(ep):
+        ph = spec.arg.name if hasattr(spec.arg, "name") else None
+        if spec.kind == InputKind.USER_INPUT:
+            if not isinstance(spec.arg, torch.export.graph_signature.TensorArgument):
+                continue  # a constant (int, None) export specialized into the graph
+            value = user_inputs[position]
+            if position in input_attrs:
+                attr_keys[ph] = input_attrs[position]
+                tensors[input_attrs[position]] = value
+            else:
+                inputs[ph] = f"{name}/input/{ph}"
+                tensors[inputs[ph]] = value
+            position += 1
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            prefix = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "const"}[spec.kind]
+            key = f"{prefix}/{spec.target}"
+            attr_keys[ph] = key
+            value = ep.state_dict.get(spec.target) if spec.target in ep.state_dict else ep.constants[spec.target]
+            tensors[key] = value
+        else:
+            raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
+    gjson = graph_to_json(ep.graph_module, name, attr_keys)
+    out_keys, out_names = [], []
+    user_out = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    tensor_leaves = [(n, v) for n, v in zip(eager_names, eager_leaves) if isinstance(v, torch.Tensor)]
+    graph_outputs = [s for s in user_out if isinstance(s.arg, torch.export.graph_signature.TensorArgument)]
+    if len(graph_outputs) != len(tensor_leaves):
+        raise CaptureError(f"graph returns {len(graph_outputs)} tensors but eager returned {len(tensor_leaves)}")
+    # The graph's output node must list exactly the user tensor outputs, in order.
+    names = [s.arg.name for s in graph_outputs]
+    for node in gjson["nodes"]:
+        if node["op"] == "output":
+            node["args"] = [[{"node": n} for n in names]]
+    for k, (oname, value) in enumerate(tensor_leaves):
+        key = f"{name}/output/{k}"
+        out_keys.append(key)
+        out_names.append(oname)
+        tensors[key] = value
+    return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors
+
+
+def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None):
+    """make_fx over a functional call with parameters and buffers as explicit inputs. `values`:
+    the tensor inputs' values to record (default: the traced ones)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functional_call, functionalize
+
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+    keys = list(named.keys())
+    flat_args, spec = pytree.tree_flatten((args, kwargs))
+    tensor_pos = [i for i, a in enumerate(flat_args) if isinstance(a, torch.Tensor)]
+
+    def fn(*flat):
+        state = dict(zip(keys, flat[: len(keys)]))
+        leaves = list(flat_args)
+        for pos, v in zip(tensor_pos, flat[len(keys):]):
+            leaves[pos] = v
+        a, kw = pytree.tree_unflatten(leaves, spec)
+        out = functional_call(model, state, a, kw)
+        return [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
+
+    real = [named[k] for k in keys] + [flat_args[i] for i in tensor_pos]
+    ctx = torch.no_grad() if mode == "eval" else torch.enable_grad()
+    with ctx:
+        gm = make_fx(functionalize(fn, remove="mutations_and_views"), tracing_mode="real")(*real)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    attr_keys, tensors, inputs = {}, {}, {}
+    for n, k in zip(placeholders[: len(keys)], keys):
+        kind = "param" if k in dict(model.named_parameters()) else "buffer"
+        attr_keys[n.name] = f"{kind}/{k}"
+        tensors[f"{kind}/{k}"] = named[k]
+    recorded = list(values) if values is not None else real[len(keys):]
+    for position, (n, v) in enumerate(zip(placeholders[len(keys):], recorded)):
+        if input_attrs and position in input_attrs:
+            attr_keys[n.name] = input_attrs[position]
+            tensors[input_attrs[position]] = v
+        else:
+            inputs[n.name] = f"{gname}/input/{n.name}"
+            tensors[inputs[n.name]] = v
+    record_constants(gm, gname, attr_keys, tensors)
+    gjson = graph_to_json(gm, gname, attr_keys)
+    out_keys, out_names = [], []
+    k = 0
+    for oname, value in zip(eager_names, eager_leaves):
+        if isinstance(value, torch.Tensor):
+            out_keys.append(f"{gname}/output/{k}")
+            out_names.append(oname)
+            tensors[out_keys[-1]] = value
+            k += 1
+    return gjson, _graph_entry(gname, inputs, out_keys, out_names), tensors
+
+
+def record_constants(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str], tensors: Dict[str, torch.Tensor]) -> None:
+    """Tensors the traced code made from Python values (torch.tensor(...), a mask constant) are
+    attributes of the traced module (get_attr nodes): recorded as graph `name`'s constants."""
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and n.name not in attr_keys:
+            value = getattr(gm, n.target)
+            if isinstance(value, torch.Tensor):
+                attr_keys[n.name] = f"const/{name}/{n.target}"
+                tensors[attr_keys[n.name]] = value.detach()
+
+
+def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
+                         input_attrs: Optional[Dict[int, str]] = None, values: Optional[Sequence[Any]] = None,
+                         ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """Lowers one dynamo graph (torch-level FX, parameters lifted to inputs) to ATen.
+
+    `inputs`: what torch.export traces with (fake-ified: never written to). `values`: the input
+    values to record (default `inputs`); make_fx, the fallback, runs real ops, so it traces
+    copies of them on the inputs' devices. `outputs`: the graph's outputs on those values
+    (default: gm run on copies). `input_attrs`: tensor-input position -> tensor key, for inputs
+    that are the program's parameters and buffers (lower_exported).
+    Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
+    values = list(inputs if values is None else values)
+
+    def copies():
+        return [v.detach().to(x.device, copy=True) if isinstance(v, torch.Tensor) else x for v, x in zip(values, inputs)]
+
+    if outputs is None:
+        with torch.no_grad():
+            outputs = gm(*copies())
+    names, leaves = flatten_outputs(outputs)
+    tensor_values = [x for x in values if isinstance(x, torch.Tensor)]
+    # Under autocast, torch.export keeps composite ops (einsum, tensordot, ...) whole and loses
+    # the casts autocast made inside them; AOTAutograd traces the ops that ran, casts included,
+    # functionalized, as a torch.compile backend receives them. make_fx is the last resort. A
+    # lowering whose outputs differ in dtype or shape from the program's is not taken.
+    def aot():
+        return capture_symbolic_graph(aot_inference_graph(gm, copies()), None, name, values, outputs, input_attrs)
+
+    def export():
+        ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
+        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs)
+
+    def fx_trace():
+        return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)
+
+    lowerings = [aot, fx_trace] if _autocast_active(inputs) else [export, fx_trace]
+    why = ""
+    for k, lower in enumerate(lowerings):
+        try:
+            lowered = lower()
+        except CaptureError:
+            raise
+        except Exception:
+            if k == len(lowerings) - 1:
+                raise
+            continue
+        why = output_mismatch(lowered[0], leaves)
+        if why is None:
+            return lowered
+    raise CaptureError(f"the lowered graph does not compute what the program did: {why}")
+
+
+def _autocast_active(inputs: Sequence[Any]) -> bool:
+    devices = {x.device.type for x in inputs if isinstance(x, torch.Tensor)} | {"cpu"}
+    return any(torch.is_autocast_enabled(d) for d in devices if d in ("cpu", "cuda", "xpu", "mps", "hpu"))
+
+
+def output_mismatch(gjson: Dict[str, Any], leaves: Sequence[Any]) -> Optional[str]:
+    """Where the graph's outputs (their recorded metadata) differ in dtype or shape from the
+    tensors the program produced, in words; None when they agree. A graph that would replay in
+    another dtype than the program ran is never recorded as if it were the program."""
+    metas = {n["name"]: (n.get("meta") or {}).get("val") for n in gjson["nodes"]}
+    out = next(n for n in gjson["nodes"] if n["op"] == "output")
+    refs = out["args"][0] if out["args"] and isinstance(out["args"][0], list) else out["args"]
+    tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+    for k, (ref, value) in enumerate(zip(refs, tensors)):
+        val = metas.get(ref.get("node")) if isinstance(ref, dict) else None
+        if not val or not val[0]:
+            continue
+        dtype = str(value.dtype).removeprefix("torch.")
+        if val[0]["dtype"] != dtype:
+            return f"output {k} is {val[0]['dtype']} in the graph, {dtype} in the program"
+        if "sym_shape" not in val[0] and list(val[0]["shape"]) != list(value.shape):
+            return f"output {k} has shape {val[0]['shape']} in the graph, {list(value.shape)} in the program"
+    return None
+
+
+def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx.GraphModule:
+    """The ATen graph AOTAutograd hands a backend for `gm` (dynamo's graph, traced with its fake,
+    possibly symbolic, example inputs): functionalized, SymInt inputs and size arithmetic kept.
+    Traced without grad: the forward as inference (a train run differentiates it itself)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    captured: Dict[str, fx.GraphModule] = {}
+
+    def fw_compiler(g, _inputs):
+        captured["gm"] = g
+        return g
+
+    with torch.no_grad():
+        aot_module_simplified(gm, list(example_inputs), fw_compiler=fw_compiler)
+    if "gm" not in captured:
+        raise CaptureError("AOTAutograd compiled no graph")
+    return _views_as_reshapes(captured["gm"])
+
+
+def _views_as_reshapes(gm: fx.GraphModule) -> fx.GraphModule:
+    """AOTAutograd's graph is functional (no op writes through a view), so each `view` may be a
+    `reshape`: the same values wherever the view was legal, and still legal when a replay lays an
+    intermediate out otherwise than the traced call did (inputs stored contiguous, another
+    backend's choice of output strides), where a `view` would refuse to run."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.view.default:
+            n.target = torch.ops.aten.reshape.default
+    gm.recompile()
+    return gm
+
+
+def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: Sequence[Any], outputs: Any,
+                           input_attrs: Optional[Dict[int, str]] = None
+                           ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
+    """An AOTAutograd graph (aot_inference_graph of a dynamo graph: symbolic with the ShapeEnv of
+    its dynamic shapes, or static with `shape_env` None) with the values of the recorded call: `values` its inputs (tensors, and ints for its size inputs), `outputs`
+    what it returned. The symbols take their values in this call; the graph keeps its size inputs
+    and arithmetic, so it replays at any shape its ranges and guards allow."""
+    from .serialize import _is_sym, symbolic_facts
+    placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(values):
+        raise CaptureError(f"the symbolic graph takes {len(placeholders)} inputs, the call gave {len(values)}")
+    bindings: Dict[str, int] = {}
+    for n, v in zip(placeholders, values):
+        val = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor):
+            for d, s in enumerate(val.shape):
+                if _is_sym(s) and s.node.expr.is_Symbol:
+                    bindings.setdefault(str(s.node.expr), int(v.shape[d]))
+        elif _is_sym(val) and val.node.expr.is_Symbol and isinstance(v, (int, float, bool)):
+            bindings.setdefault(str(val.node.expr), int(v))
+    facts = symbolic_facts(aten, shape_env, bindings) if shape_env is not None else None
+    attr_keys: Dict[str, str] = {}
+    inputs: Dict[str, str] = {}
+    tensors: Dict[str, torch.Tensor] = {}
+    position = 0
+    for n, v in zip(placeholders, values):
+        if not isinstance(v, torch.Tensor):
+            continue  # a size input: bound from the symbols at replay
+        key = (input_attrs or {}).get(position)
+        if key is not None:
+            attr_keys[n.name] = key
+            tensors[key] = v
+        else:
+            inputs[n.name] = f"{name}/input/{n.name}"
+            tensors[inputs[n.name]] = v
+        position += 1
+    record_constants(aten, name, attr_keys, tensors)
+    gjson = graph_to_json(aten, name, attr_keys, facts)
+    # The graph returns the tensors the call returned (sizes it also returns are the symbols').
+    out_node = next(n for n in gjson["nodes"] if n["op"] == "output")
+    out_fx = next(n for n in aten.graph.nodes if n.op == "output")
+    returned = out_fx.args[0] if isinstance(out_fx.args[0], (list, tuple)) else [out_fx.args[0]]
+    keep = [r.name for r in returned if isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor)]
+    out_node["args"] = [[{"node": k} for k in keep]]
+    names, leaves = flatten_outputs(outputs)
+    tensor_leaves = [(n, v) for n, v in zip(names, leaves) if isinstance(v, torch.Tensor)]
+    if len(tensor_leaves) != len(keep):
+        raise CaptureError(f"the symbolic graph returns {len(keep)} tensors but the call returned {len(tensor_leaves)}")
+    out_keys, out_names = [], []
+    for k, (oname, value) in enumerate(tensor_leaves):
+        out_keys.append(f"{name}/output/{k}")
+        out_names.append(oname)
+        tensors[out_keys[-1]] = value
+    return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors
