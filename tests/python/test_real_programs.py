@@ -177,3 +177,49 @@ def test_a_bad_dir_among_good_ones_is_reported_and_the_others_verify(parity_bin,
     assert r.returncode == 2, r.stdout + r.stderr
     assert [rec["verification_code"] for rec in records] == ["PASS", "PASS"], records
     assert f"not verified (bad input): {bad}" in r.stdout and "tensors.safetensors" in r.stdout, r.stdout
+
+
+OPTIMIZERS = {
+    "sgd-foreach": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True),
+    "adam-foreach": lambda p: torch.optim.Adam(p, lr=0.01, foreach=True),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=0.01),
+}
+
+
+@pytest.fixture(scope="module")
+def optimizer_steps(tmp_path_factory):
+    """A compiled optimizer.step() of each kind, called three times in a training loop."""
+    dirs = {}
+    for kind, make in OPTIMIZERS.items():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        opt = make(model.parameters())
+        dirs[kind] = tmp_path_factory.mktemp(kind) / "prog"
+        step = compiled(opt.step, dirs[kind])
+        for _ in range(3):
+            model(torch.randn(4, 8)).pow(2).sum().backward()
+            step()
+            opt.zero_grad()
+        torch._dynamo.reset()
+    return dirs
+
+
+@pytest.mark.parametrize("kind,backend", [("sgd-foreach", "eager"), ("sgd-foreach", "inductor"), ("adam-foreach", "eager"),
+                                          ("adamw", "eager"), ("adamw", "aot_eager"), ("adamw", "inductor")])
+def test_a_compiled_optimizer_step_verifies_what_it_writes(parity_bin, optimizer_steps, tmp_path, kind, backend):
+    d = optimizer_steps[kind]
+    names = [n for e in manifest(d)["graphs"] for n in e["output_names"]]
+    assert any(n.startswith("mutated/param/") for n in names), names  # the parameters it updates
+    if kind != "sgd-foreach":
+        assert any(n.startswith("mutated/buffer/") for n in names), names  # and the optimizer state
+    r, records = verify(parity_bin, tmp_path, d, "--backend", backend)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["verification_code"] == "PASS" and records[0]["fp64_reference"] is True, records
+
+
+def test_a_wrong_optimizer_update_fails_on_the_parameter_it_writes(parity_bin, optimizer_steps, tmp_path):
+    r, records = verify(parity_bin, tmp_path, optimizer_steps["adamw"], "--backend", "fault",
+                        "--backend-option", "op=aten::addcdiv")
+    assert r.returncode == 1, r.stdout + r.stderr
+    failing = [o["path"] for o in records[0]["outputs"] if not o["pass"]]
+    assert failing and all("mutated/" in p for p in failing), failing

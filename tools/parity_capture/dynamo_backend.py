@@ -26,7 +26,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from .lowering import PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs
+from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
+                       snapshot_attrs)
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
@@ -181,7 +182,7 @@ class _Dump:
     # -- recording (never raises into the program) --
 
     def record(self, name: str, gm: torch.fx.GraphModule, facts: "_CompileFacts", args: List[Any], snapshot: List[Any],
-               outputs: Any) -> Optional[_Graph]:
+               outputs: Any, attrs: Optional[Dict[str, torch.Tensor]] = None) -> Optional[_Graph]:
         with self.lock:
             try:
                 if facts.unrecordable:
@@ -190,7 +191,7 @@ class _Dump:
                 # Recording draws none of the program's random numbers, and a failed trace does
                 # not print torch's own tracing logs into the program's output (the warning says it).
                 with torch.random.fork_rng(devices=devices), _quiet():
-                    g = self._lower(name, gm, facts, args, snapshot, outputs)
+                    g = self._lower(name, gm, facts, args, snapshot, outputs, attrs)
                 self.graphs.append(g)
                 self.tensors.update(g.tensors)
                 self.write()
@@ -199,7 +200,7 @@ class _Dump:
                 self.skip(name, e)
                 return None
 
-    def _lower(self, name, gm, facts, args, snapshot, outputs) -> _Graph:
+    def _lower(self, name, gm, facts, args, snapshot, outputs, attrs=None) -> _Graph:
         input_attrs: Dict[int, str] = {}
         position = 0
         wants_grad: List[Tuple[int, bool]] = []
@@ -223,7 +224,8 @@ class _Dump:
             gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs)
         else:
             gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
-                                                         outputs=out_copy, input_attrs=input_attrs, values=snapshot)
+                                                         outputs=out_copy, input_attrs=input_attrs, values=snapshot,
+                                                         attrs_before=attrs)
         info = describe_call(args)
         grad = info.pop("grad")
         entry.update(info)
@@ -384,11 +386,12 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
             state["recorded"] = True
             try:
                 snapshot = _snapshot(list(args))
+                attrs = snapshot_attrs(gm)  # an optimizer step writes the parameters and state it holds
             except Exception as e:
                 dump.skip(name, e)
                 return gm(*args)
             outputs = gm(*args)  # the program's own call, exactly as without parity
-            g = dump.record(name, gm, facts, list(args), snapshot, outputs)
+            g = dump.record(name, gm, facts, list(args), snapshot, outputs, attrs)
             if g is not None and g.grad_outputs:
                 try:
                     _watch_backward(dump, g, outputs)

@@ -3,7 +3,7 @@ symbolic) to (graph JSON, manifest entry, tensors). What capture() and the dump 
 use; neither imports the other for it."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -44,11 +44,22 @@ def _graph_entry(name: str, inputs: Dict[str, str], outputs: List[str], output_n
 
 def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequence[str],
                    user_inputs: Sequence[torch.Tensor], input_attrs: Optional[Dict[int, str]] = None,
+                   inputs_after: Optional[Sequence[torch.Tensor]] = None,
+                   attr_after: Optional[Callable[[str], torch.Tensor]] = None,
+                   attrs_before: Optional[Dict[str, torch.Tensor]] = None,
                    ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
     """Returns (graph_json, manifest_entry, tensors) for one ExportedProgram. `input_attrs` maps
     the position of a tensor user input to a tensor key (`param/<fqn>`, `buffer/<fqn>`): that
     input is a parameter or buffer the program passed in (dynamo lifts them to inputs) and
-    becomes a get_attr of that key."""
+    becomes a get_attr of that key. `inputs_after`: the tensor user inputs' values after the
+    program's call; an input the graph writes in place (an optimizer step's parameters and
+    state, a running statistic, a cache) becomes an output named `mutated/<key>` holding its new
+    value, compared as every output is (the recorded graph is functional: it returns new values
+    instead of writing its inputs). `attr_after(target)`: likewise for the module's own
+    parameters and buffers (dynamo keeps an optimizer's parameters and state as attributes of
+    its graph); without it, writes to them are not recorded (capture(): the model's buffers).
+    `attrs_before`: those attributes' values before the call, recorded as the graph's inputs
+    (the ExportedProgram's state_dict holds them as they are now)."""
     from torch.export.graph_signature import InputKind, OutputKind
 
     attr_keys: Dict[str, str] = {}
@@ -56,12 +67,14 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
     inputs: Dict[str, str] = {}
     input_attrs = input_attrs or {}
     position = 0
+    user_position: Dict[str, int] = {}  # placeholder -> position among the tensor user inputs
     for spec in _input_specs(ep):
         ph = spec.arg.name if hasattr(spec.arg, "name") else None
         if spec.kind == InputKind.USER_INPUT:
             if not isinstance(spec.arg, torch.export.graph_signature.TensorArgument):
                 continue  # a constant (int, None) export specialized into the graph
             value = user_inputs[position]
+            user_position[ph] = position
             if position in input_attrs:
                 attr_keys[ph] = input_attrs[position]
                 tensors[input_attrs[position]] = value
@@ -73,7 +86,10 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
             prefix = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "const"}[spec.kind]
             key = f"{prefix}/{spec.target}"
             attr_keys[ph] = key
-            value = ep.state_dict.get(spec.target) if spec.target in ep.state_dict else ep.constants[spec.target]
+            if attrs_before is not None and spec.target in attrs_before:
+                value = attrs_before[spec.target]
+            else:
+                value = ep.state_dict.get(spec.target) if spec.target in ep.state_dict else ep.constants[spec.target]
             tensors[key] = value
         else:
             raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
@@ -84,12 +100,25 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
     graph_outputs = [s for s in user_out if isinstance(s.arg, torch.export.graph_signature.TensorArgument)]
     if len(graph_outputs) != len(tensor_leaves):
         raise CaptureError(f"graph returns {len(graph_outputs)} tensors but eager returned {len(tensor_leaves)}")
-    # The graph's output node must list exactly the user tensor outputs, in order.
     names = [s.arg.name for s in graph_outputs]
+    outputs = list(tensor_leaves)
+    for s in ep.graph_signature.output_specs:
+        if s.kind == OutputKind.USER_INPUT_MUTATION and inputs_after is not None:
+            pos = user_position[s.target]
+            key, value = input_attrs.get(pos) or inputs[s.target], inputs_after[pos]
+        elif s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION) and attr_after is not None:
+            key = f"{'param' if s.kind == OutputKind.PARAMETER_MUTATION else 'buffer'}/{s.target}"
+            key = key if key in tensors else next(k for k in tensors if k.endswith("/" + s.target))
+            value = attr_after(s.target)
+        else:
+            continue
+        names.append(s.arg.name)
+        outputs.append((f"mutated/{key}", value))
+    # The graph's output node lists the user tensor outputs, in order, then the written inputs.
     for node in gjson["nodes"]:
         if node["op"] == "output":
             node["args"] = [[{"node": n} for n in names]]
-    for k, (oname, value) in enumerate(tensor_leaves):
+    for k, (oname, value) in enumerate(outputs):
         key = f"{name}/output/{k}"
         out_keys.append(key)
         out_names.append(oname)
@@ -149,6 +178,14 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
     return gjson, _graph_entry(gname, inputs, out_keys, out_names), tensors
 
 
+def snapshot_attrs(gm: torch.nn.Module) -> Dict[str, torch.Tensor]:
+    """gm's parameters and buffers as they are now, copied to the CPU (before a call that may
+    write them: a compiled optimizer step keeps the parameters and state it updates there)."""
+    with torch.no_grad():
+        return {k: v.detach().to("cpu", copy=True)
+                for k, v in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False))}
+
+
 def record_constants(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str], tensors: Dict[str, torch.Tensor]) -> None:
     """Tensors the traced code made from Python values (torch.tensor(...), a mask constant) are
     attributes of the traced module (get_attr nodes): recorded as graph `name`'s constants."""
@@ -162,14 +199,17 @@ def record_constants(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str], t
 
 def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
                          input_attrs: Optional[Dict[int, str]] = None, values: Optional[Sequence[Any]] = None,
+                         attrs_before: Optional[Dict[str, torch.Tensor]] = None,
                          ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
     """Lowers one dynamo graph (torch-level FX, parameters lifted to inputs) to ATen.
 
-    `inputs`: what torch.export traces with (fake-ified: never written to). `values`: the input
+    `inputs`: what torch.export traces with (fake-ified: never written to; a graph that writes
+    its inputs in place is recorded with their values here as outputs). `values`: the input
     values to record (default `inputs`); make_fx, the fallback, runs real ops, so it traces
     copies of them on the inputs' devices. `outputs`: the graph's outputs on those values
     (default: gm run on copies). `input_attrs`: tensor-input position -> tensor key, for inputs
-    that are the program's parameters and buffers (lower_exported).
+    that are the program's parameters and buffers (lower_exported). `attrs_before`: gm's own
+    parameters and buffers before the call (snapshot_attrs), when the call may have written them.
     Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
     values = list(inputs if values is None else values)
 
@@ -190,7 +230,11 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
 
     def export():
         ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
-        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs)
+        after = [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
+        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs, after,
+                              lambda target: gm.get_parameter(target).detach().to("cpu", copy=True)
+                              if target in dict(gm.named_parameters()) else gm.get_buffer(target).detach().to("cpu", copy=True),
+                              attrs_before)
 
     def fx_trace():
         return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)

@@ -137,11 +137,49 @@ def node_meta(node: fx.Node) -> Dict[str, Any]:
     return meta
 
 
+def prims_as_aten(gm: fx.GraphModule) -> fx.GraphModule:
+    """Rewrites prims ops (registered from Python only, so not in a C++ process's dispatcher) into
+    the ATen ops their eager implementations run, in place: the one table of them. A prim with no
+    entry stays, and a consumer names it as an unknown op; never a silent substitute.
+      convert_element_type(x, dtype) -> _to_copy(x, dtype=dtype)
+      iota(length, start=, step=, dtype=, device=) -> arange.start_step(start, start + step * length, step)
+      fma(a, b, c) -> add(mul(a, b), c)  (inductor_prims.fma's eager implementation, which dynamo
+                                          puts in graphs for addcmul/lerp-style updates)"""
+    prims, aten = torch.ops.prims, torch.ops.aten
+    rewrote = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target is prims.convert_element_type.default:
+            x, dtype = n.args
+            n.target, n.args, n.kwargs = aten._to_copy.default, (x,), {"dtype": dtype}
+        elif n.target is prims.iota.default:
+            length, kw = n.args[0], n.kwargs
+            start, step = kw.get("start", 0), kw.get("step", 1)
+            n.target, n.args = aten.arange.start_step, (start, start + step * length, step)
+            n.kwargs = {"dtype": kw.get("dtype"), "device": kw.get("device")}
+        elif hasattr(prims, "fma") and n.target is prims.fma.default:
+            a, b, c = n.args
+            with gm.graph.inserting_before(n):
+                product = gm.graph.call_function(aten.mul.Tensor, (a, b))
+            product.meta.update(n.meta)
+            n.target, n.args, n.kwargs = aten.add.Tensor, (product, c), {}
+        else:
+            continue
+        rewrote = True
+    if rewrote:
+        gm.graph.lint()
+        gm.recompile()
+    return gm
+
+
 def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
                   symbols: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
     buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
-    {"symbols": {...}, "guards": [...]} (symbolic_facts)."""
+    {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
+    (prims_as_aten)."""
+    prims_as_aten(gm)
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
     # but keep them in one block, so a stable partition keeps the order otherwise.

@@ -110,7 +110,7 @@ def aot_graphs(req) -> Dict[str, Any]:
     with torch.no_grad():
         compiled = aot_module_simplified(flat_mod, args, fw_compiler=fw_compiler, **kwargs)
         compiled(*args) if callable(compiled) else None
-    fw = prims_to_aten(captured["fw"])
+    fw = captured["fw"]
     keys = [n.meta["parity_target"] for n in g.module.graph.nodes if n.op == "get_attr"]
     phs = [n for n in fw.graph.nodes if n.op == "placeholder"]
     attr_map = {p.name: k for p, k in zip(phs[: len(keys)], keys)}
@@ -125,28 +125,6 @@ def aot_graphs(req) -> Dict[str, Any]:
     manifest["producer"] = f"parity worker ({req['backend']})"
     write_repro_dir(req["out"], manifest, [(gjson, entry)], tensors)
     return {"out": req["out"]}
-
-
-def prims_to_aten(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Rewrites prims ops (registered in Python only, so not runnable from C++) into the ATen
-    ops that compute the same thing. Ops without a rewrite stay, and parity reports them."""
-    prims = torch.ops.prims
-    aten = torch.ops.aten
-    for n in list(gm.graph.nodes):
-        if n.op != "call_function":
-            continue
-        if n.target is prims.convert_element_type.default:
-            x, dtype = n.args
-            n.target, n.args, n.kwargs = aten._to_copy.default, (x,), {"dtype": dtype}
-        elif n.target is prims.iota.default:
-            length = n.args[0]
-            kw = n.kwargs
-            start, step = kw.get("start", 0), kw.get("step", 1)
-            n.target, n.args = aten.arange.start_step, (start, start + step * length, step)
-            n.kwargs = {"dtype": kw.get("dtype"), "device": kw.get("device")}
-    gm.graph.lint()
-    gm.recompile()
-    return gm
 
 
 def _lift_attrs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
