@@ -33,6 +33,8 @@ const char* ToString(Rule r) {
     case Rule::kAllcloseFailed: return "allclose_failed";
     case Rule::kEquality: return "equality";
     case Rule::kStructure: return "structure";
+    case Rule::kBitwise: return "bitwise";
+    case Rule::kRandom: return "random";
   }
   return "?";
 }

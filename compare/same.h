@@ -60,6 +60,8 @@ enum class Rule {
   kAllcloseFailed,
   kEquality,
   kStructure,
+  kBitwise,  // identical bytes, NaN payloads and positions included (a replay of the same kernels)
+  kRandom,   // drawn from random numbers or uninitialized memory: shape, dtype and layout compared
 };
 const char* ToString(Rule r);
 

@@ -6,6 +6,7 @@
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
@@ -301,6 +302,26 @@ Program& Program::operator=(Program&&) noexcept = default;
 Program::~Program() = default;
 const ir::Graph& Program::graph() const { return *impl_->graph; }
 size_t Program::num_ops() const { return impl_->num_ops; }
+
+std::vector<bool> Program::RandomOutputs() const {
+  const auto& steps = impl_->steps;
+  std::vector<char> random(steps.size(), 0);
+  std::vector<bool> out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    if (s.kind == StepKind::kOp) {
+      const std::string name = s.op->operator_name().name;
+      random[i] = s.op->hasTag(at::Tag::nondeterministic_seeded) || name.rfind("aten::empty", 0) == 0 ||
+                  name.rfind("aten::new_empty", 0) == 0;
+    }
+    for (const auto& o : s.operands)
+      for (int r : o.refs)
+        if (r >= 0 && random[r]) random[i] = 1;
+    if (s.kind == StepKind::kOutput)
+      for (const auto& o : s.operands) out.push_back(random[o.refs[0]] != 0);
+  }
+  return out;
+}
 
 namespace {
 
@@ -789,6 +810,14 @@ Status RunOp(const std::vector<Step>& steps, size_t i, std::vector<c10::IValue>&
   return Status::Ok();
 }
 
+// An output as every consumer can read it: a ZeroTensor (`_efficientzerotensor`, autograd's
+// zero gradients) has no storage to read, so it leaves the run as an ordinary tensor of zeros.
+c10::IValue Materialized(const c10::IValue& v) {
+  if (v.isTensor() && v.toTensor().defined() && v.toTensor()._is_zerotensor())
+    return at::zeros(v.toTensor().sizes(), v.toTensor().options());
+  return v;
+}
+
 // Which steps' values a run records: all, or the nodes options.record names (BadInput naming
 // one the graph lacks).
 Expected<std::vector<char>> KeptSteps(const ir::Graph& graph, size_t steps, const RunOptions& options) {
@@ -866,7 +895,7 @@ Expected<RunResult> Program::Run(const TensorMap& inputs, const TensorMap& attrs
           break;
         }
         case StepKind::kOutput: {
-          for (const auto& o : s.operands) result.outputs.push_back(frame[o.refs[0]]);
+          for (const auto& o : s.operands) result.outputs.push_back(Materialized(frame[o.refs[0]]));
           break;
         }
       }

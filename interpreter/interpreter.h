@@ -65,6 +65,10 @@ class Program {
 
   const ir::Graph& graph() const;
   size_t num_ops() const;
+  // For each output: whether its value depends on random numbers or uninitialized memory (an op
+  // tagged nondeterministic_seeded, or an empty* allocation, anywhere upstream). A replay draws
+  // its own numbers: such an output can be compared by shape, dtype and layout, not by value.
+  std::vector<bool> RandomOutputs() const;
 
  private:
   struct Impl;

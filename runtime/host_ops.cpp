@@ -40,6 +40,9 @@ Registry& Reg() {
 }
 
 bool Approved(const std::string& module, const std::vector<std::string>& approved) {
+  // torch's own modules (ops torch registers from Python: torch.nn.modules.linear_cross_entropy,
+  // inductor's prims): the worker runs torch already, so importing them runs no code from the dir.
+  if (module == "torch" || module.rfind("torch.", 0) == 0) return true;
   for (const auto& a : approved)
     if (module == a || module.rfind(a + ".", 0) == 0) return true;
   return false;

@@ -9,13 +9,17 @@
 #            only on the fused attention layout)
 #   relu     ghostnet_100 in float32 with Triton's injected ReLU bug: verify fails, then
 #            `parity minify` on the repro dir it wrote, with no flags, runs on the GPU
+#   amp      transformers models trained one step under autocast bf16, the loss inside the
+#            model, verified by Inductor with their fp64 reference (issue 30)
+#   optim    a compiled AdamW step: the parameters and state it writes, verified by Inductor
 #   scripts/gpu_real_programs.sh [PYTHON] [HEADERS_DIR]   ($OUT or ./gpu-out: log.txt, records.jsonl, minify-summary.json)
 #   DEVICE=cpu PARITY=build/parity scripts/gpu_real_programs.sh .venv/bin/python   (the CPU's C++ ReLU bug)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${1:-python3}
 OUTDIR=${OUT:-$PWD/gpu-out}
-STEPS=${STEPS:-bf16 train fp64 relu}
+STEPS=${STEPS:-bf16 train fp64 relu amp optim}
+HF=${HF:-bert albert distilbert gpt2 t5 bart}
 DEVICE=${DEVICE:-cuda}
 PARITY=${PARITY:-build-gpu/parity}
 mkdir -p "$OUTDIR"
@@ -41,6 +45,8 @@ has bf16 && progs+=(convnet-bf16 ghostnet-bf16)
 has train && progs+=(convnet-train)
 has fp64 && progs+=(vit-fp32 beit-fp32)
 has relu && { [ -n "${timm[*]}" ] && progs+=(ghostnet-fp32) || progs+=(convnet-fp32); }
+has amp && for m in $HF; do progs+=("hf-amp-$m"); done
+has optim && progs+=(adamw-step)
 "$PY" scripts/real_programs.py "$caps" --device "$DEVICE" "${timm[@]}" --only "${progs[@]}" 2>"$OUTDIR/capture.log" \
   | tee -a "$log" || { tail -20 "$OUTDIR/capture.log"; exit 1; }
 has bf16 && { verify convnet-bf16 bf16; verify ghostnet-bf16 bf16; }
@@ -52,4 +58,6 @@ if has relu; then
   repro=$(ls -d "$res"/relu/repros/*/ 2>/dev/null | head -1)
   [ -n "$repro" ] && { step "$PARITY" minify "${repro%/}" -j 4; cp "${repro%/}-minify/summary.json" "$OUTDIR/minify-summary.json"; }
 fi
+has amp && for m in $HF; do verify "hf-amp-$m" "amp-$m"; done
+has optim && { verify adamw-step optim; verify adamw-step optim-aot --backend aot_eager; }
 cat "$res"/*/results.jsonl > "$OUTDIR/records.jsonl" 2>/dev/null

@@ -9,6 +9,7 @@
 #include <ATen/ops/max_pool2d.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include "repro/graph_json.h"
@@ -268,6 +269,36 @@ TEST(Interpreter, SizesFlowIntoTensorArgumentsAsWrappedNumbers) {
     ASSERT_TRUE(r64.ok()) << r64.error().message;
     EXPECT_EQ(r64->outputs[0].toTensor().scalar_type(), at::kDouble);
   }
+}
+
+// Outputs that depend on random numbers or uninitialized memory, however far upstream, are
+// known as such (a replay draws its own numbers); the others are not.
+TEST(Interpreter, KnowsWhichOutputsAreRandom) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "r", "op": "call_function", "target": "aten::rand_like", "args": [{"node": "x"}]},
+    {"name": "e", "op": "call_function", "target": "aten::empty_like", "args": [{"node": "x"}]},
+    {"name": "b", "op": "call_function", "target": "aten::bernoulli_.float", "args": [{"node": "e"}, 0.5]},
+    {"name": "a", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "x"}, {"node": "r"}]},
+    {"name": "m", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, 2]},
+    {"name": "output", "op": "output", "args": [[{"node": "a"}, {"node": "m"}, {"node": "b"}, {"node": "x"}]]}]})");
+  auto p = Program::Compile(g, "test.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->RandomOutputs(), (std::vector<bool>{true, false, true, false}));
+}
+
+// A ZeroTensor (autograd's zero gradient) has no storage: it leaves a run as ordinary zeros, so
+// every consumer (comparators, files) can read it.
+TEST(Interpreter, ZeroTensorOutputsAreMaterialized) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "z", "op": "call_function", "target": "aten::_efficientzerotensor", "args": [[2, 3]], "kwargs": {"dtype": {"dtype": "float32"}}},
+    {"name": "output", "op": "output", "args": [[{"node": "z"}]]}]})");
+  auto r = CompileAndRun(g, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const at::Tensor z = r->outputs[0].toTensor();
+  EXPECT_FALSE(z._is_zerotensor());
+  ASSERT_NE(z.const_data_ptr(), nullptr);
+  EXPECT_TRUE(at::equal(z, at::zeros({2, 3})));
 }
 
 // The fp64 reference follows one rule for what the graph makes itself: a buffer made by a factory

@@ -3,12 +3,49 @@
 #include <ATen/ops/equal.h>
 
 #include <chrono>
+#include <cstring>
 #include <sstream>
 
 #include "compare/compare_files.h"
 #include "interpreter/interpreter.h"
 
 namespace parity::verify {
+
+namespace {
+
+// Same bytes: dtype, shape and every element's bit pattern (NaNs in the same places with the
+// same payloads compare equal, unlike at::equal).
+bool BitwiseEqual(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  if (x.const_data_ptr() == nullptr || y.const_data_ptr() == nullptr) return false;  // no storage to read: same() decides
+  return std::memcmp(x.const_data_ptr(), y.const_data_ptr(), static_cast<size_t>(x.nbytes())) == 0;
+}
+
+// One output against the one stored at capture: a replay identical to eager bit for bit matches
+// (NaN and Inf included); one drawn from random numbers or uninitialized memory is compared by
+// what a replay can reproduce (shape, dtype, layout); the rest by same().
+compare::Verdict CompareOutput(const at::Tensor& expected, const at::Tensor& res, const std::optional<at::Tensor>& fp64, bool random,
+                               const compare::SameOptions& same) {
+  compare::Verdict v;
+  if (BitwiseEqual(expected, res)) {
+    v.pass = true;
+    v.rule = compare::Rule::kBitwise;
+    return v;
+  }
+  if (random) {
+    v.rule = compare::Rule::kRandom;
+    v.pass = res.sizes() == expected.sizes() && res.scalar_type() == expected.scalar_type() && res.layout() == expected.layout();
+    if (!v.pass)
+      v.message = "a random output of shape " + c10::str(res.sizes()) + " " + c10::toString(res.scalar_type()) +
+                  ", stored " + c10::str(expected.sizes()) + " " + c10::toString(expected.scalar_type());
+    return v;
+  }
+  return compare::SameTensor(expected, res, fp64, same);
+}
+
+}  // namespace
 
 Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& options) {
   if (options.backend != "eager") return Error::BadInput("--backend \"" + options.backend + "\": repro run supports: eager");
@@ -44,8 +81,13 @@ Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& 
       interp::RunOptions r64 = ro;
       r64.float_dtype = c10::kDouble;
       auto r = program.Run(inputs, attrs, r64);
-      if (r.ok()) ref64 = std::move(*r);  // no fp64 reference: same() falls back to allclose only
+      gr.fp64_ran = r.ok();
+      if (r.ok())
+        ref64 = std::move(*r);
+      else
+        gr.fp64_error = r.error().message;  // no fp64 reference: same() falls back to allclose only
     }
+    const std::vector<bool> random = program.RandomOutputs();
     gr.pass = true;
     for (size_t k = 0; k < expected.size(); ++k) {
       const std::string name = k < g.output_names.size() ? g.output_names[k] : "output" + std::to_string(k);
@@ -60,8 +102,9 @@ Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& 
         if (res.scalar_type() != expected[k].scalar_type()) res = res.to(expected[k].scalar_type());
         std::optional<at::Tensor> f;
         if (ref64 && ref64->outputs[k].isTensor()) f = ref64->outputs[k].toTensor().to(at::kCPU);
-        v = compare::SameTensor(expected[k], res, f, options.same);
-        if (res.sizes() == expected[k].sizes() && at::equal(res, expected[k])) ++gr.bitwise_equal;
+        v = CompareOutput(expected[k], res, f, k < random.size() && random[k], options.same);
+        if (v.rule == compare::Rule::kBitwise || (res.sizes() == expected[k].sizes() && at::equal(res, expected[k])))
+          ++gr.bitwise_equal;
         if (v.pass && (v.rule == compare::Rule::kRmse || v.rule == compare::Rule::kNanEscape)) {
           // The fp64 reference is recomputed from the very tensors under test: data that changed
           // since capture would move it too, so it must not excuse a mismatch here.
@@ -95,6 +138,8 @@ nlohmann::json ReproRunReport::ToJson() const {
                          {"bitwise_equal_outputs", g.bitwise_equal},
                          {"outputs", outs}};
     if (!g.error.empty()) jg["error"] = g.error;
+    if (g.error.empty()) jg["fp64_reference"] = g.fp64_ran;
+    if (!g.fp64_error.empty()) jg["fp64_error"] = g.fp64_error;
     gs.push_back(jg);
   }
   return {{"pass", pass}, {"graphs", gs}};

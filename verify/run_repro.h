@@ -30,7 +30,9 @@ struct RunReproOptions {
 struct GraphRunReport {
   std::string graph;
   bool pass = false;
-  std::string error;  // a runtime failure of the run, if any
+  std::string error;       // a runtime failure of the run, if any
+  bool fp64_ran = false;   // the float64 reference ran (it then backs same()'s RMSE rule)
+  std::string fp64_error;  // why it did not run, when it was asked for
   int64_t num_ops = 0;
   double run_ms = 0.0;
   int64_t bitwise_equal = 0;  // outputs identical to the stored ones

@@ -11,7 +11,7 @@ import torch.utils._pytree as pytree
 
 from .dynamo_backend import dump_backend
 from .host_ops import describe_graphs
-from .lowering import PRODUCER, lower_make_fx, flatten_outputs, lower_exported
+from .lowering import PRODUCER, flatten_outputs, lower_exported, lower_make_fx, output_mismatch
 from .serialize import CaptureError, write_repro_dir
 
 
@@ -90,14 +90,18 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         try:
             ep = _export(model, args, kwargs)
             lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs)
-            producer += " (torch.export)"
-        except CaptureError:
-            raise
-        except Exception as e:  # export failed: fall back to make_fx below
-            export_error = e
+            if output_mismatch(lowered[0], eager_leaves) is not None:
+                lowered = None  # export kept a composite op whole under autocast: make_fx below
+            else:
+                producer += " (torch.export)"
+        except Exception:  # export failed, or its graph cannot be recorded (a data-dependent size): make_fx
+            lowered = None
     if lowered is None:
         lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode)
         producer += " (make_fx)"
+        why = output_mismatch(lowered[0], eager_leaves)
+        if why is not None:
+            raise CaptureError(f"the lowered graph does not compute what the model did: {why}")
     gjson, entry, tensors = lowered
     dtypes = {str(v.dtype).removeprefix("torch.") for v in tensors.values() if v.is_floating_point()}
     devices = {str(v.device.type) for v in tensors.values()}

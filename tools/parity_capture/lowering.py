@@ -244,9 +244,7 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     for k, lower in enumerate(lowerings):
         try:
             lowered = lower()
-        except CaptureError:
-            raise
-        except Exception:
+        except Exception:  # the next lowering may record it (make_fx: data-dependent sizes are concrete)
             if k == len(lowerings) - 1:
                 raise
             continue
