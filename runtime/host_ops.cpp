@@ -83,7 +83,10 @@ struct Encoder {
   }
 
   // One argument; `device` becomes the first tensor's device.
-  json Arg(const c10::IValue& v, const c10::TypePtr& type, std::optional<c10::Device>& device) {
+  // `type`: the schema's real type (ScalarType, not the int it is stored as), so a dtype
+  // travels as a dtype; Optional[T] is read as T.
+  json Arg(const c10::IValue& v, c10::TypePtr type, std::optional<c10::Device>& device) {
+    if (type && type->kind() == c10::TypeKind::OptionalType) type = type->expectRef<c10::OptionalType>().getElementType();
     if (v.isNone()) {
       key += 'n';
       return nullptr;
@@ -151,7 +154,7 @@ struct Encoder {
     const auto& sargs = schema.arguments();
     json args = json::array();
     for (size_t i = 0; i < sargs.size(); ++i) {
-      json j = Arg(given[i], sargs[i].type(), device);
+      json j = Arg(given[i], sargs[i].real_type(), device);
       if (json_too) args.push_back(std::move(j));
     }
     return args;
@@ -380,7 +383,7 @@ struct HostBackward final : torch::autograd::Node {
     Encoder enc(/*collect=*/true, /*json_too=*/true);
     json jargs = json::array(), jgrads = json::array();
     std::optional<c10::Device> device;
-    for (size_t i = 0; i < args.size(); ++i) jargs.push_back(enc.Arg(args[i], schema->arguments()[i].type(), device));
+    for (size_t i = 0; i < args.size(); ++i) jargs.push_back(enc.Arg(args[i], schema->arguments()[i].real_type(), device));
     for (size_t k = 0; k < outputs.size(); ++k) {
       at::Tensor g = k < grads.size() && grads[k].defined() ? grads[k] : at::zeros_like(outputs[k]);
       jgrads.push_back(enc.Arg(g, nullptr, device));
