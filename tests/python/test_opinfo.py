@@ -63,8 +63,11 @@ def test_backwards_are_checked(rows):
 
 def test_failure_classes_end_where_they_should(rows):
     cls = {(r["op"], r["dtype"], r["pass"]): r["cls"] for r in rows}
-    for op in ("normal", "uniform", "bernoulli", "randn_like"):
+    # continuous distributions: a replay draws other numbers, compared by shape, dtype and layout
+    for op in ("normal", "uniform", "randn_like"):
         assert cls[(op, "float32", "forward")] == "match_random", (op, cls[(op, "float32", "forward")])
+    # bernoulli of probabilities 0 and 1 may repeat eager bit for bit: either way it matches
+    assert cls[("bernoulli", "float32", "forward")] in ("match_random", "match_bitwise")
     for op in ("special.zeta", "igamma"):
         assert cls[(op, "float32", "forward")] == "match_bitwise", (op, cls[(op, "float32", "forward")])
     assert cls[("nonzero", "float32", "forward")] == "match_bitwise"
