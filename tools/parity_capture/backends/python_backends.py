@@ -19,6 +19,34 @@ def _inductor_config(options: Dict[str, Any]):
     return cfg.patch(inductor_settings(options))
 
 
+class _Handoff:
+    """The recorded graph handed to a dynamo backend as dynamo hands it the graph it traced,
+    `backend(gm, example_inputs)`, compiled at the first call with that call's inputs (in its
+    grad mode): the backend compiles the recorded ATen graph itself, with no second dynamo trace
+    of it (which torch 2.11 refuses for some train graphs: "Attempt to trace generator")."""
+
+    def __init__(self, gm: torch.fx.GraphModule, backend: str, options: Dict[str, Any]):
+        self.gm, self.backend, self.options, self.fn = gm, backend, options, None
+
+    def __call__(self, *inputs):
+        if self.fn is None:
+            if self.backend == "inductor":  # its options are config patches, applied around the call
+                from torch._dynamo.backends.registry import lookup_backend
+                self.fn = lookup_backend("inductor")(self.gm, list(inputs))
+            else:
+                self.fn = torch._TorchCompileWrapper(self.backend, None, self.options, None)(self.gm, list(inputs))
+        return self.fn(*inputs)
+
+
+def _compile(gm: torch.fx.GraphModule, backend: str, options: Dict[str, Any], symbolic: bool):
+    """A static graph goes straight to the backend (_Handoff); a symbolic one through
+    torch.compile(dynamic=True), whose dynamo makes the ShapeEnv the backend compiles against."""
+    if not symbolic:
+        return _Handoff(gm, backend, options)
+    kw = {"options": options} if options else {}
+    return torch.compile(gm, backend=backend, fullgraph=True, dynamic=True, **kw)
+
+
 def run(req) -> Dict[str, Any]:
     """Compiles the request's graph with its dynamo backend and runs it. A symbolic graph is
     compiled as dynamic (as the program's compile saw it); with "variants" (the same graph at
@@ -34,19 +62,17 @@ def run(req) -> Dict[str, Any]:
     # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
     inductor = backend == "inductor"
     ctx = _inductor_config(options) if inductor else contextlib.nullcontext()
-    kw = {} if inductor or not options else {"options": {k: parse_option(v) for k, v in options.items()}}
-    if g.symbolic():
-        kw["dynamic"] = True
+    backend_options = {} if inductor else {k: parse_option(v) for k, v in options.items()}
     torch._dynamo.reset()
     with ctx:
-        compiled = torch.compile(gm, backend=backend, fullgraph=True, **kw)
+        compiled = _compile(gm, backend, backend_options, g.symbolic())
         first = _run_compiled(compiled, gm, g, device, train, iters, req)
         for v in req.get("variants", []):
             vreq = {**req, **v}
             _, vg = load_graph(vreq)
             if train:  # each variant from its own parameters (one SGD step each), compiled once
                 vgm = vg.module.to(device)
-                res = _run_compiled(torch.compile(vgm, backend=backend, fullgraph=True, **kw), vgm, vg, device, train, 1, vreq)
+                res = _run_compiled(_compile(vgm, backend, backend_options, True), vgm, vg, device, train, 1, vreq)
             else:
                 res = _run_compiled(compiled, gm, vg, device, train, 1, vreq)
             first.setdefault("variants", []).append(res)
