@@ -10,7 +10,8 @@ the samples are `torch.testing._internal.common_methods_invocations.op_db`.
 Each sample's forward runs in each dtype, and its backward (the gradients of its outputs with
 respect to its floating inputs, traced into the graph) in float32 where the OpInfo supports
 autograd. Each ends in one class: `python_fails` (Python eager raises: not counted), `no_backward`
-(a backward sample with no floating input: not counted), `no_tensor_output`,
+(a backward sample with no floating input: not counted), `no_tensor_input` (sizes in, sizes out,
+as broadcast_shapes: no tensor for a graph to compute on; not counted), `no_output` (nothing a graph could return),
 `capture_failed`, `replay_failed` (parity refuses the dir or the run raises), `mismatch`,
 `match_random` (an output drawn from random numbers: shape, dtype and layout agree), `match_same`
 (within same()), `match_bitwise` (identical bytes, NaN included). `fp64` says whether the float64
@@ -39,7 +40,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from parity_capture import capture  # noqa: E402
 
 MATCHES = ("match_bitwise", "match_same", "match_random")
-NOT_COUNTED = ("python_fails", "no_backward")  # nothing to replay: Python raises, or no gradient exists
+# Nothing to replay: Python raises, no gradient exists, or the sample holds no tensor at all.
+NOT_COUNTED = ("python_fails", "no_backward", "no_tensor_input")
 
 
 class OpCall(torch.nn.Module):
@@ -109,8 +111,11 @@ def prepare(op, dtype: torch.dtype, k: int, sample, out_dir: str, grad: bool = F
         return dict(row, cls="python_fails", why=_why(e))
     if grad and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(out)):
         return dict(row, cls="no_backward", why="no floating input to differentiate")
-    if not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(out)):
-        return dict(row, cls="no_tensor_output", why=type(out).__name__)
+    if not model.tensors and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(out)):
+        # broadcast_shapes: sizes in, sizes out; no tensor anywhere, nothing a graph computes
+        return dict(row, cls="no_tensor_input", why=type(out).__name__)
+    if not any(isinstance(v, (torch.Tensor, bool, int, float)) for v in pytree.tree_leaves(out)):
+        return dict(row, cls="no_output", why=type(out).__name__)
     d = os.path.join(out_dir, f"{row['op']}-{row['dtype']}-{row['pass']}-{k}".replace("/", "_"))
     try:
         torch.manual_seed(0)
