@@ -71,6 +71,15 @@ bool IsFloatingDtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kHalf || t == c10::kBFloat16 || t == c10::kDouble;
 }
 
+// The dtype a value of dtype `t` takes in a run of floating dtype `run` (the fp64 reference): a
+// floating one takes `run`, a complex one run's complex counterpart (complex64 -> complex128 in
+// float64), anything else stays. The one rule inputs, dtype arguments and results all follow.
+c10::ScalarType Followed(c10::ScalarType t, c10::ScalarType run) {
+  if (IsFloatingDtype(t)) return run;
+  if (c10::isComplexType(t) && (run == c10::kDouble || run == c10::kFloat || run == c10::kHalf)) return c10::toComplexType(run);
+  return t;
+}
+
 // A Python number where a Tensor is expected (a constant, or a size computed at run time): a
 // 0-dim tensor flagged as a wrapped number, so type promotion treats it as torch does a scalar
 // (an int does not make a float tensor double; a float does not widen a float32 tensor).
@@ -499,7 +508,7 @@ inline c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>&
     case Operand::Kind::kConst: return o.constant;
     case Operand::Kind::kDtype: {
       auto t = static_cast<c10::ScalarType>(o.constant.toInt());
-      if (options.float_dtype && IsFloatingDtype(t)) t = *options.float_dtype;
+      if (options.float_dtype) t = Followed(t, *options.float_dtype);
       return t;
     }
     case Operand::Kind::kDevice: return options.device;
@@ -574,8 +583,8 @@ bool DenseLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& 
 // a buffer made in the graph, an index_put_/scatter destination or source and the checks of
 // _assert_tensor_metadata all meet tensors of one dtype.
 at::Tensor FollowFloatDtype(const at::Tensor& t, c10::ScalarType dtype) {
-  if (!t.defined() || !IsFloatingDtype(t.scalar_type()) || t.scalar_type() == dtype) return t;
-  return t.to(dtype);
+  if (!t.defined() || Followed(t.scalar_type(), dtype) == t.scalar_type()) return t;
+  return t.to(Followed(t.scalar_type(), dtype));
 }
 
 void FollowFloatDtype(c10::IValue& v, c10::ScalarType dtype) {
@@ -585,7 +594,7 @@ void FollowFloatDtype(c10::IValue& v, c10::ScalarType dtype) {
   } else if (v.isTuple()) {
     const auto& el = v.toTupleRef().elements();
     if (std::none_of(el.begin(), el.end(), [&](const c10::IValue& x) {
-          return x.isTensor() && x.toTensor().defined() && IsFloatingDtype(x.toTensor().scalar_type()) && x.toTensor().scalar_type() != dtype;
+          return x.isTensor() && x.toTensor().defined() && Followed(x.toTensor().scalar_type(), dtype) != x.toTensor().scalar_type();
         }))
       return;
     std::vector<c10::IValue> items(el.begin(), el.end());
@@ -645,7 +654,10 @@ Expected<sym::Bindings> BindSymbols(const ir::Graph& g, const TensorMap& inputs)
     }
   }
   for (const auto& [name, s] : g.symbols) {
-    b.emplace(name, s.hint);  // bound by no tensor input (a number the program passed): as recorded
+    // Bound by no tensor input (a number the program passed): as recorded. An unbacked symbol's
+    // value comes from the node that makes it as the graph runs (checked by the graph's asserts).
+    b.emplace(name, s.hint);
+    if (s.unbacked) continue;
     const int64_t v = b[name];
     if (v < s.min || (s.max && v > *s.max))
       return Error::BadInput(gw + ": symbol " + name + " = " + std::to_string(v) + " is outside its range [" + std::to_string(s.min) +
@@ -653,6 +665,8 @@ Expected<sym::Bindings> BindSymbols(const ir::Graph& g, const TensorMap& inputs)
   }
   for (const auto& guard : g.guards) {
     PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(guard, gw + ": guard"));
+    const auto read = e.Symbols();
+    if (std::any_of(read.begin(), read.end(), [&g](const std::string& s) { return g.symbols.at(s).unbacked; })) continue;
     PARITY_ASSIGN_OR_RETURN(double ok, e.Eval(b));
     if (ok == 0) {
       std::string values;
@@ -672,8 +686,8 @@ at::Tensor WithCapturedLayout(const at::Tensor& t, const std::optional<ir::Tenso
 
 at::Tensor PrepareTensor(const at::Tensor& t, const RunOptions& options) {
   at::Tensor out = t;
-  if (options.float_dtype && IsFloatingDtype(t.scalar_type()) && t.scalar_type() != *options.float_dtype)
-    out = out.to(*options.float_dtype);
+  if (options.float_dtype && Followed(t.scalar_type(), *options.float_dtype) != t.scalar_type())
+    out = out.to(Followed(t.scalar_type(), *options.float_dtype));
   if (out.device() != options.device) out = out.to(options.device);
   return out;
 }
@@ -811,10 +825,15 @@ Status RunOp(const std::vector<Step>& steps, size_t i, std::vector<c10::IValue>&
 }
 
 // An output as every consumer can read it: a ZeroTensor (`_efficientzerotensor`, autograd's
-// zero gradients) has no storage to read, so it leaves the run as an ordinary tensor of zeros.
+// zero gradients) has no storage to read, so it leaves the run as an ordinary tensor of zeros;
+// a number the graph returns (a size, `.item()`) leaves as a 0-dim int64, float64 or bool
+// tensor, as the capture stores it (docs/format.md).
 c10::IValue Materialized(const c10::IValue& v) {
   if (v.isTensor() && v.toTensor().defined() && v.toTensor()._is_zerotensor())
     return at::zeros(v.toTensor().sizes(), v.toTensor().options());
+  if (v.isInt()) return at::scalar_tensor(v.toInt(), at::kLong);
+  if (v.isDouble()) return at::scalar_tensor(v.toDouble(), at::kDouble);
+  if (v.isBool()) return at::scalar_tensor(v.toBool(), at::kBool);
   return v;
 }
 

@@ -9,6 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -133,11 +134,20 @@ struct TensorMeta {
 };
 
 // A symbol of a symbolic graph (dynamo's ShapeEnv): its value in the recorded call and the range
-// the compiled graph was valid for.
+// the compiled graph was valid for. An unbacked symbol (u0: `.item()`, the size of `nonzero`'s
+// result) is no input's size: a node makes its value as the graph runs (the graph's own
+// _assert_scalar nodes check its range), so no binding, sweep or shrink sets it; its hint is
+// the value it took in the recorded call.
+inline constexpr int64_t kUnboundedBelow = std::numeric_limits<int64_t>::min();  // "min": null
+
 struct Symbol {
   int64_t hint = 0;
-  int64_t min = 0;
+  int64_t min = 0;  // kUnboundedBelow: none
   std::optional<int64_t> max;  // none: unbounded
+  bool unbacked = false;
+  // An unbacked float (zuf0: `.item()` of a floating tensor): its recorded value; `hint` is
+  // then unused, and expressions reading it are checked for their symbols only.
+  std::optional<double> float_hint;
 };
 
 // The Python functions of size arithmetic on symbols (operator.mul, torch.sym_max, ...), as graph

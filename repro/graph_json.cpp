@@ -33,6 +33,7 @@ constexpr DtypeName kDtypeNames[] = {
     {"bool", "b8", c10::ScalarType::Bool},
     {"complex64", "c64", c10::ScalarType::ComplexFloat},
     {"complex128", "c128", c10::ScalarType::ComplexDouble},
+    {"complex32", "c32", c10::ScalarType::ComplexHalf},
     {"float8_e4m3fn", "f8e4m3", c10::ScalarType::Float8_e4m3fn},
     {"float8_e5m2", "f8e5m2", c10::ScalarType::Float8_e5m2},
 };
@@ -170,8 +171,10 @@ struct Parser {
   enum class ExprUse { kSize, kInt, kNumber, kGuard };  // a dim, an integer, any number, a condition
   Status CheckExpr(const std::string& text, const std::string& field, ExprUse use = ExprUse::kNumber) const {
     PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(text, where + ": " + field));
-    for (const auto& name : e.Symbols())
+    for (const auto& name : e.Symbols()) {
       if (!g.symbols.count(name)) return Bad(field, "symbol \"" + name + "\" is not declared in \"symbols\"");
+      if (g.symbols.at(name).float_hint) return Status::Ok();  // a data-dependent float: no integer value to check at
+    }
     auto at_hints = [&](const Error& err) { return Bad(field, "at the recorded sizes: " + err.message); };
     if (use == ExprUse::kSize || use == ExprUse::kInt) {
       auto v = e.EvalInt(hints);
@@ -199,13 +202,25 @@ struct Parser {
       for (auto it = j["symbols"].begin(); it != j["symbols"].end(); ++it) {
         const std::string f = "symbols." + it.key();
         const json& s = it.value();
-        if (!s.is_object() || !s.contains("hint") || !s["hint"].is_number_integer())
+        if (!s.is_object() || !s.contains("hint") || !s["hint"].is_number())
           return Bad(f, "expected {\"hint\": int, \"min\": int, \"max\": int or null}");
         Symbol sym;
+        if (s.contains("unbacked")) {
+          if (!s["unbacked"].is_boolean()) return Bad(f + ".unbacked", "not a boolean");
+          sym.unbacked = s["unbacked"].get<bool>();
+        }
+        if (!s["hint"].is_number_integer()) {  // only a data-dependent float may have a float value
+          if (!sym.unbacked || !std::isfinite(s["hint"].get<double>())) return Bad(f + ".hint", "not an integer");
+          sym.float_hint = s["hint"].get<double>();
+          g.symbols[it.key()] = sym;
+          continue;
+        }
         sym.hint = s["hint"].get<int64_t>();
-        if (s.contains("min")) {
-          if (!s["min"].is_number_integer()) return Bad(f + ".min", "not an integer");
+        if (s.contains("min") && !s["min"].is_null()) {
+          if (!s["min"].is_number_integer()) return Bad(f + ".min", "neither an integer nor null");
           sym.min = s["min"].get<int64_t>();
+        } else if (s.contains("min")) {
+          sym.min = ir::kUnboundedBelow;  // null: a data-dependent value may be negative
         }
         if (s.contains("max") && !s["max"].is_null()) {
           if (!s["max"].is_number_integer()) return Bad(f + ".max", "neither an integer nor null");
@@ -439,7 +454,11 @@ json GraphToJson(const Graph& g) {
   if (g.symbolic()) {
     json syms = json::object();
     for (const auto& [name, s] : g.symbols)
-      syms[name] = {{"hint", s.hint}, {"min", s.min}, {"max", s.max ? json(*s.max) : json(nullptr)}};
+    {
+      syms[name] = {{"hint", s.float_hint ? json(*s.float_hint) : json(s.hint)},
+                    {"min", s.min == ir::kUnboundedBelow ? json(nullptr) : json(s.min)}, {"max", s.max ? json(*s.max) : json(nullptr)}};
+      if (s.unbacked) syms[name]["unbacked"] = true;
+    }
     out["symbols"] = syms;
     out["guards"] = g.guards;
   }
@@ -508,8 +527,14 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
 std::string GraphToText(const Graph& g, bool with_stack_traces) {
   std::ostringstream os;
   os << "graph " << g.name() << " {\n";
-  for (const auto& [name, s] : g.symbols)
-    os << "  symbol " << name << " = " << s.hint << "  # in [" << s.min << ", " << (s.max ? std::to_string(*s.max) : "inf") << "]\n";
+  for (const auto& [name, s] : g.symbols) {
+    if (s.float_hint) {
+      os << "  symbol " << name << " = " << *s.float_hint << "  # data-dependent float\n";
+      continue;
+    }
+    os << "  symbol " << name << " = " << s.hint << "  # " << (s.unbacked ? "data-dependent, " : "") << "in ["
+       << (s.min == ir::kUnboundedBelow ? "-inf" : std::to_string(s.min)) << ", " << (s.max ? std::to_string(*s.max) : "inf") << "]\n";
+  }
   for (const auto& guard : g.guards) os << "  guard " << guard << "\n";
   for (const Node* n : g.nodes()) {
     os << "  ";

@@ -4,6 +4,8 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/core/ScalarType.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -175,6 +177,7 @@ Expected<TensorInfo> ReadTensorEntry(const std::string& name, const json& entry,
   TensorInfo info;
   info.name = name;
   info.dtype = *dtype;
+  info.stored = *dtype;
   PARITY_ASSIGN_OR_RETURN(auto shape, ReadShape(entry["shape"], field));
   info.shape = std::move(shape.first);
   const json& offs = entry["data_offsets"];
@@ -193,6 +196,30 @@ Expected<TensorInfo> ReadTensorEntry(const std::string& name, const json& entry,
     return Error::BadInput(field + ": field \"data_offsets\" ends at " + std::to_string(info.end) + ", past the data section (" +
                            std::to_string(data_size) + " bytes)");
   return info;
+}
+
+// The complex tensors stored as their real view (kComplexMetadata) become complex again: each
+// named tensor must exist, be F64 (complex128) or F16 (complex32) and end in a dim of 2.
+Status ApplyComplexMetadata(const std::map<std::string, std::string>& metadata, const std::string& where,
+                            std::vector<TensorInfo>& infos) {
+  auto it = metadata.find(kComplexMetadata);
+  if (it == metadata.end()) return Status::Ok();
+  const std::string field = where + ": header: __metadata__." + kComplexMetadata;
+  json j = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Error::BadInput(field + ": not a JSON object");
+  for (auto e = j.begin(); e != j.end(); ++e) {
+    const std::string f = field + "." + e.key();
+    auto info = std::find_if(infos.begin(), infos.end(), [&](const TensorInfo& i) { return i.name == e.key(); });
+    if (info == infos.end()) return Error::BadInput(f + ": no such tensor");
+    const bool c128 = e.value() == "complex128", c32 = e.value() == "complex32";
+    if (!c128 && !c32) return Error::BadInput(f + ": expected \"complex128\" or \"complex32\"");
+    const c10::ScalarType real = c128 ? c10::ScalarType::Double : c10::ScalarType::Half;
+    if (info->stored != real || info->shape.empty() || info->shape.back() != 2)
+      return Error::BadInput(f + ": the tensor must be " + (c128 ? "F64" : "F16") + " with a last dim of 2");
+    info->dtype = c128 ? c10::ScalarType::ComplexDouble : c10::ScalarType::ComplexHalf;
+    info->shape.pop_back();
+  }
+  return Status::Ok();
 }
 
 // Offsets must tile the data section: sorted, contiguous, non-overlapping, complete.
@@ -240,6 +267,7 @@ Expected<File> File::Open(const fs::path& path) {
     file.infos_.push_back(std::move(info));
   }
   PARITY_RETURN_IF_ERROR(CheckTiling(file.infos_, where, data_size));
+  PARITY_RETURN_IF_ERROR(ApplyComplexMetadata(file.metadata_, where, file.infos_));
   std::sort(file.infos_.begin(), file.infos_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.begin < b.begin; });
   for (size_t k = 0; k < file.infos_.size(); ++k) file.index_[file.infos_[k].name] = k;
   file.mapping_ = std::move(mapping);
@@ -251,16 +279,21 @@ Expected<at::Tensor> File::Get(const std::string& name) const {
   if (it == index_.end()) return Error::BadInput(path_.string() + ": no tensor named \"" + name + "\"");
   const TensorInfo& info = infos_[it->second];
   uint8_t* ptr = mapping_->mutable_bytes() + data_start_ + info.begin;
-  const size_t item = c10::elementSize(info.dtype);
-  auto options = at::TensorOptions().dtype(info.dtype).device(at::kCPU);
+  const size_t item = c10::elementSize(info.stored);
+  const bool as_real = info.stored != info.dtype;  // a complex tensor stored as its real view
+  std::vector<int64_t> shape = info.shape;
+  if (as_real) shape.push_back(2);
+  auto options = at::TensorOptions().dtype(info.stored).device(at::kCPU);
+  at::Tensor out;
   if (reinterpret_cast<uintptr_t>(ptr) % item == 0 && info.end > info.begin) {
     std::shared_ptr<Mapping> keep = mapping_;
-    return at::from_blob(
-        ptr, info.shape, [keep](void*) {}, options);
+    out = at::from_blob(
+        ptr, shape, [keep](void*) {}, options);
+  } else {
+    out = at::empty(shape, options);
+    if (info.end > info.begin) std::memcpy(out.data_ptr(), ptr, info.end - info.begin);
   }
-  at::Tensor out = at::empty(info.shape, options);
-  if (info.end > info.begin) std::memcpy(out.data_ptr(), ptr, info.end - info.begin);
-  return out;
+  return as_real ? at::view_as_complex(out) : out;
 }
 
 Expected<std::vector<std::pair<std::string, at::Tensor>>> LoadAll(const fs::path& path) {
@@ -278,13 +311,18 @@ Expected<std::vector<std::pair<std::string, at::Tensor>>> LoadAll(const fs::path
 Status Save(const fs::path& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
             const std::map<std::string, std::string>& metadata) {
   json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> meta = metadata;
+  json complex = json::object();
   std::vector<at::Tensor> contiguous;
   uint64_t offset = 0;
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     if (!names.insert(name).second) return Error::BadInput(path.string() + ": duplicate tensor name \"" + name + "\"");
     at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    if (t.scalar_type() == c10::ScalarType::ComplexDouble || t.scalar_type() == c10::ScalarType::ComplexHalf) {
+      complex[name] = t.scalar_type() == c10::ScalarType::ComplexDouble ? "complex128" : "complex32";
+      t = at::view_as_real(t).contiguous();
+    }
     auto dname = DtypeName(t.scalar_type());
     if (!dname.ok()) return dname.error().With(path.string() + ": tensor \"" + name + "\"");
     const uint64_t nbytes = t.numel() * t.element_size();
@@ -292,6 +330,8 @@ Status Save(const fs::path& path, const std::vector<std::pair<std::string, at::T
     offset += nbytes;
     contiguous.push_back(std::move(t));
   }
+  if (!complex.empty()) meta[kComplexMetadata] = complex.dump();
+  if (!meta.empty()) header["__metadata__"] = meta;
   std::string text = header.dump();
   while ((text.size() % 8) != 0) text.push_back(' ');
   std::string blob;

@@ -5,6 +5,10 @@
 // data section. The reader enforces what the reference implementation does: header at most
 // 100 MB, known dtypes, no duplicate names, byte length = numel x itemsize (overflow checked),
 // offsets sorted, contiguous, non-overlapping and covering the data section exactly.
+//
+// safetensors has no complex128 or complex32: parity stores such a tensor as its real view
+// (F64 or F16 with a trailing dim of 2) and names it in the metadata entry "parity.complex"
+// (a JSON object, tensor name -> "complex128" | "complex32"); the reader gives it back complex.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,10 +26,13 @@ namespace parity::safetensors {
 
 inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
+inline constexpr const char* kComplexMetadata = "parity.complex";
+
 struct TensorInfo {
   std::string name;
-  c10::ScalarType dtype;
-  std::vector<int64_t> shape;
+  c10::ScalarType dtype;       // the tensor's own (complex for one stored as its real view)
+  std::vector<int64_t> shape;  // likewise
+  c10::ScalarType stored;      // the file's entry: `dtype`, or the real dtype of a stored complex
   uint64_t begin = 0;  // relative to the data section
   uint64_t end = 0;
 };

@@ -271,6 +271,39 @@ TEST(Interpreter, SizesFlowIntoTensorArgumentsAsWrappedNumbers) {
   }
 }
 
+// A value the graph makes from data (nonzero's size u0, `.item()`) is no input's size: binding
+// leaves it to the node that makes it (a guard over it is not checked before the run), and a
+// number the graph returns leaves the run as a 0-dim tensor of its type.
+TEST(Interpreter, DataDependentValuesAndNumberOutputs) {
+  Graph g = Parse(R"({"version": 2, "symbols": {"u0": {"hint": 2, "min": 0, "max": 6, "unbacked": true},
+      "zuf0": {"hint": 1.5, "min": null, "max": null, "unbacked": true}},
+    "guards": ["u0 >= 1"],
+    "nodes": [
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [6], "stride": [1]}]}},
+    {"name": "nz", "op": "call_function", "target": "aten::nonzero", "args": [{"node": "x"}],
+     "meta": {"val": [{"dtype": "int64", "shape": [2, 1], "stride": [1, 1], "sym_shape": ["u0", null]}]}},
+    {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "nz"}, 0], "meta": {"sym": "u0"}},
+    {"name": "m", "op": "call_function", "target": "aten::max", "args": [{"node": "x"}]},
+    {"name": "f", "op": "call_function", "target": "aten::_local_scalar_dense", "args": [{"node": "m"}], "meta": {"sym": "zuf0", "sym_type": "float"}},
+    {"name": "t", "op": "call_function", "target": "sym::gt", "args": [{"node": "f"}, 0], "meta": {"sym": "zuf0 > 0", "sym_type": "bool"}},
+    {"name": "y", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, {"node": "n"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "y"}, {"node": "n"}, {"node": "f"}, {"node": "t"}]]}]})");
+  const at::Tensor x = at::tensor({0.0, 3.0, 0.0, 0.0, 0.0, 0.0}, at::kFloat);  // one nonzero: u0 = 1 here, 2 recorded
+  auto r = CompileAndRun(g, {{"x", x}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(at::equal(r->outputs[0].toTensor(), x));
+  const at::Tensor n = r->outputs[1].toTensor(), f = r->outputs[2].toTensor(), t = r->outputs[3].toTensor();
+  EXPECT_EQ(n.dim(), 0);
+  EXPECT_EQ(n.scalar_type(), at::kLong);
+  EXPECT_EQ(n.item<int64_t>(), 1);
+  EXPECT_EQ(f.scalar_type(), at::kDouble);
+  EXPECT_EQ(f.item<double>(), 3.0);
+  EXPECT_EQ(t.scalar_type(), at::kBool);
+  EXPECT_TRUE(t.item<bool>());
+  auto bound = BindSymbols(g, {{"x", x}});
+  ASSERT_TRUE(bound.ok()) << bound.error().message;  // "u0 >= 1" is the graph's own business
+}
+
 // Outputs that depend on random numbers or uninitialized memory, however far upstream, are
 // known as such (a replay draws its own numbers); the others are not.
 TEST(Interpreter, KnowsWhichOutputsAreRandom) {

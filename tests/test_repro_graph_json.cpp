@@ -136,6 +136,43 @@ TEST(GraphJson, SymbolicGraphRoundTrips) {
   EXPECT_NE(text.find("f32[s77, 8]"), std::string::npos) << text;
 }
 
+// Data-dependent values (`.item()`, nonzero's size) are unbacked symbols: declared with the value
+// they took in the recorded call (a float one may hold a float), read like any symbol.
+TEST(GraphJson, UnbackedSymbolsRoundTrip) {
+  json j = json::parse(R"JSON({"version": 2, "name": "dd",
+    "symbols": {"u0": {"hint": 3, "min": 0, "max": 6, "unbacked": true}, "zuf0": {"hint": 2.5, "min": null, "max": null, "unbacked": true},
+                "u1": {"hint": -4, "min": null, "max": null, "unbacked": true}},
+    "nodes": [
+      {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [6], "stride": [1]}]}},
+      {"name": "nz", "op": "call_function", "target": "aten::nonzero", "args": [{"node": "x"}],
+       "meta": {"val": [{"dtype": "int64", "shape": [3, 1], "stride": [1, 1], "sym_shape": ["u0", null]}]}},
+      {"name": "m", "op": "call_function", "target": "aten::max", "args": [{"node": "x"}]},
+      {"name": "f", "op": "call_function", "target": "aten::_local_scalar_dense", "args": [{"node": "m"}], "meta": {"sym": "zuf0", "sym_type": "float"}},
+      {"name": "g", "op": "call_function", "target": "sym::mul", "args": [{"node": "f"}, 2], "meta": {"sym": "2*zuf0", "sym_type": "float"}},
+      {"name": "output", "op": "output", "args": [[{"node": "nz"}, {"node": "g"}]]}]})JSON");
+  auto g = GraphFromJson(j, "dd.json");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_TRUE(g->symbols.at("u0").unbacked);
+  EXPECT_EQ(g->symbols.at("u0").hint, 3);
+  EXPECT_EQ(g->symbols.at("u1").min, ir::kUnboundedBelow);
+  ASSERT_TRUE(g->symbols.at("zuf0").float_hint.has_value());
+  EXPECT_DOUBLE_EQ(*g->symbols.at("zuf0").float_hint, 2.5);
+  auto again = GraphFromJson(GraphToJson(*g), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(GraphToJson(*again), GraphToJson(*g));
+  const std::string text = GraphToText(*g, false);
+  EXPECT_NE(text.find("symbol u0 = 3  # data-dependent, in [0, 6]"), std::string::npos) << text;
+  EXPECT_NE(text.find("symbol u1 = -4  # data-dependent, in [-inf, inf]"), std::string::npos) << text;
+  EXPECT_NE(text.find("symbol zuf0 = 2.5  # data-dependent float"), std::string::npos) << text;
+  // Only a data-dependent symbol may hold a float; a size's value must still lie in its range.
+  json backed = j;
+  backed["symbols"]["zuf0"].erase("unbacked");
+  EXPECT_TRUE(FailsWith(GraphFromJson(backed, "dd.json"), {"symbols.zuf0.hint", "not an integer"}));
+  json outside = j;
+  outside["symbols"]["u0"]["hint"] = 7;
+  EXPECT_TRUE(FailsWith(GraphFromJson(outside, "dd.json"), {"symbols.u0.hint", "outside"}));
+}
+
 TEST(GraphJson, SymbolicFieldsAreCheckedWhereTheyAre) {
   json undeclared = json::parse(kSymbolicGraph);
   undeclared["nodes"][2]["meta"]["sym"] = "8*s9";

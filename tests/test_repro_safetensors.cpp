@@ -3,6 +3,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/view_as_real.h>
 #include <gtest/gtest.h>
 
 #include "test_helpers.h"
@@ -47,6 +48,44 @@ TEST(Safetensors, RoundTripsEveryDtype) {
     EXPECT_EQ(got->scalar_type(), t.scalar_type()) << name;
     EXPECT_TRUE(at::equal(*got, t.contiguous())) << name;
   }
+}
+
+// safetensors has no complex128 or complex32: they are stored as their real view and named in
+// the metadata, and come back complex; complex64 is safetensors' own C64.
+TEST(Safetensors, ComplexDtypesRoundTrip) {
+  TempDir dir;
+  const at::Tensor c128 = at::randn({3, 4}, at::kComplexDouble);
+  const at::Tensor c64 = at::randn({5}, at::kComplexFloat);
+  const at::Tensor c32 = at::randn({2, 3}, at::kComplexFloat).to(at::kComplexHalf);
+  ASSERT_TRUE(Save(dir / "c.safetensors", {{"c128", c128}, {"c64", c64}, {"c32", c32}}, {{"k", "v"}}).ok());
+  auto f = File::Open(dir / "c.safetensors");
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_EQ(f->metadata().at("k"), "v");
+  for (const auto& [name, t] : std::vector<std::pair<std::string, at::Tensor>>{{"c128", c128}, {"c64", c64}, {"c32", c32}}) {
+    auto got = f->Get(name);
+    ASSERT_TRUE(got.ok()) << name;
+    EXPECT_EQ(got->scalar_type(), t.scalar_type()) << name;
+    EXPECT_EQ(got->sizes(), t.sizes()) << name;
+    EXPECT_TRUE(at::equal(at::view_as_real(*got), at::view_as_real(t))) << name;
+  }
+  const auto& infos = f->tensors();
+  auto info = std::find_if(infos.begin(), infos.end(), [](const TensorInfo& i) { return i.name == "c128"; });
+  EXPECT_EQ(info->dtype, at::kComplexDouble);
+  EXPECT_EQ(info->shape, (std::vector<int64_t>{3, 4}));
+}
+
+TEST(Safetensors, ComplexMetadataIsChecked) {
+  TempDir dir;
+  auto with_meta = [&](const std::string& meta) {
+    const std::string header = R"({"__metadata__": {"parity.complex": )" + meta +
+                               R"(}, "a": {"dtype": "F64", "shape": [2, 2], "data_offsets": [0, 32]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [32, 40]}})";
+    return OpenBytes(dir, Craft(header, std::string(40, '\0')));
+  };
+  ASSERT_TRUE(with_meta(R"("{\"a\": \"complex128\"}")").ok());
+  EXPECT_TRUE(FailsWith(with_meta(R"("{\"z\": \"complex128\"}")"), {"parity.complex.z", "no such tensor"}));
+  EXPECT_TRUE(FailsWith(with_meta(R"("{\"b\": \"complex128\"}")"), {"parity.complex.b", "F64"}));
+  EXPECT_TRUE(FailsWith(with_meta(R"("{\"a\": \"complex7\"}")"), {"parity.complex.a", "complex128"}));
+  EXPECT_TRUE(FailsWith(with_meta(R"("[1")"), {"parity.complex", "not a JSON object"}));
 }
 
 TEST(Safetensors, TensorsOutliveTheFileObject) {

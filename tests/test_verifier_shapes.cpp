@@ -64,6 +64,16 @@ TEST(Shapes, SweepPointsStayInRangeHoldGuardsAndSkipTheRecorded) {
     {"name": "output", "op": "output", "args": [[]]}]})");
   EXPECT_EQ(SweepPoints(narrow, 3).size(), 1u);
   EXPECT_EQ(PointLabel({{"s0", 3}, {"s1", 12}}), "s0=3, s1=12");
+  // A data-dependent symbol is no input's size: never swept, never in a point.
+  ir::Graph dd = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 4, "min": 2, "max": null},
+    "u0": {"hint": 3, "min": 0, "max": null, "unbacked": true}}, "guards": ["u0 <= 4*s0"], "nodes": [
+    {"name": "output", "op": "output", "args": [[]]}]})");
+  auto dd_points = SweepPoints(dd, 3);
+  ASSERT_EQ(dd_points.size(), 3u);
+  for (const auto& p : dd_points) EXPECT_EQ(p.count("u0"), 0u) << PointLabel(p);
+  ir::Graph only = Parse(R"({"version": 2, "symbols": {"u0": {"hint": 3, "min": 0, "max": null, "unbacked": true}}, "nodes": [
+    {"name": "output", "op": "output", "args": [[]]}]})");
+  EXPECT_TRUE(SweepPoints(only, 3).empty());
 }
 
 TEST(Shapes, AVariantRegeneratesSymbolicInputsAndKeepsParameters) {

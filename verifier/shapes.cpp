@@ -37,13 +37,18 @@ Expected<int> ParseShapes(const std::string& text) {
 
 std::vector<sym::Bindings> SweepPoints(const ir::Graph& g, int count) {
   sym::Bindings recorded;
-  for (const auto& [name, s] : g.symbols) recorded[name] = s.hint;
+  for (const auto& [name, s] : g.symbols)
+    if (!s.unbacked) recorded[name] = s.hint;
   // Every symbol scaled together keeps the relations the guards state between them (a sequence
   // length twice another stays twice); the range's low end catches the smallest sizes.
   const std::vector<double> scales = {0.5, 2.0, 1.5, 0.0, 3.0, 0.75, 1.25, 4.0, 0.25, 2.5, 5.0, 6.0, 8.0};
-  std::vector<sym::Expr> guards;  // parsed once (the loader checked that they parse)
+  std::vector<sym::Expr> guards;  // parsed once (the loader checked that they parse); none on data
   for (const auto& text : g.guards)
-    if (auto e = sym::Expr::Parse(text, "guard"); e.ok()) guards.push_back(std::move(*e));
+    if (auto e = sym::Expr::Parse(text, "guard"); e.ok()) {
+      const auto read = e->Symbols();
+      if (std::all_of(read.begin(), read.end(), [&recorded](const std::string& s) { return recorded.count(s) != 0; }))
+        guards.push_back(std::move(*e));
+    }
   auto holds = [&guards](const sym::Bindings& b) {
     return std::all_of(guards.begin(), guards.end(), [&b](const sym::Expr& e) {
       auto v = e.Eval(b);
@@ -55,6 +60,7 @@ std::vector<sym::Bindings> SweepPoints(const ir::Graph& g, int count) {
   auto consider = [&](const std::function<int64_t(const ir::Symbol&)>& value) {
     sym::Bindings p;
     for (const auto& [name, s] : g.symbols) {
+      if (s.unbacked) continue;  // a value the graph makes from data, never swept
       int64_t v = std::max(value(s), s.min);
       if (s.max) v = std::min(v, *s.max);
       p[name] = v;
@@ -123,7 +129,8 @@ Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const s
   e.amp = entry.amp;
   e.requires_grad = entry.requires_grad;
   e.graph = entry.graph.Clone();
-  for (auto& [name, s] : e.graph.symbols) s.hint = point.at(name);
+  for (auto& [name, s] : e.graph.symbols)
+    if (!s.unbacked) s.hint = point.at(name);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   std::set<std::string> written;

@@ -45,7 +45,7 @@ std::vector<Target> Targets(const ir::Graph& g, bool whole) {
       for (size_t d : dims) out.push_back({p->name(), {d}, ""});
   }
   for (const auto& [name, s] : g.symbols)
-    if (s.hint > std::max<int64_t>(s.min, 1)) out.push_back({"", {}, name});
+    if (!s.unbacked && s.hint > std::max<int64_t>(s.min, 1)) out.push_back({"", {}, name});
   return out;
 }
 

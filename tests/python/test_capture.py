@@ -104,3 +104,45 @@ def test_suite_models_build_and_run():
             out = model(*args, **kwargs)
         loss = spec.loss(out)
         assert torch.isfinite(loss), name
+
+
+class Complex(torch.nn.Module):
+    """complex128 and complex32 outputs (safetensors has neither: stored as their real view)."""
+
+    def forward(self, x):
+        z = torch.view_as_complex(x.reshape(4, 2)).cdouble()
+        return z * z.conj(), torch.view_as_complex(x.reshape(4, 2).half()), x.abs()
+
+
+def test_complex_values_round_trip_and_replay_with_their_fp64_reference(tmp_path, parity_bin):
+    x = torch.randn(8)
+    capture(Complex(), (x,), str(tmp_path / "c"))
+    outs = [load_repro(str(tmp_path / "c")).tensors[k] for k in json.load(open(tmp_path / "c" / "manifest.json"))["graphs"][0]["expected_outputs"]]
+    assert [o.dtype for o in outs] == [torch.complex128, torch.complex32, torch.float32]
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "c"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (g,) = json.loads(r.stdout)["graphs"]
+    assert g["pass"] and g["fp64_reference"], g
+
+
+def test_a_value_read_out_of_a_tensor_is_a_recorded_constant(tmp_path, parity_bin):
+    """torch.cov reads a tensor's value in Python (torch.equal): traced on the real values, that
+    value is a constant of the graph, and the entry says so."""
+    x = torch.randn(3, 5)
+    capture(lambda_module(lambda t: torch.cov(t)), (x,), str(tmp_path / "cov"))
+    (entry,) = json.load(open(tmp_path / "cov" / "manifest.json"))["graphs"]
+    assert "constants of this graph" in entry.get("note", ""), entry
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "cov"))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def lambda_module(fn):
+    class M(torch.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+    return M()
+
+
+def test_a_graph_that_computes_none_of_the_outputs_is_refused(tmp_path):
+    with pytest.raises(CaptureError, match="nothing to replay"):
+        capture(lambda_module(lambda a, b: torch.equal(a, b)), (torch.ones(3), torch.ones(3)), str(tmp_path / "eq"))

@@ -223,3 +223,58 @@ def test_a_wrong_optimizer_update_fails_on_the_parameter_it_writes(parity_bin, o
     assert r.returncode == 1, r.stdout + r.stderr
     failing = [o["path"] for o in records[0]["outputs"] if not o["pass"]]
     assert failing and all("mutated/" in p for p in failing), failing
+
+
+class DataDependent(torch.nn.Module):
+    """Values the graph makes from data, as dynamo records them with capture_scalar_outputs and
+    capture_dynamic_output_shape_ops: `.item()` of a float and of an int, `nonzero`'s size, and
+    numbers the compiled code returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        scale = h.abs().max().item()
+        count = (h > 0).sum().item()
+        picked = torch.nonzero(h > 0.1)
+        return h / scale, picked.float().sum(0), count, scale
+
+
+@pytest.fixture(scope="module")
+def data_dependent(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dd") / "prog"
+    torch.manual_seed(0)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True):
+        step = compiled(DataDependent(), out)
+        with torch.no_grad():
+            for n in (8, 5):  # the second batch size makes a symbolic graph too
+                step(torch.randn(n, 8))
+    torch._dynamo.reset()
+    return out
+
+
+def test_data_dependent_values_are_recorded_as_unbacked_symbols(data_dependent):
+    m = manifest(data_dependent)
+    assert len(m["graphs"]) == 2 and not m.get("skipped_graphs"), m
+    for entry in m["graphs"]:
+        symbols = graph_json(data_dependent, entry)["symbols"]
+        unbacked = {k: s for k, s in symbols.items() if s.get("unbacked")}
+        assert any(isinstance(s["hint"], float) for s in unbacked.values()), symbols  # .item() of a float
+        assert any(isinstance(s["hint"], int) for s in unbacked.values()), symbols   # nonzero's size, an int .item()
+        assert len(entry["expected_outputs"]) == 4, entry  # the numbers returned are outputs too
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_data_dependent_graphs_verify(parity_bin, data_dependent, tmp_path, backend):
+    r, records = verify(parity_bin, tmp_path, data_dependent, "--backend", backend)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["verification_code"] == "PASS" and records[0]["fp64_reference"] is True, records
+
+
+def test_a_wrong_value_in_a_data_dependent_graph_fails(parity_bin, data_dependent, tmp_path):
+    r, records = verify(parity_bin, tmp_path, data_dependent, "--backend", "inductor",
+                        "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert records[0]["verification_code"] == "FAIL", records

@@ -90,7 +90,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         try:
             ep = _export(model, args, kwargs)
             lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs)
-            if output_mismatch(lowered[0], eager_leaves) is not None:
+            if output_mismatch(lowered) is not None:
                 lowered = None  # export kept a composite op whole under autocast: make_fx below
             else:
                 producer += " (torch.export)"
@@ -99,10 +99,13 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     if lowered is None:
         lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode)
         producer += " (make_fx)"
-        why = output_mismatch(lowered[0], eager_leaves)
+        why = output_mismatch(lowered)
         if why is not None:
             raise CaptureError(f"the lowered graph does not compute what the model did: {why}")
     gjson, entry, tensors = lowered
+    if not entry["expected_outputs"]:
+        raise CaptureError("the traced graph computes none of the model's outputs (each is a constant of the trace, "
+                           "as a value read out of a tensor is): nothing to replay")
     dtypes = {str(v.dtype).removeprefix("torch.") for v in tensors.values() if v.is_floating_point()}
     devices = {str(v.device.type) for v in tensors.values()}
     manifest = {

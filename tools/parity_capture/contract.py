@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .standalone import inductor_settings  # noqa: F401 (the one definition, shared with repro.py)
+from .standalone import as_output, inductor_settings  # noqa: F401 (the one definition, shared with repro.py)
 
 SGD_LR = 0.01  # verifier/reference.h kSgdLr, sent as "sgd_lr" in each run request
 SEED = 1337    # verifier/reference.h ReferenceOptions::seed, sent as "seed"
@@ -37,8 +37,8 @@ def train_results(gm: torch.fx.GraphModule, g, out, inputs: List[torch.Tensor], 
     if tangents:
         roots, grads = [], []
         for k, (o, t) in enumerate(zip(out, tangents)):
-            res[f"output/{k}"] = o.detach()
-            if t is not None and o.requires_grad:
+            res[f"output/{k}"] = as_output(o).detach()
+            if t is not None and isinstance(o, torch.Tensor) and o.requires_grad:
                 roots.append(o)
                 grads.append(t.to(o.device, o.dtype))
         if roots:

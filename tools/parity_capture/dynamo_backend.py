@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
-                       snapshot_attrs)
+                       snapshot_attrs, unbacked_values)
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
@@ -118,18 +118,25 @@ def specialize_scalar_inputs(gm: torch.fx.GraphModule, values: List[Any]) -> tor
 
 
 def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
-    """Why a graph is symbolic (its placeholders hold SymInts or sizes with free symbols), else
-    None. Read when dynamo hands the graph over (its placeholders' metadata goes afterwards)."""
-    from torch.fx.experimental.symbolic_shapes import free_symbols
-    symbols = set()
+    """Why a graph is symbolic (its placeholders hold SymInts or sizes with free symbols, or a
+    node makes a value from data: `.item()`, `nonzero`, with capture_scalar_outputs /
+    capture_dynamic_output_shape_ops), else None. Read when dynamo hands the graph over (its
+    nodes' metadata goes afterwards)."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
+    symbols, unbacked = set(), set()
     for n in gm.graph.nodes:
+        v = n.meta.get("example_value", n.meta.get("val"))
+        if not isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, list, tuple)):
+            continue
         if n.op == "placeholder":
-            v = n.meta.get("example_value", n.meta.get("val"))
-            if isinstance(v, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                symbols |= {str(s) for s in free_symbols(v)}
-    if not symbols:
-        return None
-    return f"symbolic shapes ({', '.join(sorted(symbols))[:80]})"
+            symbols |= {str(s) for s in free_symbols(v)}
+        else:
+            unbacked |= {str(s) for s in free_unbacked_symbols(v)}
+    if symbols:
+        return f"symbolic shapes ({', '.join(sorted(symbols))[:80]})"
+    if unbacked:
+        return f"data-dependent values ({', '.join(sorted(unbacked))[:80]})"
+    return None
 
 
 def describe_call(args: List[Any]) -> Dict[str, Any]:
@@ -221,7 +228,9 @@ class _Dump:
             out_copy = torch.utils._pytree.tree_map(
                 lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
         if facts.aten is not None:
-            gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs)
+            on_devices = [s.to(a.device) if isinstance(s, torch.Tensor) else s for s, a in zip(snapshot, args)]
+            gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs,
+                                                           unbacked_values(facts.aten, on_devices))
         else:
             gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
                                                          outputs=out_copy, input_attrs=input_attrs, values=snapshot,
@@ -240,9 +249,8 @@ class _Dump:
                 if requires:
                     needs.append(label)
             entry["requires_grad"] = needs
-            _, leaves = flatten_outputs(outputs)
-            tensor_leaves = [v for v in leaves if isinstance(v, torch.Tensor)]
-            g.grad_outputs = [k for k, v in enumerate(tensor_leaves) if v.requires_grad]
+            g.grad_outputs = [k for k, v in enumerate(_recorded_outputs(g, outputs))
+                              if isinstance(v, torch.Tensor) and v.requires_grad]
             entry["note"] = "ran with grad; its backward has not run (yet): recorded as eval"
         return g
 
@@ -350,10 +358,17 @@ def _snapshot(args: List[Any]) -> List[Any]:
         return [a.detach().to("cpu", copy=True) if isinstance(a, torch.Tensor) else a for a in args]
 
 
+def _recorded_outputs(g: _Graph, outputs: Any) -> List[Any]:
+    """The program's values of g's recorded outputs, in their order (by their names: a constant
+    the graph returns is not recorded; a written input, `mutated/...`, is None here)."""
+    names, leaves = flatten_outputs(outputs)
+    by_name = dict(zip(names, leaves))
+    return [by_name.get(n) for n in g.entry["output_names"]]
+
+
 def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
-    _, leaves = flatten_outputs(outputs)
-    tensor_leaves = [v for v in leaves if isinstance(v, torch.Tensor)]
-    watched = [tensor_leaves[k] for k in g.grad_outputs]
+    recorded = _recorded_outputs(g, outputs)
+    watched = [recorded[k] for k in g.grad_outputs]
     if not watched:
         return
     handle = None

@@ -10,6 +10,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from .serialize import CaptureError, graph_to_json
+from .standalone import as_output
 
 PRODUCER = "parity_capture 0.1"
 
@@ -93,15 +94,17 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
             tensors[key] = value
         else:
             raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
-    gjson = graph_to_json(ep.graph_module, name, attr_keys)
+    gjson = graph_to_json(ep.graph_module, name, attr_keys, _exported_symbols(ep, attr_keys, tensors, inputs))
     out_keys, out_names = [], []
     user_out = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
-    tensor_leaves = [(n, v) for n, v in zip(eager_names, eager_leaves) if isinstance(v, torch.Tensor)]
-    graph_outputs = [s for s in user_out if isinstance(s.arg, torch.export.graph_signature.TensorArgument)]
-    if len(graph_outputs) != len(tensor_leaves):
-        raise CaptureError(f"graph returns {len(graph_outputs)} tensors but eager returned {len(tensor_leaves)}")
-    names = [s.arg.name for s in graph_outputs]
-    outputs = list(tensor_leaves)
+    computed = [(s.arg.name, n, v) for s, n, v in zip(user_out, eager_names, eager_leaves)
+                if not isinstance(s.arg, torch.export.graph_signature.ConstantArgument)]
+    if len(user_out) != len(eager_leaves) or any(not isinstance(v, (torch.Tensor, int, float, bool)) for _, _, v in computed):
+        raise CaptureError(f"graph returns {len(user_out)} values but eager returned {len(eager_leaves)}")
+    # The graph's outputs: every tensor and every number a node computes (a constant the code
+    # returns is no output of the graph).
+    names = [node for node, _, _ in computed]
+    outputs = [(n, v) for _, n, v in computed]
     for s in ep.graph_signature.output_specs:
         if s.kind == OutputKind.USER_INPUT_MUTATION and inputs_after is not None:
             pos = user_position[s.target]
@@ -122,8 +125,32 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
         key = f"{name}/output/{k}"
         out_keys.append(key)
         out_names.append(oname)
-        tensors[key] = value
+        tensors[key] = as_output(value)
     return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors
+
+
+def _exported_symbols(ep, attr_keys: Dict[str, str], tensors: Dict[str, torch.Tensor],
+                      inputs: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    """An exported graph that makes values from data (`.item()`, `nonzero`: unbacked symbols)
+    declares them with the values they took on the recorded tensors (the graph run once on
+    them); None for a graph without them."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    from .serialize import symbolic_facts
+    gm = ep.graph_module
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op != "output"]
+    if not any(free_unbacked_symbols(v) for v in vals if v is not None):
+        return None
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    shape_env = mode.shape_env if mode is not None else None
+    if shape_env is None:
+        raise CaptureError("the graph makes values from data but carries no ShapeEnv")
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = [tensors[attr_keys[n.name]] if n.name in attr_keys else tensors[inputs[n.name]] if n.name in inputs else None
+              for n in placeholders]
+    if any(v is None for v in values):
+        raise CaptureError("the graph makes values from data and takes inputs that are not tensors")
+    return symbolic_facts(gm, shape_env, unbacked_values(gm, values))
 
 
 def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None):
@@ -149,8 +176,25 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
 
     real = [named[k] for k in keys] + [flat_args[i] for i in tensor_pos]
     ctx = torch.no_grad() if mode == "eval" else torch.enable_grad()
+    fixed = False
     with ctx:
-        gm = make_fx(functionalize(fn, remove="mutations_and_views"), tracing_mode="real")(*real)
+        try:
+            gm = make_fx(functionalize(fn, remove="mutations_and_views"), tracing_mode="real")(*real)
+        except RuntimeError as e:
+            if "get value out of a tracing tensor" in str(e):
+                # The code reads a value out of a tensor (a Python branch on torch.equal, `.item()`
+                # checked in Python): traced on these real values, that value is a constant of
+                # the graph, as the call took it; the entry says so.
+                gm = make_fx(functionalize(fn, remove="mutations_and_views"), tracing_mode="real",
+                             _error_on_data_dependent_ops=False)(*real)
+                fixed = True
+            elif "data is not allocated yet" in str(e):
+                # An op's C++ code reads a tensor argument's data (tensor_split by a tensor of
+                # indices), which functionalization's wrappers do not hold: traced unwrapped,
+                # the graph keeps the ops as they ran, in-place ones included.
+                gm = make_fx(fn, tracing_mode="real")(*real)
+            else:
+                raise
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     attr_keys, tensors, inputs = {}, {}, {}
     for n, k in zip(placeholders[: len(keys)], keys):
@@ -175,7 +219,11 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
             out_names.append(oname)
             tensors[out_keys[-1]] = value
             k += 1
-    return gjson, _graph_entry(gname, inputs, out_keys, out_names), tensors
+    entry = _graph_entry(gname, inputs, out_keys, out_names)
+    if fixed:
+        entry["note"] = ("values the code read out of tensors while tracing (a branch on data, .item()) are constants "
+                         "of this graph, as the recorded call took them")
+    return gjson, entry, tensors
 
 
 def snapshot_attrs(gm: torch.nn.Module) -> Dict[str, torch.Tensor]:
@@ -248,7 +296,7 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
             if k == len(lowerings) - 1:
                 raise
             continue
-        why = output_mismatch(lowered[0], leaves)
+        why = output_mismatch(lowered)
         if why is None:
             return lowered
     raise CaptureError(f"the lowered graph does not compute what the program did: {why}")
@@ -259,17 +307,19 @@ def _autocast_active(inputs: Sequence[Any]) -> bool:
     return any(torch.is_autocast_enabled(d) for d in devices if d in ("cpu", "cuda", "xpu", "mps", "hpu"))
 
 
-def output_mismatch(gjson: Dict[str, Any], leaves: Sequence[Any]) -> Optional[str]:
-    """Where the graph's outputs (their recorded metadata) differ in dtype or shape from the
-    tensors the program produced, in words; None when they agree. A graph that would replay in
-    another dtype than the program ran is never recorded as if it were the program."""
+def output_mismatch(lowered) -> Optional[str]:
+    """Where a lowered graph's outputs (their recorded metadata) differ in dtype or shape from
+    the values the program produced (its expected outputs), in words; None when they agree. A
+    graph that would replay in another dtype than the program ran is never recorded as if it
+    were the program."""
+    gjson, entry, tensors = lowered
     metas = {n["name"]: (n.get("meta") or {}).get("val") for n in gjson["nodes"]}
     out = next(n for n in gjson["nodes"] if n["op"] == "output")
     refs = out["args"][0] if out["args"] and isinstance(out["args"][0], list) else out["args"]
-    tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
-    for k, (ref, value) in enumerate(zip(refs, tensors)):
+    expected = [tensors[k] for k in entry["expected_outputs"]]
+    for k, (ref, value) in enumerate(zip(refs, expected)):
         val = metas.get(ref.get("node")) if isinstance(ref, dict) else None
-        if not val or not val[0]:
+        if not val or not val[0]:  # a number the graph returns, or no metadata
             continue
         dtype = str(value.dtype).removeprefix("torch.")
         if val[0]["dtype"] != dtype:
@@ -309,13 +359,45 @@ def _views_as_reshapes(gm: fx.GraphModule) -> fx.GraphModule:
     return gm
 
 
+def unbacked_values(aten: fx.GraphModule, inputs: Sequence[Any]) -> Dict[str, Any]:
+    """The values the graph's data-dependent symbols (unbacked: u0 from `.item()`, the size of
+    `nonzero`'s result) take when it runs on `inputs` (real values, on the devices the graph
+    expects): the graph run once, each node whose metadata is such a symbol, or a tensor with
+    such a symbol as a dim, read."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    if not any(free_unbacked_symbols(n.meta.get("val")) for n in aten.graph.nodes if n.op != "output"):
+        return {}
+    found: Dict[str, Any] = {}
+
+    def read(val, real):
+        if isinstance(val, (list, tuple)) and isinstance(real, (list, tuple)):
+            for v, r in zip(val, real):
+                read(v, r)
+        elif isinstance(val, torch.Tensor) and isinstance(real, torch.Tensor):
+            for d, r in zip(list(val.shape) + list(val.stride()), list(real.shape) + list(real.stride())):
+                read(d, r)
+        elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and val.node.expr.is_Symbol:
+            found.setdefault(str(val.node.expr), real.item() if isinstance(real, torch.Tensor) else real)
+
+    class Reader(fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            read(n.meta.get("val"), out)
+            return out
+
+    with torch.no_grad():
+        Reader(aten).run(*inputs)
+    return found
+
+
 def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: Sequence[Any], outputs: Any,
-                           input_attrs: Optional[Dict[int, str]] = None
+                           input_attrs: Optional[Dict[int, str]] = None, unbacked: Optional[Dict[str, Any]] = None,
                            ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
     """An AOTAutograd graph (aot_inference_graph of a dynamo graph: symbolic with the ShapeEnv of
     its dynamic shapes, or static with `shape_env` None) with the values of the recorded call: `values` its inputs (tensors, and ints for its size inputs), `outputs`
     what it returned. The symbols take their values in this call; the graph keeps its size inputs
-    and arithmetic, so it replays at any shape its ranges and guards allow."""
+    and arithmetic, so it replays at any shape its ranges and guards allow. `unbacked`: the
+    values its data-dependent symbols took in the call (unbacked_values)."""
     from .serialize import _is_sym, symbolic_facts
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(values):
@@ -329,6 +411,7 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
                     bindings.setdefault(str(s.node.expr), int(v.shape[d]))
         elif _is_sym(val) and val.node.expr.is_Symbol and isinstance(v, (int, float, bool)):
             bindings.setdefault(str(val.node.expr), int(v))
+    bindings.update(unbacked or {})
     facts = symbolic_facts(aten, shape_env, bindings) if shape_env is not None else None
     attr_keys: Dict[str, str] = {}
     inputs: Dict[str, str] = {}
@@ -347,19 +430,20 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
         position += 1
     record_constants(aten, name, attr_keys, tensors)
     gjson = graph_to_json(aten, name, attr_keys, facts)
-    # The graph returns the tensors the call returned (sizes it also returns are the symbols').
+    # The graph returns what the call returned: its tensors and the numbers its nodes compute
+    # (sizes, `.item()`); a constant it returns is no output of the graph.
     out_node = next(n for n in gjson["nodes"] if n["op"] == "output")
     out_fx = next(n for n in aten.graph.nodes if n.op == "output")
     returned = out_fx.args[0] if isinstance(out_fx.args[0], (list, tuple)) else [out_fx.args[0]]
-    keep = [r.name for r in returned if isinstance(r, fx.Node) and isinstance(r.meta.get("val"), torch.Tensor)]
-    out_node["args"] = [[{"node": k} for k in keep]]
     names, leaves = flatten_outputs(outputs)
-    tensor_leaves = [(n, v) for n, v in zip(names, leaves) if isinstance(v, torch.Tensor)]
-    if len(tensor_leaves) != len(keep):
-        raise CaptureError(f"the symbolic graph returns {len(keep)} tensors but the call returned {len(tensor_leaves)}")
+    if len(returned) != len(leaves):
+        raise CaptureError(f"the symbolic graph returns {len(returned)} values but the call returned {len(leaves)}")
+    kept = [(r.name, n, v) for r, n, v in zip(returned, names, leaves)
+            if isinstance(r, fx.Node) and isinstance(r.meta.get("val"), (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))]
+    out_node["args"] = [[{"node": node} for node, _, _ in kept]]
     out_keys, out_names = [], []
-    for k, (oname, value) in enumerate(tensor_leaves):
+    for k, (_, oname, value) in enumerate(kept):
         out_keys.append(f"{name}/output/{k}")
         out_names.append(oname)
-        tensors[out_keys[-1]] = value
+        tensors[out_keys[-1]] = as_output(value)
     return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors

@@ -12,10 +12,9 @@ from typing import Any, Dict, List, Optional
 
 import torch
 import torch.fx as fx
-from safetensors.torch import load_file
 
 from .standalone import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
-                         graph_from_json, placeholder_values, resolve_target)
+                         graph_from_json, load_tensors, placeholder_values, resolve_target)
 
 
 @dataclass
@@ -63,7 +62,7 @@ def load_repro(path: str) -> Repro:
         manifest = json.load(f)
     if not OLDEST_FORMAT_VERSION <= (manifest.get("version") or 0) <= FORMAT_VERSION:
         raise ValueError(f"{path}/manifest.json: version {manifest.get('version')} is not {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
-    tensors = load_file(os.path.join(path, manifest.get("tensors", "tensors.safetensors")))
+    tensors = load_tensors(os.path.join(path, manifest.get("tensors", "tensors.safetensors")))
     graphs = []
     for entry in manifest["graphs"]:
         with open(os.path.join(path, entry["file"])) as f:

@@ -37,7 +37,7 @@ def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
 
 
 def write_tensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
-    from safetensors.torch import save_file
+    from .standalone import save_tensors
     tmp = path + ".tmp"
-    save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}, tmp)
+    save_tensors(tmp, tensors)
     os.replace(tmp, path)

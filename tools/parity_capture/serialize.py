@@ -11,9 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
-from safetensors.torch import save_file
-
-from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS
+from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, save_tensors
 
 
 class CaptureError(Exception):
@@ -73,22 +71,33 @@ def sym_text(v: Any) -> str:
     return str(v.node.expr)
 
 
-def sym_hint(v: Any) -> Any:
-    """The value a symbolic size took in the recorded call (its hint); plain numbers as they are."""
+def backed_values(shape_env) -> Dict[Any, Any]:
+    """The ShapeEnv's symbols that inputs' sizes give, with their values in the traced call
+    (`backed_var_to_val` from torch 2.13, `var_to_val` before)."""
+    values = getattr(shape_env, "backed_var_to_val", None)
+    return values if values is not None else shape_env.var_to_val
+
+
+def sym_hint(v: Any, unbacked: Optional[Dict[str, int]] = None) -> Any:
+    """The value a symbolic size took in the recorded call (its hint); plain numbers as they are.
+    `unbacked`: the values data-dependent symbols (u0) took in that call, by name."""
     if not _is_sym(v):
         return v
     node = v.node
-    hint = node.expr.xreplace(node.shape_env.var_to_val) if node.shape_env is not None else node.expr
+    hint = node.expr.xreplace(backed_values(node.shape_env)) if node.shape_env is not None else node.expr
+    if unbacked and not getattr(hint, "is_number", False):
+        import sympy
+        hint = hint.xreplace({s: sympy.sympify(unbacked[str(s)]) for s in hint.free_symbols if str(s) in unbacked})
     if not getattr(hint, "is_number", False):
         raise CaptureError(f"symbolic value {v} has no recorded value (a data-dependent size)")
     return float(hint) if isinstance(v, torch.SymFloat) else bool(hint) if isinstance(v, torch.SymBool) else int(hint)
 
 
-def _tensor_meta(v: Any) -> Optional[Dict[str, Any]]:
+def _tensor_meta(v: Any, unbacked: Optional[Dict[str, int]] = None) -> Optional[Dict[str, Any]]:
     if isinstance(v, torch.Tensor):
         shape = list(v.shape)
-        meta = {"dtype": str(v.dtype).removeprefix("torch."), "shape": [int(sym_hint(s)) for s in shape],
-                "stride": [int(sym_hint(s)) for s in v.stride()]}
+        meta = {"dtype": str(v.dtype).removeprefix("torch."), "shape": [int(sym_hint(s, unbacked)) for s in shape],
+                "stride": [int(sym_hint(s, unbacked)) for s in v.stride()]}
         if any(_is_sym(s) and s.node.expr.free_symbols for s in shape):
             meta["sym_shape"] = [sym_text(s) if _is_sym(s) and s.node.expr.free_symbols else None for s in shape]
         return meta
@@ -115,7 +124,7 @@ def user_stack_trace(stack_trace: str) -> str:
     return "\n".join(line for f in kept for line in f)
 
 
-def node_meta(node: fx.Node) -> Dict[str, Any]:
+def node_meta(node: fx.Node, unbacked: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     meta: Dict[str, Any] = {}
     val = node.meta.get("val", node.meta.get("example_value"))
     if _is_sym(val):
@@ -123,9 +132,9 @@ def node_meta(node: fx.Node) -> Dict[str, Any]:
         if not isinstance(val, torch.SymInt):
             meta["sym_type"] = "float" if isinstance(val, torch.SymFloat) else "bool"
     elif isinstance(val, (list, tuple)):
-        meta["val"] = [_tensor_meta(v) for v in val]
+        meta["val"] = [_tensor_meta(v, unbacked) for v in val]
     elif isinstance(val, torch.Tensor):
-        meta["val"] = [_tensor_meta(val)]
+        meta["val"] = [_tensor_meta(val, unbacked)]
     st = user_stack_trace(node.meta.get("stack_trace") or "")
     if st:
         meta["stack_trace"] = st
@@ -180,6 +189,7 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
     {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
     (prims_as_aten)."""
     prims_as_aten(gm)
+    unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
     # but keep them in one block, so a stable partition keeps the order otherwise.
@@ -207,7 +217,7 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
             entry.update(op="output", args=[[encode_arg(o) for o in outs if isinstance(o, fx.Node)]])
         else:
             raise CaptureError(f"node {n.name}: op {n.op} is not supported (lower call_module/call_method first)")
-        meta = node_meta(n)
+        meta = node_meta(n, unbacked)
         if meta:
             entry["meta"] = meta
         nodes.append(entry)
@@ -229,7 +239,10 @@ def _finite(bound) -> Optional[int]:
 
 def symbolic_facts(gm: fx.GraphModule, shape_env, values: Dict[str, int]) -> Dict[str, Any]:
     """The symbols a symbolic graph reads, each with its value in the recorded call (`values`,
-    else the ShapeEnv's hint) and its range, and the ShapeEnv's guards over them."""
+    else the ShapeEnv's hint) and its range, and the ShapeEnv's guards over them. A symbol the
+    graph makes from data (unbacked: `.item()`, `nonzero`'s size) is declared `unbacked` with the
+    value it took in the call (`values` must hold it); the guards leave such symbols out (the
+    graph checks them itself, with its _assert_scalar nodes)."""
     used = set()
     for n in gm.graph.nodes:
         v = n.meta.get("val")
@@ -241,7 +254,7 @@ def symbolic_facts(gm: fx.GraphModule, shape_env, values: Dict[str, int]) -> Dic
                     if _is_sym(d):
                         used |= {str(s) for s in d.node.expr.free_symbols}
     symbols = {}
-    for sym, val in shape_env.var_to_val.items():
+    for sym, val in backed_values(shape_env).items():
         if str(sym) not in used:
             continue
         rng = shape_env.var_to_range.get(sym)
@@ -249,10 +262,27 @@ def symbolic_facts(gm: fx.GraphModule, shape_env, values: Dict[str, int]) -> Dic
         hi = _finite(rng.upper) if rng is not None else None
         lo = 0 if lo is None else lo
         symbols[str(sym)] = {"hint": int(values.get(str(sym), val)), "min": lo, "max": hi}
+    for name in sorted(used - set(symbols)):
+        if name not in values:
+            raise CaptureError(f"the data-dependent value {name} of the graph was not observed in the recorded call")
+        value = values[name]
+        if isinstance(value, float) or name.startswith("zuf"):  # a data-dependent float: its value, no range
+            if not math.isfinite(float(value)):
+                raise CaptureError(f"the data-dependent value {name} is {value}: the format holds finite values only")
+            symbols[name] = {"hint": float(value), "min": None, "max": None, "unbacked": True}
+            continue
+        rng = next((r for s, r in shape_env.var_to_range.items() if str(s) == name), None)
+        lo = _finite(rng.lower) if rng is not None else None
+        hi = _finite(rng.upper) if rng is not None else None
+        # a range the recorded value lies outside (a float symbol's -oo..oo read as ints) is left open
+        lo = None if lo is not None and value < lo else lo
+        hi = None if hi is not None and value > hi else hi
+        symbols[name] = {"hint": int(value), "min": lo, "max": hi, "unbacked": True}
     guards = []
+    backed = {k for k, s in symbols.items() if not s.get("unbacked")}
     for g in shape_env.guards:
         free = {str(s) for s in g.expr.free_symbols}
-        if free and free <= set(symbols):
+        if free and free <= backed:
             guards.append(str(g.expr))
     return {"symbols": symbols, "guards": guards}
 
@@ -273,10 +303,8 @@ def write_repro_dir(out_dir: str, manifest: Dict[str, Any], graphs: Sequence[Tup
     for gjson, entry in graphs:
         _atomic_write(os.path.join(out_dir, entry["file"]), (json.dumps(gjson, indent=1) + "\n").encode())
         entries.append(entry)
-    # Cloned: safetensors refuses tensors that share storage (tied weights, views).
-    flat = {k: v.detach().to("cpu").clone().contiguous() for k, v in tensors.items()}
     tmp = os.path.join(out_dir, ".tensors.safetensors.tmp")
-    save_file(flat, tmp)
+    save_tensors(tmp, tensors)
     os.replace(tmp, os.path.join(out_dir, "tensors.safetensors"))
     digest = hashlib.sha256()
     with open(os.path.join(out_dir, "tensors.safetensors"), "rb") as f:

@@ -15,7 +15,7 @@ import sys
 
 import torch
 import torch.fx as fx
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from parity_capture.same import same_tensor  # package-only
 
@@ -33,6 +33,50 @@ SYM_FUNCTIONS = {
     "max": torch.sym_max, "min": torch.sym_min, "float": torch.sym_float, "int": torch.sym_int,
     "ceil": math.ceil, "floor": math.floor, "sym_ite": torch.sym_ite,
 }
+
+
+# safetensors has no complex128 or complex32: such a tensor is stored as its real view (float64
+# or float16, a trailing dim of 2) and the file's metadata names it here (docs/format.md).
+COMPLEX_METADATA = "parity.complex"
+_STORED_AS_REAL = {torch.complex128: "complex128", torch.complex32: "complex32"}
+
+
+def as_output(v):
+    """A graph output as it is stored and compared: a tensor as it is; a number the graph returns
+    (a size, `.item()`) a 0-dim int64, float64 or bool tensor (parity's interpreter does the same)."""
+    if isinstance(v, torch.Tensor):
+        return v
+    if isinstance(v, (bool, torch.SymBool)):
+        return torch.tensor(bool(v))
+    if isinstance(v, (int, torch.SymInt)):
+        return torch.tensor(int(v), dtype=torch.int64)
+    if isinstance(v, (float, torch.SymFloat)):
+        return torch.tensor(float(v), dtype=torch.float64)
+    raise TypeError(f"a graph output of type {type(v).__name__} is neither a tensor nor a number")
+
+
+def save_tensors(path, tensors):
+    """Writes tensors (any device, any strides) as one safetensors file, stored contiguous on
+    the CPU; complex dtypes safetensors lacks as their real view, named in the metadata."""
+    flat, complex_keys = {}, {}
+    for k, v in tensors.items():
+        v = as_output(v).detach().to("cpu").clone().contiguous()  # a clone: safetensors refuses shared storage
+        if v.dtype in _STORED_AS_REAL:
+            complex_keys[k] = _STORED_AS_REAL[v.dtype]
+            v = torch.view_as_real(v).contiguous()
+        flat[k] = v
+    save_file(flat, path, metadata={COMPLEX_METADATA: json.dumps(complex_keys)} if complex_keys else None)
+
+
+def load_tensors(path):
+    """save_tensors' file back: key -> tensor, complex ones as complex again."""
+    tensors = load_file(path)
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        meta = f.metadata() or {}
+    for k, dtype in json.loads(meta.get(COMPLEX_METADATA, "{}")).items():
+        tensors[k] = torch.view_as_complex(tensors[k]).to(getattr(torch, dtype))
+    return tensors
 
 
 def resolve_target(name):
@@ -243,7 +287,7 @@ def load_dir(here):
     """(manifest, GraphModule, inputs) of a one-graph repro dir."""
     with open(os.path.join(here, "manifest.json")) as f:
         manifest = json.load(f)
-    tensors = load_file(os.path.join(here, manifest.get("tensors", "tensors.safetensors")))
+    tensors = load_tensors(os.path.join(here, manifest.get("tensors", "tensors.safetensors")))
     entry = manifest["graphs"][0]
     with open(os.path.join(here, entry["file"])) as f:
         gjson = json.load(f)
@@ -261,7 +305,7 @@ def run(fn, inputs, device, dtype=None):
         return t.to(device, dtype) if dtype is not None and t.is_floating_point() else t.to(device)
     torch.manual_seed(1337)
     with torch.no_grad():
-        return [o.detach().cpu() for o in fn(*[cast(x) for x in inputs])]
+        return [as_output(o).detach().cpu() for o in fn(*[cast(x) for x in inputs])]
 
 
 def deterministic_setup():
