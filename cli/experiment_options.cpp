@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "runtime/host_ops.h"
+#include "runtime/worker.h"
 #include "verifier/backend.h"
 
 namespace parity::cli {
@@ -40,7 +41,10 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
     cmd->add_option("--shapes", a.options.shapes,
                     "symbolic graphs: at the recorded shape (recorded), or at N more points of their symbols' ranges too "
                     "(sweep = sweep=3, sweep=N); static graphs run as recorded (default " + d.shapes + ")");
-  if (has(kImports)) cmd->add_option("--import", a.imports, "allow importing MODULE (in the worker) for host ops of the repro dirs");
+  if (has(kImports))
+    cmd->add_option("--import", a.imports,
+                    "import MODULE in every Python process that compiles or runs the graph (a backend plugin that "
+                    "registers passes, backends or devices; a module registering host ops of the repro dirs)");
 }
 
 verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
@@ -50,6 +54,8 @@ verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
   if (!a.cache_dir.empty()) o.cache_dir = a.cache_dir;
   o.imports = Unwrap(runtime::ApprovedImports(a.imports));
   Unwrap(o.Check());
+  runtime::SetImportModules(a.imports);
+  Unwrap(runtime::CheckImportModules());
   return o;
 }
 

@@ -41,6 +41,40 @@ std::string UsableSocketPath(const std::string& wanted) {
 
 }  // namespace
 
+void SetImportModules(const std::vector<std::string>& modules) {
+  std::string joined;
+  for (const auto& m : modules) joined += (joined.empty() ? "" : ",") + m;
+  if (joined.empty())
+    ::unsetenv(kImportEnv);
+  else
+    ::setenv(kImportEnv, joined.c_str(), 1);
+}
+
+std::vector<std::string> ImportModules() {
+  std::vector<std::string> out;
+  const char* set = std::getenv(kImportEnv);
+  std::string cur;
+  for (const char* c = set ? set : ""; ; ++c) {
+    if (*c == ',' || *c == '\0') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+      if (*c == '\0') break;
+    } else {
+      cur.push_back(*c);
+    }
+  }
+  return out;
+}
+
+Status CheckImportModules() {
+  const char* set = std::getenv(kImportEnv);
+  if (!set || !*set) return Status::Ok();
+  auto pong = AskWorker({{"cmd", "ping"}});
+  if (pong.ok()) return Status::Ok();
+  if (pong.error().exception_type == "ImportError") return Error::BadInput(pong.error().message);
+  return pong.error();
+}
+
 WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
     : socket_path_(UsableSocketPath(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
 

@@ -72,4 +72,18 @@ class WorkerClient {
 // or a private worker started on first use and kept for the life of the process.
 [[nodiscard]] Expected<nlohmann::json> AskWorker(nlohmann::json request);
 
+// The environment variable that carries the modules `--import` names, comma-separated.
+inline constexpr const char* kImportEnv = "PARITY_IMPORT";
+// The modules `--import` names. Every Python process parity starts (each worker, the profiling
+// child) imports them first, through kImportEnv, which this sets for this process and every
+// process it starts (experiment children and their workers included): what a backend plugin
+// registers at import (passes, decompositions, backends, devices) is in effect wherever a graph
+// is compiled or run. Call before any worker starts.
+void SetImportModules(const std::vector<std::string>& modules);
+// The modules set (kImportEnv of this process).
+std::vector<std::string> ImportModules();
+// kBadInput naming the module when one of them does not import in this process's worker; Ok
+// when none is set.
+[[nodiscard]] Status CheckImportModules();
+
 }  // namespace parity::runtime

@@ -56,6 +56,18 @@ def describe_graphs(gjsons: Iterable[Dict[str, Any]], imports: Iterable[str] = (
     return describe((resolve_target(n) for n in sorted(names) if n.split("::")[0] not in NATIVE_NAMESPACES), imports)
 
 
+IMPORT_ENV = "PARITY_IMPORT"  # the modules `--import` names, comma-separated (runtime/worker.h)
+
+
+def import_plugins() -> Dict[str, str]:
+    """Imports the modules parity's `--import` names (PARITY_IMPORT): every Python process parity
+    starts does, first, so what a backend plugin registers at import (passes, decompositions,
+    backends, devices) is in effect wherever a graph is compiled or run. {module: error} for
+    those that failed."""
+    import os
+    return import_modules([m for m in os.environ.get(IMPORT_ENV, "").split(",") if m])
+
+
 def import_modules(modules: Iterable[str]) -> Dict[str, str]:
     """Imports each module; returns {module: error} for those that failed."""
     import importlib
