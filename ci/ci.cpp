@@ -141,6 +141,10 @@ void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
       out << "  culprit: " << row.culprit_op << " (%" << culprit.value("node", std::string()) << ")"
           << (row.culprit_source.empty() ? "" : "\n  from: " + row.culprit_source) << "\n";
     }
+    if (s.contains("compiler_culprit") && s["compiler_culprit"].contains("sentence")) {
+      row.compiler_culprit = s["compiler_culprit"]["sentence"].get<std::string>();
+      out << "  compiler: " << row.compiler_culprit << "\n";
+    }
   }
 }
 

@@ -14,7 +14,8 @@ struct MinifyArgs {
   std::string dir, out, backend, check;
   ExperimentArgs experiment{minifier::MinifyOptions::MinifyDefaults()};
   int confirm = 3, scan_max = 1024;
-  bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, print_passes = false;
+  bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, no_compiler_bisect = false,
+       print_passes = false;
 };
 
 int RunMinify(const MinifyArgs& a) {
@@ -35,6 +36,7 @@ int RunMinify(const MinifyArgs& a) {
   o.majority = a.majority;
   o.stage_bisect = !a.no_stage_bisect;
   o.scan = !a.no_scan;
+  o.compiler_bisect = !a.no_compiler_bisect;
   o.check_command = a.check;
   std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
   Unwrap(minifier::Minify(o, std::cout));  // a failure to reproduce is an error (exit 1)
@@ -57,6 +59,8 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--scan-max", a->scan_max, "values the divergence scan exposes at most (default 1024; a sample beyond)");
   cmd->add_flag("--no-scan", a->no_scan,
                 "find the culprit by node bisection only (no divergence scan of the intermediate values first)");
+  cmd->add_flag("--no-compiler-bisect", a->no_compiler_bisect,
+                "skip naming the compiler's part at the end (PyTorch's compiler bisector on the minified graph)");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");
   cmd->add_flag("--print-passes", a->print_passes, "list the delta passes and exit");
   cmd->callback([a, &exit_code] { exit_code = RunMinify(*a); });

@@ -49,6 +49,10 @@ struct Pipeline {
       ctx.check = CheckCommandJudge(o.check_command, o.experiment.jobs, o.experiment.timeout_s);
     else
       ctx.run_candidate = [this](const ir::Graph& g) { return RunCandidate(g); };
+    ctx.ask = [this](const json& req) { return runner.Ask(req); };
+    ctx.write_graph = [this](const ir::Graph& g, const fs::path& dir) {
+      return Writer(state.graph_index).Write(g, dir, state.original.ToJson());
+    };
     return ctx;
   }
   // One candidate of the graph being reduced through the backend, the whole result.
@@ -120,6 +124,10 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   auto test = p.Test(p.state.graph_index, "candidates");
   p.state.current = RunPassesToFixedPoint(
       std::move(*p.state.current), *test, opts.experiment.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
+  if (opts.compiler_bisect && opts.check_command.empty()) {
+    StepContext ctx = p.Context(log);
+    PARITY_RETURN_IF_ERROR(CompilerBisect(ctx, p.state));
+  }
   const CandidateWriter writer = p.Writer(p.state.graph_index);
   OutputContext octx{
       repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(), started};

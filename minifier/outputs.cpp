@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "repro/graph_json.h"
+#include "runtime/worker.h"
 #include "util/files.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
@@ -43,6 +44,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   if (!s.culprit.is_null()) j["culprit"] = s.culprit;
   if (!s.localization.is_null()) j["localization"] = s.localization;
   if (!s.divergence.is_null()) j["divergence"] = s.divergence;
+  if (!s.compiler_culprit.is_null()) j["compiler_culprit"] = s.compiler_culprit;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
   j["wall_time_s"] = wall;
   // The cost of one run: the wall time over the backend runs (a run is a child process: eager
@@ -56,10 +58,13 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
 // Python copy of the comparison rules.
 Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
   PARITY_ASSIGN_OR_RETURN(verifier::BackendInfo info, verifier::FindBackend(s.base.backend));
-  PARITY_RETURN_IF_ERROR(ctx.ask({{"cmd", "repro_script"},
-                                  {"repro", fs::absolute(minified).string()},
-                                  {"dynamo_backend", info.dynamo},
-                                  {"out", fs::absolute(minified / "repro.py").string()}}));
+  json req = {{"cmd", "repro_script"},
+              {"repro", fs::absolute(minified).string()},
+              {"dynamo_backend", info.dynamo},
+              {"imports", runtime::ImportModules()},
+              {"out", fs::absolute(minified / "repro.py").string()}};
+  if (!s.compiler_culprit.is_null()) req["compiler_culprit"] = s.compiler_culprit;
+  PARITY_RETURN_IF_ERROR(ctx.ask(req));
   return Status::Ok();
 }
 
@@ -71,6 +76,7 @@ void Report(const json& summary, const ReductionState& s, const fs::path& minifi
       << summary["graph_text"].get<std::string>();
   for (const ir::Node* n : s.current->ops())
     if (!n->stack_trace.empty()) log << "%" << n->name() << " comes from:\n" << n->stack_trace << "\n";
+  if (!s.compiler_culprit.is_null()) log << s.compiler_culprit["sentence"].get<std::string>() << "\n";
   log << "repro dir: " << minified.string() << "\nstandalone script: " << (minified / "repro.py").string() << "\n";
 }
 

@@ -31,6 +31,7 @@ struct ReductionState {
   nlohmann::json culprit;            // the first failing node, from the scan or node bisection (null: none)
   nlohmann::json localization;       // how the culprit was found: {"path": "scan" | "bisection", "why", runs}
   nlohmann::json divergence;         // the scan's per-node errors (null: no scan)
+  nlohmann::json compiler_culprit;   // the compiler bisection's answer (null: not run; steps.h CompilerBisect)
   int backend_runs = 0;              // this run's runs outside the reduction tests (not saved)
   nlohmann::json passes = nlohmann::json::array();
 
@@ -64,6 +65,10 @@ struct StepContext {
   // One candidate of the graph being reduced run through the backend, the whole result (the
   // per-output verdicts and errors); unset with --check.
   std::function<verifier::ExperimentResult(const ir::Graph&)> run_candidate;
+  // One request to the Python worker (unset: none to ask).
+  std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;
+  // Writes a graph of the graph being reduced as a repro dir (its inputs, the failure recorded).
+  std::function<Status(const ir::Graph&, const std::filesystem::path&)> write_graph;
 };
 
 }  // namespace parity::minifier

@@ -189,6 +189,7 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
     if (r.LacksFp64Reference() && note.find(r.WeakerRuleNote()) == std::string::npos) m << "  \n  " << Md(r.WeakerRuleNote());
     if (!r.repro_dir.empty()) m << "  \n  repro dir: `" << r.repro_dir << "`";
     if (e.gate && !e.gate->culprit_op.empty()) m << "  \n  culprit: `" << e.gate->culprit_op << "` " << Md(e.gate->culprit_source);
+    if (e.gate && !e.gate->compiler_culprit.empty()) m << "  \n  compiler: " << Md(e.gate->compiler_culprit);
     m << "\n";
   }
   return m.str();

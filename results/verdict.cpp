@@ -52,6 +52,7 @@ json GateRow::ToJson() const {
   if (!fingerprint.empty()) j["fingerprint"] = fingerprint;
   if (!minified_dir.empty()) j["minified_dir"] = minified_dir;
   if (!culprit_op.empty()) j["culprit"] = {{"op", culprit_op}, {"source", culprit_source}};
+  if (!compiler_culprit.empty()) j["compiler_culprit"] = compiler_culprit;
   return j;
 }
 
@@ -78,6 +79,7 @@ Expected<GateRow> GateRow::FromJson(const json& j, const std::string& where) {
     r.culprit_op = Str(j["culprit"], "op");
     r.culprit_source = Str(j["culprit"], "source");
   }
+  r.compiler_culprit = Str(j, "compiler_culprit");
   return r;
 }
 

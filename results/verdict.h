@@ -49,6 +49,7 @@ struct GateRow {
   std::string fingerprint;       // the record judged ("" for MISSING)
   std::string minified_dir;      // --minify
   std::string culprit_op, culprit_source;
+  std::string compiler_culprit;  // --minify: the compiler's part, in one sentence (minifier CompilerCulpritSentence)
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<GateRow> FromJson(const nlohmann::json& j, const std::string& where);
 };

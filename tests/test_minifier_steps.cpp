@@ -411,5 +411,76 @@ TEST(MinifySteps, CheckpointStateRoundTrips) {
   EXPECT_FALSE(ReductionState::FromJson(s.ToJson(), "/src", "inductor").has_value());
 }
 
+// The compiler bisection asks the worker (faked here) on the minified graph, then on the original
+// when the minified one fails in no stage; a backend that is no torch.compile backend is said so
+// and nothing is asked; a worker that cannot finish never fails the minify.
+TEST(MinifySteps, CompilerBisectNamesTheCompilersPart) {
+  Fixture f;
+  f.state.original.kind = FailureKind::kAccuracy;
+  f.state.current = Chain(3);
+  std::vector<nlohmann::json> asked;
+  std::vector<Expected<nlohmann::json>> answers;
+  auto ctx = f.Context();
+  ctx.ask = [&](const nlohmann::json& req) {
+    asked.push_back(req);
+    Expected<nlohmann::json> a = answers.front();
+    answers.erase(answers.begin());
+    return a;
+  };
+  std::vector<std::filesystem::path> written;
+  ctx.write_graph = [&](const Graph&, const std::filesystem::path& dir) {
+    written.push_back(dir);
+    return Status::Ok();
+  };
+  const nlohmann::json relu = {{"backend", "inductor"}, {"subsystem", "lowerings"}, {"bisect_number", 9}, {"detail", "relu"},
+                               {"config", nullptr}};
+  answers = {nlohmann::json{{"bisected", true}, {"runs", 12}, {"seconds", 1.5}, {"result", relu}}};
+  ASSERT_TRUE(CompilerBisect(ctx, f.state).ok());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0]["cmd"], "compiler_bisect");
+  EXPECT_EQ(asked[0]["backend"], "inductor");
+  EXPECT_EQ(asked[0]["signature"]["kind"], "accuracy");
+  EXPECT_EQ(asked[0]["repro"], std::filesystem::absolute(written.at(0)).string());
+  EXPECT_EQ(f.state.compiler_culprit["sentence"], "inside inductor: lowerings #9 (relu): falling back to ATen for it removes the failure");
+  EXPECT_EQ(f.state.compiler_culprit["on"], "minified");
+  EXPECT_NE(f.log.str().find("lowerings #9 (relu)"), std::string::npos);
+
+  // Nothing on the minified graph: the original is bisected.
+  asked.clear();
+  answers = {nlohmann::json{{"bisected", true}, {"runs", 5}, {"seconds", 0.5}, {"result", nullptr}},
+             nlohmann::json{{"bisected", true}, {"runs", 8}, {"seconds", 2.0}, {"result", relu}}};
+  ASSERT_TRUE(CompilerBisect(ctx, f.state).ok());
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[1]["repro"], std::filesystem::absolute(f.state.source).string());
+  EXPECT_EQ(f.state.compiler_culprit["on"], "original");
+  EXPECT_EQ(f.state.compiler_culprit["runs"], 13);
+
+  // A worker that fails: recorded, the minify goes on.
+  answers = {Expected<nlohmann::json>(Error::Runtime("python worker: died"))};
+  ASSERT_TRUE(CompilerBisect(ctx, f.state).ok());
+  EXPECT_NE(f.state.compiler_culprit["sentence"].get<std::string>().find("did not finish"), std::string::npos);
+
+  // A backend that is no torch.compile backend: said, nothing asked.
+  asked.clear();
+  f.state.base.backend = "fault";
+  ASSERT_TRUE(CompilerBisect(ctx, f.state).ok());
+  EXPECT_TRUE(asked.empty());
+  EXPECT_NE(f.state.compiler_culprit["sentence"].get<std::string>().find("fault is no torch.compile backend"), std::string::npos);
+}
+
+TEST(MinifySteps, CompilerCulpritSentences) {
+  EXPECT_EQ(CompilerCulpritSentence({{"backend", "inductor"}, {"subsystem", "fallback_random"}, {"bisect_number", 0},
+                                     {"config", "torch._inductor.config.fallback_random = True"}}),
+            "inside inductor: fallback_random: setting torch._inductor.config.fallback_random = True removes the failure");
+  EXPECT_EQ(CompilerCulpritSentence({{"backend", "inductor"}, {"subsystem", "post_grad_passes"}, {"bisect_number", 8},
+                                     {"detail", "post_grad_custom_post_pass"},
+                                     {"config", "torch._inductor.config.post_grad_custom_post_pass = None"}}),
+            "inside inductor: post_grad_passes #8 (post_grad_custom_post_pass): skipping this pass removes the failure "
+            "(torch._inductor.config.post_grad_custom_post_pass = None)");
+  EXPECT_EQ(CompilerCulpritSentence({{"backend", "my_backend"}, {"subsystem", nullptr}}),
+            "inside my_backend, but no subsystem the bisector knows removes the failure alone");
+  EXPECT_NE(CompilerCulpritSentence({{"runs", 3}}).find("not in what PyTorch's compiler bisector knows"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace parity::minifier

@@ -47,6 +47,7 @@ TEST(Verdict, GateFileRoundTrips) {
   row.fingerprint = "fp";
   row.culprit_op = "aten::relu";
   row.culprit_source = "File \"m.py\", line 3";
+  row.compiler_culprit = "inside inductor: lowerings #9 (relu): falling back to ATen for it removes the failure";
   ASSERT_TRUE(WriteGateFile(dir / "gate.json", {false, "expected/", {row}}).ok());
   auto back = ReadGateFile(dir / "gate.json");
   ASSERT_TRUE(back.ok()) << back.error().message;

@@ -44,4 +44,18 @@ std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culpri
 // way; leaves both when the graph returning all its live values does not fail the same way.
 [[nodiscard]] Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test);
 
+// After the reduction: which part of the compiler the failure comes from. PyTorch's compiler
+// bisector runs in the worker (ctx.ask; tools/parity_capture/compiler_bisect.py) with the
+// failure's own test on the minified graph, then on the original graph when the minified one
+// fails in no stage of torch.compile. A backend that is no torch.compile backend (parity's C++
+// runtimes, fault) and failures a try could crash on (crash, timeout) are said so, not run.
+// Sets compiler_culprit: the bisector's answer ({backend, subsystem, bisect_number, detail,
+// config, on, runs, seconds}), {"none": why} or {"error": ...}, each with its "sentence".
+// Never fails the minify for a bisection that could not finish.
+[[nodiscard]] Status CompilerBisect(StepContext& ctx, ReductionState& state);
+
+// The compiler culprit in one sentence ("inside inductor: lowerings #9 (relu): falling back to
+// ATen for it removes the failure"): the terminal, summary.json, reports and ci notes show it.
+std::string CompilerCulpritSentence(const nlohmann::json& culprit);
+
 }  // namespace parity::minifier

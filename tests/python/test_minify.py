@@ -1,6 +1,7 @@
 """parity minify end to end: injected wrong values, exceptions and crashes in one op of a 305-op
 graph reduce to that op with the original signature; two bugs reduce to the one that matches;
-PyTorch's inductor minifier-testing knob reduces to the relu; outputs, --check, resume, graph
+PyTorch's inductor minifier-testing knob reduces to the relu and, inside Inductor, to the relu's
+lowering; a wrong pass an --import'ed plugin registers is named; outputs, --check, resume, graph
 bisection and a repro that does not fail."""
 import json
 import os
@@ -59,6 +60,9 @@ def test_one_faulty_op_reduces_to_that_op(parity_bin, deep, tmp_path, kind, sign
     assert len(ops) <= 3 and "aten::tanh" in ops, s["graph_text"]
     assert s["culprit"]["target"] == "aten::tanh" and "deep_model.py" in s["culprit"]["stack_trace"]
     assert s["first_failing_stage"] == "fault"
+    # No compiler subsystem can explain it: said so, in the summary and the terminal.
+    assert "fault is no torch.compile backend" in s["compiler_culprit"]["sentence"], s["compiler_culprit"]
+    assert "compiler culprit: fault is no torch.compile backend" in r.stdout, r.stdout
     # The minified dir reproduces the same failure with the backend.
     again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "fault")
     expected = {"accuracy": "FAIL", "exception": "EXCEPTION_RAISED"}.get(signature)
@@ -86,6 +90,10 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["signature"]["kind"] == signature
     assert call_functions(s) == ["aten::relu"], s["graph_text"]
+    # Inside Inductor: the relu's lowering (falling back to ATen removes the failure).
+    c = s["compiler_culprit"]
+    assert (c["backend"], c["subsystem"], c["detail"]) == ("inductor", "lowerings", "relu"), c
+    assert "inside inductor: lowerings #" in r.stdout and "(relu): falling back to ATen" in r.stdout, r.stdout
     # The relu's (64, 256) input is shrunk, and the smaller repro still fails the same way.
     (shape,) = input_shapes(s["minified_dir"])
     assert shape[0] * shape[1] < 64 * 256, shape
@@ -95,6 +103,25 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
         assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+        assert "# compiler culprit: inside inductor: lowerings" in open(os.path.join(s["minified_dir"], "repro.py")).read()
+
+
+def test_a_wrong_pass_an_imported_plugin_registers_is_named(parity_bin, relunet, tmp_path):
+    """--import reaches every process that compiles: a plugin's wrong post-grad pass makes the
+    graph fail, and the compiler bisection names that pass and the config line removing it."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([parity_bin, "minify", relunet, "--out", str(tmp_path), "--backend", "inductor",
+                        "--import", "wrong_post_grad_pass", "--no-scan"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "summary.json"))
+    c = s["compiler_culprit"]
+    assert (c["subsystem"], c["detail"]) == ("post_grad_passes", "post_grad_custom_post_pass"), c
+    assert c["config"] == "torch._inductor.config.post_grad_custom_post_pass = None", c
+    script = open(os.path.join(s["minified_dir"], "repro.py")).read()
+    assert "import wrong_post_grad_pass" in script and "post_grad_custom_post_pass = None" in script
+    # Without the plugin the same graph passes: the failure is the plugin's.
+    r = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor")
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, tmp_path):
@@ -206,6 +233,10 @@ def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["ops_before"] > 60 and call_functions(s) == ["aten::relu"]
     assert s["culprit"]["module_path"].startswith("stem")
+    # The HTML report shows where inside the compiler it comes from.
+    rep = run_parity(parity_bin, "report", str(tmp_path / "m"), "-o", str(tmp_path / "r.html"))
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "compiler: inside inductor: lowerings #" in (tmp_path / "r.html").read_text()
 
 
 def test_report_refuses_a_broken_minify_summary(parity_bin, tmp_path):

@@ -159,6 +159,7 @@ def build_minifies(minifies: list) -> list:
                     "culprit": f'%{culprit["node"]} ({culprit.get("target", "")})' if culprit.get("node") else "",
                     "source": (culprit.get("stack_trace") or "").strip().splitlines()[-2:] if culprit else [],
                     "how": how, "graph_text": m.get("graph_text", ""),
+                    "compiler": (m.get("compiler_culprit") or {}).get("sentence", ""),
                     "first": None if first is None else {k: fmt(first.get(k)) for k in (
                         "node", "max_abs_err", "rmse_eager_vs_fp64", "rmse_backend_vs_fp64", "error_ratio")},
                     "plot": divergence_svg(title, m["divergence"], culprit.get("node", "")) if m.get("divergence") else None})
@@ -206,7 +207,8 @@ def build(data: dict) -> dict:
                         "error": r.get("error", ""), "repro_dir": r.get("repro_dir", ""),
                         "note": "; ".join(dict.fromkeys(n for n in (gate.get("note", ""), weaker_rule(e)) if n)),
                         "expected": gate.get("expected", ""), "status": gate.get("status", ""),
-                        "culprit": gate.get("culprit"), "outputs": outputs[:24], "more": max(0, len(outputs) - 24)})
+                        "culprit": gate.get("culprit"), "compiler": gate.get("compiler_culprit", ""),
+                        "outputs": outputs[:24], "more": max(0, len(outputs) - 24)})
     counts, classes = OrderedDict(), {}
     for e in entries:
         counts[label_of(e)] = counts.get(label_of(e), 0) + 1

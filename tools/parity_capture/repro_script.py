@@ -12,7 +12,25 @@ def _body(module) -> str:
         return "".join(line for line in f if not line.rstrip().endswith("# package-only"))
 
 
-def write_script(repro_dir: str, dynamo_backend: str, out: str) -> str:
+def _culprit_hint(culprit) -> str:
+    """Commented lines saying which part of the compiler the failure comes from (parity minify's
+    compiler bisection) and the line that removes it: a config setting where one does, else the
+    bisector's own switches holding the subsystem below the culprit's application."""
+    if not culprit or not culprit.get("subsystem"):
+        return ""
+    lines = [f"# compiler culprit: {culprit.get('sentence', '')}"]
+    if culprit.get("config"):
+        lines.append(f"# it goes away with:  {culprit['config']}")
+    else:
+        stage = "inductor" if culprit.get("backend") not in ("aot_eager_decomp_partition",) else culprit["backend"]
+        lines += ["# it goes away with the bisector holding that subsystem below the culprit's application:",
+                  "#   from torch._inductor.compiler_bisector import CompilerBisector; CompilerBisector.bisection_enabled = True",
+                  f"#   and in the environment: TORCH_BISECT_BACKEND={stage} TORCH_BISECT_SUBSYSTEM={culprit['subsystem']} "
+                  f"TORCH_BISECT_MAX={int(culprit.get('bisect_number') or 0) - 1}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit=None, imports=()) -> str:
     with open(os.path.join(repro_dir, "manifest.json")) as f:
         manifest = json.load(f)
     backend = manifest.get("backend", {})
@@ -22,7 +40,9 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str) -> str:
         f"# failure: {json.dumps(manifest.get('failure'))}\n"
         "# Runs the graph in this directory eagerly, in float64 and with the backend, checks as\n"
         "# torch._dynamo.utils.same does, and exits 1 when the bug reproduces. Needs torch and safetensors.\n"
-        f"DYNAMO_BACKEND = {json.dumps(dynamo_backend or None).replace('null', 'None')}\n\n")
+        + _culprit_hint(compiler_culprit)
+        + "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+        + f"DYNAMO_BACKEND = {json.dumps(dynamo_backend or None).replace('null', 'None')}\n\n")
     tail = ("\n\nif __name__ == \"__main__\":\n"
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
     text = header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone.py ----\n" + _body(standalone) + tail

@@ -12,13 +12,18 @@ travel as safetensors files named in the request ("out"), a host op's through sh
   list_backends        -> backends: dynamo backends registered in this torch
   capture              model, out, mode, batch_size, device, dtype -> out
   import_modules       modules -> {} (imports what registers a repro's host ops; parity approved them)
+At start the worker imports the modules of parity's --import (PARITY_IMPORT); while one failed to
+import, every request answers ImportError naming it.
   host_call            op, args, shm, tensors[, plan] | plan -> returns, kind, counts, shm, outputs | same
                        (one host op; tensors in shared memory segments, shm.py; a plan repeats a call and
                        its results may go where its previous ones went: {"same": true}, see _host_run)
   host_batch           calls [{op, args}], shm, tensors[, plan] | plan -> counts, shm, outputs | same (consecutive
                        host op calls; an argument {"result": [call, output]} is an earlier call's result)
   host_backward        op, args, grads, diff, shm, tensors -> returns, shm, outputs (its vector-Jacobian product)
-  repro_script         repro, dynamo_backend, out -> out (the standalone repro.py of a repro dir)
+  repro_script         repro, dynamo_backend, out[, compiler_culprit, imports] -> out (the standalone repro.py
+                       of a repro dir)
+  compiler_bisect      repro, graph, backend, options, mode, device, seed, sgd_lr, tol, equal_nan,
+                       ignore_non_fp, signature -> bisected, why, runs, seconds, result (compiler_bisect.py)
   shutdown
 and the Python side of the backends (backends/, each module named like its C++ file):
   run                  repro, graph, backend, options, mode, device, iterations, seed, sgd_lr, out
@@ -42,7 +47,7 @@ from typing import Any, Dict
 
 import torch
 
-from . import host_ops, shm
+from . import compiler_bisect, host_ops, shm
 from .backends import aot_inductor, nativert, python_backends, torchscript
 from .runs import write_tensors as _write
 
@@ -168,7 +173,8 @@ def cmd_host_backward(req) -> Dict[str, Any]:
 
 def cmd_repro_script(req) -> Dict[str, Any]:
     from .repro_script import write_script
-    return {"out": write_script(req["repro"], req.get("dynamo_backend") or None, req["out"])}
+    return {"out": write_script(req["repro"], req.get("dynamo_backend") or None, req["out"],
+                                req.get("compiler_culprit"), req.get("imports") or ())}
 
 
 def cmd_ping(req) -> Dict[str, Any]:
@@ -182,14 +188,23 @@ COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": c
             "capture": cmd_capture, "repro_script": cmd_repro_script, "import_modules": cmd_import_modules,
             "host_call": cmd_host_call, "host_batch": cmd_host_batch, "host_backward": cmd_host_backward,
             "run": python_backends.run, "aot_graphs": python_backends.aot_graphs,
+            "compiler_bisect": compiler_bisect.compiler_bisect,
             "aot_inductor": aot_inductor.aot_inductor, "torchscript": torchscript.torchscript,
             "export_pt2": nativert.export_pt2}
+
+
+# Modules of --import (PARITY_IMPORT) that failed to import at start: every request but shutdown
+# answers with the failure (parity checks with a ping before it runs anything).
+_IMPORT_ERRORS: Dict[str, str] = {}
 
 
 def handle(req: Dict[str, Any]) -> Dict[str, Any]:
     cmd = req.get("cmd")
     if cmd not in COMMANDS:
         return {"ok": False, "error_type": "BadRequest", "error": f"unknown cmd {cmd!r}"}
+    if _IMPORT_ERRORS:
+        m, err = next(iter(_IMPORT_ERRORS.items()))
+        return {"ok": False, "error_type": "ImportError", "error": f"--import {m}: cannot import it: {err}"}
     try:
         out = COMMANDS[cmd](req)
         out["ok"] = True
@@ -293,6 +308,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     tune_malloc()
     deterministic_setup()
+    _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
     serve(a.socket)
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -99,12 +99,42 @@ def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) ->
             compiled(*inputs)
             sync()
             times.append(time.perf_counter() - t0)
-    if train:
-        tensors = train_results(gm, g, out, inputs, float(req.get("sgd_lr", SGD_LR)))
-    else:
-        tensors = {f"output/{k}": v for k, v in enumerate(out)}
+    tensors = _results(gm, g, out, inputs, train, req)
     write_tensors(req["out"], tensors)
     return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times}
+
+
+def _results(gm, g, out, inputs, train: bool, req) -> Dict[str, torch.Tensor]:
+    """What a run reports (contract.py): the outputs, or in train mode the train results."""
+    if train:
+        return train_results(gm, g, out, inputs, float(req.get("sgd_lr", SGD_LR)))
+    return {f"output/{k}": v for k, v in enumerate(out)}
+
+
+def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = None) -> Dict[str, torch.Tensor]:
+    """One run of the request's graph, freshly loaded: compiled by the dynamo backend `backend`
+    (its options applied), or eager when None; in `dtype` (floating parameters and inputs) when
+    given. The results as a backend run reports them, on the CPU."""
+    _, g = load_graph(req)
+    device, train = req.get("device", "cpu"), req.get("mode") == "train"
+    gm = g.module.to(device)
+    if dtype is not None:
+        gm = gm.to(dtype)
+    inputs = device_inputs(g, device, train)
+    if dtype is not None:
+        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() and train
+                  and g.differentiates(name) else x for x, name in zip(inputs, g.input_names)]
+    fn = gm
+    if backend is not None:
+        options = req.get("options", {})
+        inductor = backend == "inductor"
+        fn = _compile(gm, backend, {} if inductor else {k: parse_option(v) for k, v in options.items()}, g.symbolic())
+    ctx = _inductor_config(req.get("options", {})) if backend == "inductor" else contextlib.nullcontext()
+    with ctx, (contextlib.nullcontext() if train else torch.no_grad()):
+        torch.manual_seed(int(req.get("seed", SEED)))
+        out = fn(*inputs)
+    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in _results(gm, g, out, inputs, train, req).items()}
 
 
 def aot_graphs(req) -> Dict[str, Any]:
