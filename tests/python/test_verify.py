@@ -130,6 +130,20 @@ def test_bad_input_is_exit_2(parity_bin, cache_dir, tmp_path):
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
     r, _ = verify(parity_bin, cache_dir, tmp_path, str(tmp_path / "missing_dir"))
     assert r.returncode == 2 and "missing_dir" in r.stderr
+    r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--import", "no_such_plugin")
+    assert r.returncode == 2 and "--import no_such_plugin: cannot import it" in r.stderr, r.stderr
+
+
+def test_an_imported_plugin_reaches_the_backends_compile(parity_bin, cache_dir, tmp_path):
+    """--import MODULE is imported where the backend compiles: a plugin that registers a wrong
+    post-grad pass at import makes Inductor's result FAIL (before issue 31 it never got there)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([parity_bin, "verify", "--cache-dir", cache_dir, "--output-dir", str(tmp_path), "--model", "resnet",
+                        "--backend", "inductor", "--import", "wrong_post_grad_pass"], capture_output=True, text=True, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (rec,) = [json.loads(line) for line in open(tmp_path / "results.jsonl")]
+    assert rec["verification_code"] == "FAIL", rec
 
 
 def test_models_and_backends_listings(parity_bin):
