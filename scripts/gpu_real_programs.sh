@@ -12,6 +12,7 @@
 #   amp      transformers models trained one step under autocast bf16, the loss inside the
 #            model, verified by Inductor with their fp64 reference (issue 30)
 #   optim    a compiled AdamW step: the parameters and state it writes, verified by Inductor
+#   TIMM=0: leave timm's models out (the relu step then minifies the own convnet)
 #   scripts/gpu_real_programs.sh [PYTHON] [HEADERS_DIR]   ($OUT or ./gpu-out: log.txt, records.jsonl, minify-summary.json)
 #   DEVICE=cpu PARITY=build/parity scripts/gpu_real_programs.sh .venv/bin/python   (the CPU's C++ ReLU bug)
 set -uo pipefail
@@ -27,7 +28,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 [ -x "$PARITY" ] || OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "${2:-}" || exit 1
 export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
 knob=triton; [ "$DEVICE" = cpu ] && knob=cpp
-timm=(); "$PY" -c "import timm" 2>/dev/null && timm=(--timm)
+timm=(); [ "${TIMM:-1}" = 1 ] && "$PY" -c "import timm" 2>/dev/null && timm=(--timm)
 caps=/tmp/real-programs res=/tmp/real-results log=$OUTDIR/log.txt
 rm -rf "$res"; mkdir -p "$res"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
