@@ -278,3 +278,51 @@ def test_a_wrong_value_in_a_data_dependent_graph_fails(parity_bin, data_dependen
                         "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
     assert r.returncode == 1, r.stdout + r.stderr
     assert records[0]["verification_code"] == "FAIL", records
+
+
+class AttentionLoss(torch.nn.Module):
+    """Attention as models call it (F.scaled_dot_product_attention, a mask and a causal one),
+    the loss computed in the compiled code and backward() called on it directly, a second output
+    no gradient reaches."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).view(2, 8, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return a.float().pow(2).mean(), F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+
+
+@pytest.fixture(scope="module")
+def attention_loss(tmp_path_factory):
+    out = tmp_path_factory.mktemp("attn") / "prog"
+    torch.manual_seed(0)
+    step = compiled(AttentionLoss(), out)
+    with torch.autocast("cpu", torch.bfloat16):
+        loss, _ = step(torch.randn(2, 8, 32), torch.randn(8, 8))
+    loss.backward()  # on the graph's own output: the root of the backward
+    torch._dynamo.reset()
+    return out
+
+
+def test_the_loss_backward_is_called_on_is_recorded_as_train(attention_loss):
+    (entry,) = manifest(attention_loss)["graphs"]
+    assert entry["mode"] == "train", entry
+    assert entry["tangents"][0] and entry["tangents"][1] is None, entry  # no gradient reached the second output
+
+
+def test_the_attention_kernel_dispatch_picked_is_recorded_as_the_attention(attention_loss):
+    (entry,) = manifest(attention_loss)["graphs"]
+    targets = [n.get("target", "") for n in graph_json(attention_loss, entry)["nodes"]]
+    assert targets.count("aten::scaled_dot_product_attention") == 2, targets
+    assert not any(t.startswith("aten::_scaled_dot_product") for t in targets), targets
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_attention_training_verifies(parity_bin, attention_loss, tmp_path, backend):
+    r, records = verify(parity_bin, tmp_path, attention_loss, "--backend", backend)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert records[0]["verification_code"] == "PASS" and records[0]["fp64_reference"] is True, records
+    assert any("grad/param/qkv.weight" in o["path"] for o in records[0]["outputs"]), records[0]["outputs"]

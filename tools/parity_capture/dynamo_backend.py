@@ -367,18 +367,40 @@ def _recorded_outputs(g: _Graph, outputs: Any) -> List[Any]:
 
 
 def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
+    """Records the gradients the program's first backward through this call feeds to g's
+    outputs. Watched on the outputs' autograd nodes (a pre-hook sees the gradient a node gets,
+    the seed too): a tensor hook, and torch's multi-grad hook built on them, never fire for the
+    tensor backward() is called on, and a program that calls `loss.backward()` on the loss its
+    compiled code returned is exactly that. Outputs the engine will not reach get None; the
+    gradients are handed over once every reached one has its own."""
     recorded = _recorded_outputs(g, outputs)
     watched = [recorded[k] for k in g.grad_outputs]
-    if not watched:
+    nodes: Dict[Any, List[Tuple[int, int]]] = {}  # autograd node -> [(watched index, its output_nr)]
+    for i, t in enumerate(watched):
+        if t.grad_fn is not None:
+            nodes.setdefault(t.grad_fn, []).append((i, t.output_nr))
+    if not nodes:
         return
-    handle = None
+    state: Dict[str, Any] = {"grads": [None] * len(watched), "pending": None, "handles": []}
 
-    def on_grads(grads):
-        if handle is not None:
-            handle.remove()  # the first backward through this call is the one recorded
-        dump.add_tangents(g, list(grads))
+    def prehook_for(node):
+        def prehook(grad_outputs):
+            if state["pending"] is None:  # the first node this backward reaches: which others it will
+                # (the node running now is one, also when it is the root, which the engine does not list)
+                state["pending"] = {n for n in nodes if n is node or torch._C._will_engine_execute_node(n)}
+            if node not in state["pending"]:
+                return None
+            for i, nr in nodes[node]:
+                state["grads"][i] = grad_outputs[nr]
+            state["pending"].discard(node)
+            if not state["pending"]:
+                for h in state["handles"]:
+                    h.remove()  # the first backward through this call is the one recorded
+                dump.add_tangents(g, list(state["grads"]))
+            return None
+        return prehook
 
-    handle = torch.autograd.graph.register_multi_grad_hook(watched, on_grads, mode="all")
+    state["handles"] = [node.register_prehook(prehook_for(node)) for node in nodes]
 
 
 def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=()):

@@ -182,13 +182,71 @@ def prims_as_aten(gm: fx.GraphModule) -> fx.GraphModule:
     return gm
 
 
+# The kernels scaled_dot_product_attention dispatches to (for a device and its inputs) and the name
+# each gives the attention mask.
+_SDPA_KERNELS = {
+    "_scaled_dot_product_cudnn_attention": "attn_bias",
+    "_scaled_dot_product_flash_attention": None,
+    "_scaled_dot_product_efficient_attention": "attn_bias",
+    "_scaled_dot_product_flash_attention_for_cpu": "attn_mask",
+    "_scaled_dot_product_fused_attention_overrideable": "attn_bias",
+}
+
+
+def attention_as_sdpa(gm: fx.GraphModule) -> fx.GraphModule:
+    """Rewrites, in place, each call of a kernel scaled_dot_product_attention dispatched to (cuDNN,
+    flash, memory-efficient, the CPU's flash) whose output alone is used into the
+    scaled_dot_product_attention the program called, with the same query, key, value, mask,
+    dropout, causality and scale. AOTAutograd records the kernel the device picked; the recorded
+    graph then names the attention, and every consumer dispatches it as eager does for its own
+    device and dtype: the fp64 reference runs where the kernel has no float64, a CUDA capture
+    replays on the CPU, and a backend compiles it with its own attention (Inductor's compile of a
+    train graph holding the cuDNN kernel raised on torch 2.11). A call whose other outputs are
+    read (a backward's logsumexp) stays."""
+    import operator
+    aten = torch.ops.aten
+    rewrote = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        mask_name = _SDPA_KERNELS.get(n.target._schema.name.removeprefix("aten::"), False)
+        if mask_name is False:
+            continue
+        users = list(n.users)
+        if not all(u.op == "call_function" and u.target is operator.getitem and u.args[1] == 0 for u in users):
+            continue
+        schema = n.target._schema
+        given = {a.name: v for a, v in zip(schema.arguments, n.args)}
+        given.update(n.kwargs)
+        get = lambda k, d=None: given.get(k, d)  # noqa: E731
+        with gm.graph.inserting_before(n):
+            sdpa = gm.graph.call_function(aten.scaled_dot_product_attention.default,
+                                          (get("query"), get("key"), get("value")),
+                                          {"attn_mask": get(mask_name) if mask_name else None,
+                                           "dropout_p": get("dropout_p", 0.0), "is_causal": get("is_causal", False),
+                                           "scale": get("scale")})
+        sdpa.meta.update(n.meta)
+        if users:
+            sdpa.meta["val"] = users[0].meta.get("val")
+        for u in users:
+            u.replace_all_uses_with(sdpa)
+            gm.graph.erase_node(u)
+        gm.graph.erase_node(n)
+        rewrote = True
+    if rewrote:
+        gm.graph.lint()
+        gm.recompile()
+    return gm
+
+
 def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
                   symbols: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
     buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
     {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
-    (prims_as_aten)."""
+    (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa)."""
     prims_as_aten(gm)
+    attention_as_sdpa(gm)
     unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
