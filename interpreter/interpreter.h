@@ -1,4 +1,8 @@
-// The eager reference: runs a graph's ATen ops through the c10 dispatcher, by schema.
+// The eager reference: runs a graph's ATen ops through the c10 dispatcher, by schema. The room's
+// files: interpreter.h the API; program.cpp the compile and the run loop; operands.{h,cpp}
+// operand conversion by schema; sym_ops.{h,cpp} symbolic sizes; layout.{h,cpp} layouts and the
+// fp64 run's dtype rule; hops.{h,cpp} and flex_attention.cpp the higher-order ops; batch.{h,cpp}
+// batch kernels.
 //
 // Program::Compile resolves every call_function node to an operator handle once and converts
 // its constant arguments to IValues by the schema's argument types (defaults and kwargs filled
@@ -62,6 +66,10 @@ class Program {
 
   // `inputs`: placeholder name -> tensor; `attrs`: get_attr target -> tensor.
   [[nodiscard]] Expected<RunResult> Run(const TensorMap& inputs, const TensorMap& attrs, const RunOptions& options = {}) const;
+  // A subgraph's run, as its higher-order op makes it: the placeholders take `inputs` in order
+  // (tensors and sizes already in the run's dtype and on its device); returns the outputs.
+  [[nodiscard]] Expected<std::vector<c10::IValue>> RunPositional(const std::vector<c10::IValue>& inputs, const TensorMap& attrs,
+                                                                 const RunOptions& options) const;
 
   const ir::Graph& graph() const;
   size_t num_ops() const;
@@ -72,7 +80,10 @@ class Program {
 
  private:
   struct Impl;
+  struct Inputs;
   explicit Program(std::unique_ptr<Impl> impl);
+  [[nodiscard]] Expected<RunResult> RunSteps(const Inputs& inputs, const TensorMap& attrs, const RunOptions& options,
+                                             const sym::Bindings& symbols) const;
   std::unique_ptr<Impl> impl_;
 };
 

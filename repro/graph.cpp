@@ -37,6 +37,31 @@ std::vector<Node*> Node::Inputs() const {
 
 std::pair<std::string, std::string> Node::OperatorName() const { return SplitOperatorName(target_); }
 
+std::vector<std::string> Node::SubgraphNames() const {
+  std::vector<std::string> out;
+  for (const auto& a : args) a.ForEachSubgraph([&](const std::string& s) { out.push_back(s); });
+  for (const auto& kv : kwargs) kv.second.ForEachSubgraph([&](const std::string& s) { out.push_back(s); });
+  return out;
+}
+
+const Graph* Graph::Subgraph(const std::string& name) const {
+  auto it = subgraphs.find(name);
+  return it == subgraphs.end() ? nullptr : it->second.get();
+}
+
+int Graph::SubgraphDepth() const {
+  int depth = 0;
+  for (const auto& [name, g] : subgraphs) depth = std::max(depth, 1 + g->SubgraphDepth());
+  return depth;
+}
+
+void Graph::PruneSubgraphs() {
+  std::set<std::string> used;
+  for (const auto& n : nodes_)
+    for (const auto& s : n->SubgraphNames()) used.insert(s);
+  for (auto it = subgraphs.begin(); it != subgraphs.end();) it = used.count(it->first) ? std::next(it) : subgraphs.erase(it);
+}
+
 std::pair<std::string, std::string> SplitOperatorName(const std::string& t) {
   auto sep = t.find("::");
   auto dot = t.find('.', sep == std::string::npos ? 0 : sep + 2);
@@ -65,6 +90,15 @@ Node* Graph::InsertPlaceholder(std::string name) {
                           [](const std::unique_ptr<Node>& n) { return n->kind() != NodeKind::kPlaceholder; });
   std::string target = name;
   auto it = nodes_.insert(pos, std::unique_ptr<Node>(new Node(NodeKind::kPlaceholder, std::move(name), std::move(target))));
+  Node* n = it->get();
+  by_name_[n->name()] = n;
+  Reindex();
+  return n;
+}
+
+Node* Graph::InsertBefore(const Node* pos, NodeKind kind, std::string name, std::string target) {
+  auto at = std::find_if(nodes_.begin(), nodes_.end(), [pos](const std::unique_ptr<Node>& n) { return n.get() == pos; });
+  auto it = nodes_.insert(at, std::unique_ptr<Node>(new Node(kind, std::move(name), std::move(target))));
   Node* n = it->get();
   by_name_[n->name()] = n;
   Reindex();
@@ -158,9 +192,17 @@ Status Graph::Lint() const {
       if (n->args.size() != 2 || n->args[0].kind != Arg::Kind::kNode || n->args[1].kind != Arg::Kind::kInt)
         return Error::BadInput(nw + ": getitem takes (node, int)");
     }
+    for (const auto& s : n->SubgraphNames()) {
+      if (!n->IsHigherOrder()) return Error::BadInput(nw + ": names subgraph \"" + s + "\" but is no higher-order op");
+      if (!Subgraph(s)) return Error::BadInput(nw + ": names subgraph \"" + s + "\", which this graph does not hold");
+    }
     position[n] = i;
   }
   if (outputs != 1) return Error::BadInput(where + ": has " + std::to_string(outputs) + " output nodes, expected 1");
+  for (const auto& [name, g] : subgraphs) {
+    if (!g) return Error::Internal(where + ": subgraph \"" + name + "\" is null");
+    if (Status st = g->Lint(); !st.ok()) return Error::BadInput(where + ": subgraph \"" + name + "\": " + st.error().message);
+  }
   return Status::Ok();
 }
 
@@ -191,6 +233,7 @@ Graph Graph::Clone() const {
   Graph g(name_);
   g.symbols = symbols;
   g.guards = guards;
+  for (const auto& [name, sub] : subgraphs) g.subgraphs[name] = std::make_unique<Graph>(sub->Clone());
   std::unordered_map<const Node*, Node*> map;
   for (const auto& n : nodes_) {
     map[n.get()] = CopyNode(g, *n, map);
@@ -220,6 +263,7 @@ void Graph::EliminateDeadCode() {
   for (const auto& n : nodes_)
     if (!live.count(n.get())) doomed.insert(n.get());
   Erase(doomed);
+  PruneSubgraphs();
 }
 
 std::vector<std::string> Graph::RemoveUnusedPlaceholders() {
@@ -288,6 +332,7 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
   Graph g(name_);
   g.symbols = symbols;
   g.guards = guards;
+  for (const auto& [name, sub] : subgraphs) g.subgraphs[name] = std::make_unique<Graph>(sub->Clone());
   std::unordered_map<const Node*, Node*> map;
   // Boundary values (read by a kept node, produced by a dropped one) become placeholders, first.
   std::vector<const Node*> boundary;
@@ -323,6 +368,7 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
     map[n.get()] = CopyNode(g, *n, map);
   }
   PARITY_RETURN_IF_ERROR(g.SetOutputs(outputs));
+  g.PruneSubgraphs();
   PARITY_RETURN_IF_ERROR(g.Lint());
   return g;
 }

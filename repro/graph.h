@@ -31,16 +31,25 @@ const char* ToString(NodeKind kind);
 // The target of FX's operator.getitem (indexes a tuple/list-valued node).
 inline constexpr const char* kGetItem = "getitem";
 
+// A higher-order op's target is "hop::<name>" (torch.ops.higher_order.<name>: cond, while_loop,
+// flex_attention, invoke_subgraph, ...); its subgraph arguments name subgraphs of its graph.
+inline constexpr const char* kHopNamespace = "hop::";
+// How deep subgraphs may nest (a cond in a cond's branch is two); deeper is bad input.
+inline constexpr int kMaxSubgraphDepth = 16;
+
 // An argument of a call_function (or the output list): a tree of constants and node references.
+// A higher-order op's arguments may also name a subgraph (kSubgraph: `s`) and hold a dict
+// (kDict: `keys[k]` -> `list[k]`, flex_attention's kernel options).
 struct Arg {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kNode, kList, kDtype, kDevice, kLayout, kMemoryFormat };
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kNode, kList, kDtype, kDevice, kLayout, kMemoryFormat, kSubgraph, kDict };
   Kind kind = Kind::kNone;
   bool b = false;
   int64_t i = 0;
   double f = 0.0;
   std::string s;          // kString
   Node* node = nullptr;   // kNode
-  std::vector<Arg> list;  // kList (FX lists and tuples alike)
+  std::vector<Arg> list;  // kList (FX lists and tuples alike); kDict's values
+  std::vector<std::string> keys = {};  // kDict
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   c10::Device device{c10::kCPU};
   c10::Layout layout = c10::kStrided;
@@ -83,6 +92,19 @@ struct Arg {
     a.list = std::move(v);
     return a;
   }
+  static Arg Subgraph(std::string name) {
+    Arg a;
+    a.kind = Kind::kSubgraph;
+    a.s = std::move(name);
+    return a;
+  }
+  static Arg Dict(std::vector<std::string> keys, std::vector<Arg> values) {
+    Arg a;
+    a.kind = Kind::kDict;
+    a.keys = std::move(keys);
+    a.list = std::move(values);
+    return a;
+  }
   static Arg Dtype(c10::ScalarType t) {
     Arg a;
     a.kind = Kind::kDtype;
@@ -118,6 +140,12 @@ struct Arg {
   void ForEachRefMut(F&& f) {
     if (kind == Kind::kNode) f(node);
     for (auto& a : list) a.ForEachRefMut(f);
+  }
+  // Calls f(name) for every subgraph the tree names.
+  template <typename F>
+  void ForEachSubgraph(F&& f) const {
+    if (kind == Kind::kSubgraph) f(s);
+    for (const auto& a : list) a.ForEachSubgraph(f);
   }
 };
 
@@ -186,6 +214,10 @@ class Node {
   // {"aten::relu", ""} (the dispatcher spells the Python overload "default" as "").
   std::pair<std::string, std::string> OperatorName() const;  // SplitOperatorName(target())
   bool IsOp() const { return kind_ == NodeKind::kCallFunction && target_ != kGetItem; }
+  // A higher-order op (target "hop::<name>").
+  bool IsHigherOrder() const { return kind_ == NodeKind::kCallFunction && target_.rfind(kHopNamespace, 0) == 0; }
+  // The subgraphs its arguments name, in argument order, with repeats.
+  std::vector<std::string> SubgraphNames() const;
   // An op run for its effect, not a value (e.g. aten::_assert_tensor_metadata, which returns
   // nothing): dead-code elimination keeps it, as FX keeps impure nodes.
   bool HasSideEffects() const;
@@ -217,10 +249,22 @@ class Graph {
   std::vector<std::string> guards;
   bool symbolic() const { return !symbols.empty(); }
 
+  // The graphs its higher-order op nodes take as arguments (a cond's branches, a
+  // flex_attention's score and mask functions, an invoke_subgraph's body), by name. Each is a
+  // graph like any other (its placeholders are its operands, its output its results) and may
+  // hold subgraphs of its own; a node names only subgraphs of the graph holding it. Subgraphs
+  // read the symbols of the graph at the top (they declare none).
+  std::map<std::string, std::unique_ptr<Graph>> subgraphs;
+  const Graph* Subgraph(const std::string& name) const;
+  // How deep subgraphs nest below this graph (0: none).
+  int SubgraphDepth() const;
+
   // Appends a node. Names must be unique (Lint checks); returns the new node.
   Node* Append(NodeKind kind, std::string name, std::string target);
   // Inserts a placeholder before the first non-placeholder node.
   Node* InsertPlaceholder(std::string name);
+  // Inserts a node right before `pos` (a node of this graph); returns it.
+  Node* InsertBefore(const Node* pos, NodeKind kind, std::string name, std::string target);
 
   size_t size() const { return nodes_.size(); }
   Node* at(size_t i) const { return nodes_[i].get(); }
@@ -236,7 +280,8 @@ class Graph {
 
   // Invariants: names unique and non-empty; every reference points to a node of this graph
   // that comes earlier; placeholders first; exactly one output node, last; call_function nodes
-  // have a target; getitem has (node, int).
+  // have a target; getitem has (node, int); every subgraph a node names is one of this graph's,
+  // and each subgraph holds the same invariants.
   [[nodiscard]] Status Lint() const;
 
   [[nodiscard]] Graph Clone() const;
@@ -259,6 +304,8 @@ class Graph {
   void ReplaceAllUses(Node* from, Node* to);
   // Removes the nodes named in `names`; the caller guarantees no remaining node reads them.
   void Erase(const std::set<const Node*>& names);
+  // Drops the subgraphs no node names.
+  void PruneSubgraphs();
 
  private:
   void Reindex();

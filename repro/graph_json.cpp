@@ -44,9 +44,16 @@ struct Parser {
   const std::string& where;
   Graph& g;
   sym::Bindings hints = {};  // each symbol's recorded value
+  // A subgraph's parser: the graph at the top (whose symbols it reads), the path to the subgraph
+  // for messages ("subgraphs.true_graph_0.") and how deep it is.
+  const Graph* top = nullptr;
+  std::string prefix = {};
+  int depth = 0;
+
+  const std::map<std::string, Symbol>& Declared() const { return top ? top->symbols : g.symbols; }
 
   Error Bad(const std::string& field, const std::string& what) const {
-    return Error::BadInput(where + ": " + field + ": " + what);
+    return Error::BadInput(where + ": " + prefix + field + ": " + what);
   }
 
   // An argument: a number, string, None, tagged value or list; lists nest at most kMaxArgDepth
@@ -89,6 +96,21 @@ struct Parser {
       Node* n = g.Find(v.get<std::string>());
       if (!n) return Bad(f, "unknown node \"" + v.get<std::string>() + "\" (not defined earlier)");
       return Arg::Ref(n);
+    }
+    if (tag == "subgraph") {
+      if (!v.is_string()) return Bad(f, "expected a subgraph name");
+      return Arg::Subgraph(v.get<std::string>());  // resolved by Lint (the subgraphs are parsed first)
+    }
+    if (tag == "dict") {
+      if (!v.is_object()) return Bad(f, "expected an object");
+      std::vector<std::string> keys;
+      std::vector<Arg> values;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        PARITY_ASSIGN_OR_RETURN(Arg a, ParseArg(it.value(), f + "." + it.key(), kMaxArgDepth - 1));
+        keys.push_back(it.key());
+        values.push_back(std::move(a));
+      }
+      return Arg::Dict(std::move(keys), std::move(values));
     }
     if (tag == "float") {
       if (v.is_number()) return Arg::Float(v.get<double>());
@@ -172,8 +194,8 @@ struct Parser {
   Status CheckExpr(const std::string& text, const std::string& field, ExprUse use = ExprUse::kNumber) const {
     PARITY_ASSIGN_OR_RETURN(sym::Expr e, sym::Expr::Parse(text, where + ": " + field));
     for (const auto& name : e.Symbols()) {
-      if (!g.symbols.count(name)) return Bad(field, "symbol \"" + name + "\" is not declared in \"symbols\"");
-      if (g.symbols.at(name).float_hint) return Status::Ok();  // a data-dependent float: no integer value to check at
+      if (!Declared().count(name)) return Bad(field, "symbol \"" + name + "\" is not declared in \"symbols\"");
+      if (Declared().at(name).float_hint) return Status::Ok();  // a data-dependent float: no integer value to check at
     }
     auto at_hints = [&](const Error& err) { return Bad(field, "at the recorded sizes: " + err.message); };
     if (use == ExprUse::kSize || use == ExprUse::kInt) {
@@ -274,6 +296,12 @@ json ArgToJson(const Arg& a) {
         case c10::MemoryFormat::ChannelsLast3d: return {{"memory_format", "channels_last_3d"}};
         default: return {{"memory_format", "contiguous_format"}};
       }
+    case Arg::Kind::kSubgraph: return {{"subgraph", a.s}};
+    case Arg::Kind::kDict: {
+      json d = json::object();
+      for (size_t k = 0; k < a.keys.size(); ++k) d[a.keys[k]] = ArgToJson(a.list[k]);
+      return {{"dict", d}};
+    }
   }
   return nullptr;
 }
@@ -407,6 +435,28 @@ Status ParseNode(Parser& p, const json& jn, size_t k) {
   return Status::Ok();
 }
 
+// "subgraphs": {name: {"nodes": [...], "subgraphs": {...}}}, each parsed as a graph reading the
+// top graph's symbols, at most kMaxSubgraphDepth deep (never a recursion as deep as the file).
+Status ParseSubgraphs(Parser& p, const json& j) {
+  if (!j.contains("subgraphs")) return Status::Ok();
+  if (!j["subgraphs"].is_object()) return p.Bad("subgraphs", "not an object");
+  if (p.depth >= kMaxSubgraphDepth)
+    return p.Bad("subgraphs", "subgraphs nested deeper than " + std::to_string(kMaxSubgraphDepth) + " levels");
+  for (auto it = j["subgraphs"].begin(); it != j["subgraphs"].end(); ++it) {
+    const std::string field = "subgraphs." + it.key();
+    const json& sj = it.value();
+    if (!sj.is_object() || !sj.contains("nodes") || !sj["nodes"].is_array())
+      return p.Bad(field, "expected an object with an array \"nodes\"");
+    if (sj.contains("symbols") || sj.contains("guards")) return p.Bad(field, "a subgraph declares no symbols or guards");
+    auto sg = std::make_unique<Graph>(it.key());
+    Parser sp{p.where, *sg, p.hints, p.top ? p.top : &p.g, p.prefix + field + ".", p.depth + 1};
+    PARITY_RETURN_IF_ERROR(ParseSubgraphs(sp, sj));
+    for (size_t k = 0; k < sj["nodes"].size(); ++k) PARITY_RETURN_IF_ERROR(ParseNode(sp, sj["nodes"][k], k));
+    p.g.subgraphs[it.key()] = std::move(sg);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
@@ -414,13 +464,30 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
   Graph g(j.contains("name") ? j["name"].get<std::string>() : std::string("graph"));
   Parser p{where, g};
   PARITY_RETURN_IF_ERROR(p.ParseSymbols(j));
+  if (j.contains("subgraphs") && j["version"].get<int>() < 3)
+    return Error::BadInput(where + ": field \"subgraphs\" needs format version 3 (the file says " + j["version"].dump() + ")");
+  PARITY_RETURN_IF_ERROR(ParseSubgraphs(p, j));
   for (size_t k = 0; k < j["nodes"].size(); ++k) PARITY_RETURN_IF_ERROR(ParseNode(p, j["nodes"][k], k));
   auto st = g.Lint();
   if (!st.ok()) return Error::BadInput(where + ": " + st.error().message);
   return g;
 }
 
-json GraphToJson(const Graph& g) {
+namespace {
+json NodesToJson(const Graph& g);
+
+// {"nodes": [...], "subgraphs": {...}} of each subgraph, recursively.
+json SubgraphsToJson(const Graph& g) {
+  json subs = json::object();
+  for (const auto& [name, sg] : g.subgraphs) {
+    json js = {{"nodes", NodesToJson(*sg)}};
+    if (!sg->subgraphs.empty()) js["subgraphs"] = SubgraphsToJson(*sg);
+    subs[name] = js;
+  }
+  return subs;
+}
+
+json NodesToJson(const Graph& g) {
   json nodes = json::array();
   for (const Node* n : g.nodes()) {
     json jn = {{"name", n->name()}, {"op", ToString(n->kind())}};
@@ -450,7 +517,13 @@ json GraphToJson(const Graph& g) {
     if (!meta.empty()) jn["meta"] = meta;
     nodes.push_back(std::move(jn));
   }
-  json out = {{"format", "parity.graph"}, {"version", kGraphFormatVersion}, {"name", g.name()}, {"nodes", nodes}};
+  return nodes;
+}
+}  // namespace
+
+json GraphToJson(const Graph& g) {
+  json out = {{"format", "parity.graph"}, {"version", kGraphFormatVersion}, {"name", g.name()}, {"nodes", NodesToJson(g)}};
+  if (!g.subgraphs.empty()) out["subgraphs"] = SubgraphsToJson(g);
   if (g.symbolic()) {
     json syms = json::object();
     for (const auto& [name, s] : g.symbols)
@@ -492,6 +565,13 @@ std::string ArgToText(const Arg& a) {
     case Arg::Kind::kDevice: return a.device.str();
     case Arg::Kind::kLayout: return a.layout == c10::kStrided ? "strided" : "sparse_coo";
     case Arg::Kind::kMemoryFormat: return ArgToJson(a).begin().value().get<std::string>();
+    case Arg::Kind::kSubgraph: return "@" + a.s;
+    case Arg::Kind::kDict: {
+      os << "{";
+      for (size_t k = 0; k < a.keys.size(); ++k) os << (k ? ", " : "") << a.keys[k] << ": " << ArgToText(a.list[k]);
+      os << "}";
+      return os.str();
+    }
   }
   return "?";
 }
@@ -524,6 +604,10 @@ std::string MetaText(const std::vector<std::optional<TensorMeta>>& meta) {
 }
 }  // namespace
 
+namespace {
+void NodesText(std::ostringstream& os, const Graph& g, bool with_stack_traces, const std::string& indent);
+}  // namespace
+
 std::string GraphToText(const Graph& g, bool with_stack_traces) {
   std::ostringstream os;
   os << "graph " << g.name() << " {\n";
@@ -536,8 +620,20 @@ std::string GraphToText(const Graph& g, bool with_stack_traces) {
        << (s.min == ir::kUnboundedBelow ? "-inf" : std::to_string(s.min)) << ", " << (s.max ? std::to_string(*s.max) : "inf") << "]\n";
   }
   for (const auto& guard : g.guards) os << "  guard " << guard << "\n";
+  NodesText(os, g, with_stack_traces, "  ");
+  os << "}\n";
+  return os.str();
+}
+
+namespace {
+void NodesText(std::ostringstream& os, const Graph& g, bool with_stack_traces, const std::string& indent) {
+  for (const auto& [name, sg] : g.subgraphs) {
+    os << indent << "subgraph @" << name << " {\n";
+    NodesText(os, *sg, with_stack_traces, indent + "  ");
+    os << indent << "}\n";
+  }
   for (const Node* n : g.nodes()) {
-    os << "  ";
+    os << indent;
     const std::string meta = n->sym.empty() ? MetaText(n->meta) : " : Sym(" + n->sym + ")";
     switch (n->kind()) {
       case NodeKind::kPlaceholder:
@@ -569,11 +665,10 @@ std::string GraphToText(const Graph& g, bool with_stack_traces) {
     os << "\n";
     if (with_stack_traces && !n->stack_trace.empty()) {
       std::istringstream st(n->stack_trace);
-      for (std::string line; std::getline(st, line);) os << "    # " << line << "\n";
+      for (std::string line; std::getline(st, line);) os << indent << "  # " << line << "\n";
     }
   }
-  os << "}\n";
-  return os.str();
 }
+}  // namespace
 
 }  // namespace parity::ir

@@ -10,9 +10,10 @@
 
 namespace parity::ir {
 
-// Version 2 adds symbolic graphs (symbols, guards, sym_shape, sym); version 1 files load as
-// they are.
-inline constexpr int kGraphFormatVersion = 2;
+// Version 2 adds symbolic graphs (symbols, guards, sym_shape, sym); version 3 subgraphs (the
+// higher-order ops' branches and bodies: "subgraphs", {"subgraph": name} and {"dict": {...}}
+// arguments); versions 1 and 2 load as they are.
+inline constexpr int kGraphFormatVersion = 3;
 inline constexpr int kOldestGraphFormatVersion = 1;
 
 // Parses a graph. `where` names the source (a file path) in error messages.

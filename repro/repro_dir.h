@@ -19,8 +19,9 @@
 
 namespace parity {
 
-// Version 2 adds symbolic graphs (docs/format.md); version 1 dirs load as they are.
-inline constexpr int kReproFormatVersion = 2;
+// Version 2 adds symbolic graphs, version 3 subgraphs (docs/format.md); versions 1 and 2 load as
+// they are.
+inline constexpr int kReproFormatVersion = 3;
 inline constexpr int kOldestReproFormatVersion = 1;
 
 struct GraphEntry {

@@ -85,7 +85,7 @@ TEST(GraphJson, TextFormIsStable) {
 
 TEST(GraphJson, ErrorsNameTheFileAndTheField) {
   auto bad = [](const std::string& text) { return GraphFromJson(json::parse(text), "bad.json"); };
-  EXPECT_TRUE(FailsWith(bad(R"({"version": 3, "nodes": []})"), {"bad.json", "\"version\" is 3"}));
+  EXPECT_TRUE(FailsWith(bad(R"({"version": 4, "nodes": []})"), {"bad.json", "\"version\" is 4"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1})"), {"bad.json", "\"nodes\""}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"op": "placeholder"}]})"), {"bad.json", "nodes[0].name"}));
   EXPECT_TRUE(FailsWith(bad(R"({"version": 1, "nodes": [{"name": "a", "op": "call_method", "target": "t"}]})"),
@@ -184,8 +184,8 @@ TEST(GraphJson, SymbolicFieldsAreCheckedWhereTheyAre) {
   hint["symbols"]["s77"].erase("hint");
   EXPECT_TRUE(FailsWith(GraphFromJson(hint, "sym.json"), {"symbols.s77"}));
   json future = json::parse(kSymbolicGraph);
-  future["version"] = 3;
-  EXPECT_TRUE(FailsWith(GraphFromJson(future, "sym.json"), {"\"version\" is 3"}));
+  future["version"] = 4;
+  EXPECT_TRUE(FailsWith(GraphFromJson(future, "sym.json"), {"\"version\" is 4"}));
 }
 
 // Sizes that cannot hold at the recorded call are bad input where they are read (every command
@@ -205,6 +205,78 @@ TEST(GraphJson, HostileSizesAreBadInputNamingTheField) {
   EXPECT_TRUE(FailsWith(with([](json& j) { j["symbols"]["s77"]["max"] = 1; }), {"symbols.s77", "min > max"}));
   EXPECT_TRUE(FailsWith(with([](json& j) { j["symbols"]["s77"]["max"] = 4; }), {"symbols.s77.hint", "outside"}));
   EXPECT_TRUE(FailsWith(with([](json& j) { j["guards"][0] = "Eq(s77, 8)"; }), {"guards[0]", "does not hold", "s77 = 5"}));
+}
+
+// A cond whose branches are subgraphs (format version 3): they round-trip, show in the text form,
+// and what names them is checked: a missing subgraph, a subgraph named by an op that is no
+// higher-order op, subgraphs in a version-2 file, nesting past the limit.
+const char* kCondGraph = R"JSON({
+  "format": "parity.graph", "version": 3, "name": "c",
+  "subgraphs": {
+    "true_graph_0": {"nodes": [
+      {"name": "a", "op": "placeholder"},
+      {"name": "r", "op": "call_function", "target": "aten::relu", "args": [{"node": "a"}]},
+      {"name": "output", "op": "output", "args": [[{"node": "r"}]]}]},
+    "false_graph_0": {"nodes": [
+      {"name": "a", "op": "placeholder"},
+      {"name": "s", "op": "call_function", "target": "aten::sin", "args": [{"node": "a"}]},
+      {"name": "output", "op": "output", "args": [[{"node": "s"}]]}]}},
+  "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "p", "op": "call_function", "target": "aten::gt.Scalar", "args": [{"node": "x"}, 0]},
+    {"name": "c", "op": "call_function", "target": "hop::cond",
+     "args": [{"node": "p"}, {"subgraph": "true_graph_0"}, {"subgraph": "false_graph_0"}, [{"node": "x"}]],
+     "kwargs": {"opts": {"dict": {"BACKEND": "AUTO", "N": 2}}}},
+    {"name": "g", "op": "call_function", "target": "getitem", "args": [{"node": "c"}, 0]},
+    {"name": "output", "op": "output", "args": [[{"node": "g"}]]}]})JSON";
+
+TEST(GraphJson, SubgraphsRoundTripAndAreChecked) {
+  auto g = GraphFromJson(json::parse(kCondGraph), "c.json");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_EQ(g->subgraphs.size(), 2u);
+  EXPECT_EQ(g->Subgraph("true_graph_0")->ops().size(), 1u);
+  const ir::Node* c = g->Find("c");
+  EXPECT_TRUE(c->IsHigherOrder());
+  EXPECT_EQ(c->SubgraphNames(), (std::vector<std::string>{"true_graph_0", "false_graph_0"}));
+  EXPECT_EQ(g->SubgraphDepth(), 1);
+  auto again = GraphFromJson(GraphToJson(*g), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(GraphToJson(*again), GraphToJson(*g));
+  const std::string text = GraphToText(*g, false);
+  EXPECT_NE(text.find("subgraph @true_graph_0 {"), std::string::npos) << text;
+  EXPECT_NE(text.find("hop::cond(%p, @true_graph_0, @false_graph_0, [%x], opts={BACKEND: \"AUTO\", N: 2})"), std::string::npos)
+      << text;
+  // A clone is deep; a prefix before the cond keeps no subgraph.
+  ir::Graph copy = g->Clone();
+  EXPECT_EQ(GraphToJson(copy), GraphToJson(*g));
+  auto prefix = g->Prefix(1, {"p"});
+  ASSERT_TRUE(prefix.ok()) << prefix.error().message;
+  EXPECT_TRUE(prefix->subgraphs.empty());
+
+  json missing = json::parse(kCondGraph);
+  missing["subgraphs"].erase("false_graph_0");
+  EXPECT_TRUE(FailsWith(GraphFromJson(missing, "c.json"), {"c.json", "node \"c\"", "false_graph_0", "does not hold"}));
+  json not_hop = json::parse(kCondGraph);
+  not_hop["nodes"][2]["target"] = "aten::where.self";
+  EXPECT_TRUE(FailsWith(GraphFromJson(not_hop, "c.json"), {"no higher-order op"}));
+  json v2 = json::parse(kCondGraph);
+  v2["version"] = 2;
+  EXPECT_TRUE(FailsWith(GraphFromJson(v2, "c.json"), {"\"subgraphs\" needs format version 3"}));
+  json bad_node = json::parse(kCondGraph);
+  bad_node["subgraphs"]["true_graph_0"]["nodes"][1]["args"][0] = {{"node", "zz"}};
+  EXPECT_TRUE(FailsWith(GraphFromJson(bad_node, "c.json"), {"subgraphs.true_graph_0.nodes[1]", "unknown node \"zz\""}));
+  // Nesting: each level a cond whose branch holds the next.
+  json deep = json::parse(kCondGraph);
+  json* level = &deep;
+  for (int d = 0; d < ir::kMaxSubgraphDepth + 2; ++d) {
+    json inner = json::parse(kCondGraph);
+    inner.erase("format");
+    inner.erase("version");
+    inner.erase("name");
+    (*level)["subgraphs"]["true_graph_0"] = inner;
+    level = &(*level)["subgraphs"]["true_graph_0"];
+  }
+  EXPECT_TRUE(FailsWith(GraphFromJson(deep, "deep.json"), {"deep.json", "nested deeper than"}));
 }
 
 TEST(GraphJson, NestingHasALimitNotARecursion) {
