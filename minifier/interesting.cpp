@@ -3,6 +3,7 @@
 #include <set>
 
 #include "interpreter/interpreter.h"
+#include "minifier/passes/passes.h"
 #include "repro/graph_json.h"
 #include "util/files.h"
 #include "util/subprocess.h"
@@ -116,6 +117,15 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
   PARITY_ASSIGN_OR_RETURN(auto ref, program.Run(inputs, attrs, ro));
   for (auto& [name, v] : ref.values)
     if (v.isTensor()) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
+  // The values inside its cond, invoke_subgraph and checkpoint calls too, by the names their
+  // inlined nodes take (passes/inline_subgraphs.cpp): what cuts inside an inlined call read.
+  if (!InlinableSubgraphCalls(entry.graph).empty()) {
+    const ir::Graph inlined = InlineAllSubgraphs(entry.graph);
+    PARITY_ASSIGN_OR_RETURN(auto p2, interp::Program::Compile(inlined, (repro.root() / entry.file).string() + " (inlined)"));
+    PARITY_ASSIGN_OR_RETURN(auto ref2, p2.Run(inputs, attrs, ro));
+    for (auto& [name, v] : ref2.values)
+      if (v.isTensor() && !pool.count("ref/" + name)) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
+  }
   return Status::Ok();
 }
 

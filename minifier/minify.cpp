@@ -83,6 +83,7 @@ Status Bisect(Pipeline& p, std::ostream& log) {
   const GraphEntry& entry = p.repro.graphs()[p.state.graph_index];
   PARITY_RETURN_IF_ERROR(AddReferenceValues(p.repro, entry, p.state.base.device, p.tensors));
   auto test = p.Test(p.state.graph_index, "nodes");
+  PARITY_RETURN_IF_ERROR(InlineSubgraphsStep(ctx, p.state, *test));
   PARITY_RETURN_IF_ERROR(DivergenceScan(ctx, p.state, *test));
   if (p.state.culprit.is_null()) PARITY_RETURN_IF_ERROR(NodeBisect(ctx, p.state, *test));
   p.state.backend_runs += test->runs();

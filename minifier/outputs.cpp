@@ -45,6 +45,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   if (!s.localization.is_null()) j["localization"] = s.localization;
   if (!s.divergence.is_null()) j["divergence"] = s.divergence;
   if (!s.compiler_culprit.is_null()) j["compiler_culprit"] = s.compiler_culprit;
+  if (!s.inlined.empty()) j["inlined"] = s.inlined;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
   j["wall_time_s"] = wall;
   // The cost of one run: the wall time over the backend runs (a run is a child process: eager

@@ -32,6 +32,7 @@ struct ReductionState {
   nlohmann::json localization;       // how the culprit was found: {"path": "scan" | "bisection", "why", runs}
   nlohmann::json divergence;         // the scan's per-node errors (null: no scan)
   nlohmann::json compiler_culprit;   // the compiler bisection's answer (null: not run; steps.h CompilerBisect)
+  std::vector<std::string> inlined;  // higher-order calls replaced by their subgraphs' nodes (steps.h InlineSubgraphsStep)
   int backend_runs = 0;              // this run's runs outside the reduction tests (not saved)
   nlohmann::json passes = nlohmann::json::array();
 

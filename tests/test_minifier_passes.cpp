@@ -111,5 +111,46 @@ TEST(MinifierPasses, ShrinkShapesRefusesShapesAnOpCannotTake) {
   EXPECT_EQ(ShrinkShapesPass().count(g), 0);
 }
 
+// A cond inlines as both branches' nodes, named after the call, its output picked by the
+// predicate; an invoke_subgraph by its body; inlining everything brings nested calls up too.
+TEST(MinifierPasses, InlineSubgraphsReplacesCallsByTheirNodes) {
+  auto parsed = ir::GraphFromJson(nlohmann::json::parse(R"JSON({"version": 3, "name": "c",
+    "subgraphs": {
+      "t": {"subgraphs": {"body": {"nodes": [{"name": "a", "op": "placeholder"},
+               {"name": "r", "op": "call_function", "target": "aten::relu", "args": [{"node": "a"}]},
+               {"name": "output", "op": "output", "args": [[{"node": "r"}]]}]}},
+            "nodes": [{"name": "a", "op": "placeholder"},
+              {"name": "v", "op": "call_function", "target": "hop::invoke_subgraph", "args": [{"subgraph": "body"}, "s0", {"node": "a"}]},
+              {"name": "g", "op": "call_function", "target": "getitem", "args": [{"node": "v"}, 0]},
+              {"name": "output", "op": "output", "args": [[{"node": "g"}]]}]},
+      "f": {"nodes": [{"name": "a", "op": "placeholder"},
+        {"name": "s", "op": "call_function", "target": "aten::sin", "args": [{"node": "a"}]},
+        {"name": "output", "op": "output", "args": [[{"node": "s"}]]}]}},
+    "nodes": [
+      {"name": "x", "op": "placeholder"},
+      {"name": "p", "op": "call_function", "target": "aten::gt.Scalar", "args": [{"node": "x"}, 0]},
+      {"name": "c", "op": "call_function", "target": "hop::cond", "args": [{"node": "p"}, {"subgraph": "t"}, {"subgraph": "f"}, [{"node": "x"}]]},
+      {"name": "g", "op": "call_function", "target": "getitem", "args": [{"node": "c"}, 0]},
+      {"name": "output", "op": "output", "args": [[{"node": "g"}]]}]})JSON"), "c.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const Graph& g = *parsed;
+  EXPECT_EQ(InlinableSubgraphCalls(g), std::vector<std::string>{"c"});
+  auto one = InlineSubgraphs(g, {"c"});
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->Find("c"), nullptr);
+  ASSERT_NE(one->Find("c__where_0"), nullptr);
+  EXPECT_EQ(one->Find("c__where_0")->target(), "aten::where.self");
+  EXPECT_EQ(one->Find("c__s")->target(), "aten::sin");
+  ASSERT_NE(one->Find("c__v"), nullptr);  // the branch's own call, now at the top, its body with it
+  EXPECT_TRUE(one->Subgraph("c__body") != nullptr);
+  EXPECT_EQ(one->OutputValues()[0]->name(), "c__where_0");
+  const Graph all = InlineAllSubgraphs(g);
+  EXPECT_TRUE(all.subgraphs.empty());
+  ASSERT_NE(all.Find("c__v__r"), nullptr);
+  EXPECT_EQ(all.Find("c__v__r")->target(), "aten::relu");
+  EXPECT_TRUE(all.Lint().ok());
+  EXPECT_FALSE(InlineSubgraphs(g, {"p"}).has_value());  // no call
+}
+
 }  // namespace
 }  // namespace parity::minifier

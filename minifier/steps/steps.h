@@ -27,6 +27,12 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool
 // parameters stay), returning it; in train mode its sum first, as the loss.
 std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit, bool train);
 
+// Before localization: the graph's cond, invoke_subgraph and checkpoint calls replaced by their
+// subgraphs' nodes (passes/inline_subgraphs.cpp) where the graph still fails the same way (all
+// at once, else one at a time), so the scan and the bisection walk into them; a call the failure
+// needs stays. Sets current and inlined.
+[[nodiscard]] Status InlineSubgraphsStep(StepContext& ctx, ReductionState& state, Interestingness& test);
+
 // Before node bisection (eval, accuracy failures, the backend as judge): one backend run of
 // `current` returning every single floating tensor value it computes (an evenly spaced sample of
 // options.scan_max of them on bigger graphs), compared node by node with eager and fp64; the
