@@ -23,7 +23,7 @@ def test_capture_records_real_values_and_metadata(tmp_path):
     spec, model, args, kwargs = models.build("mlp")
     capture(model, args, str(tmp_path / "mlp"), name="mlp")
     manifest = json.loads((tmp_path / "mlp" / "manifest.json").read_text())
-    assert manifest["version"] == 2 and manifest["torch_version"] == torch.__version__
+    assert manifest["version"] == 3 and manifest["torch_version"] == torch.__version__
     assert manifest["producer"].endswith("(torch.export)")
     repro = load_repro(str(tmp_path / "mlp"))
     # Parameters are the model's own, not regenerated.

@@ -190,7 +190,7 @@ def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
     r, records = verify(parity_bin, tmp_path / "dynout", tmp_path / "dyn", "--backend", "eager")
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
-    class WithCond(torch.nn.Module):  # torch.cond: a higher-order op the format cannot hold
+    class TwoGraphs(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.fc = torch.nn.Linear(8, 8)
@@ -200,11 +200,25 @@ def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
             torch._dynamo.graph_break()
             return torch.cond(y.sum() > 0, lambda t: t * 2, lambda t: t - 1, (y,))
 
-    cond_model = WithCond().eval()
+    # The second graph's lowering fails (as one holding what the format cannot express would):
+    # it is skipped with one warning, the program runs on, the first graph is recorded.
+    import parity_capture.dynamo_backend as db
+    real = db.capture_graph_module
+
+    def failing(gm, inputs, name, **kw):
+        if name == "graph_1":
+            raise db.CaptureError("an op the format cannot hold")
+        return real(gm, inputs, name, **kw)
+
+    cond_model = TwoGraphs().eval()
     x = torch.randn(4, 8)
     with torch.no_grad():
         want = cond_model(x)
-    got, caught = dump(cond_model, lambda f: f(x), tmp_path / "cond")
+    db.capture_graph_module = failing
+    try:
+        got, caught = dump(cond_model, lambda f: f(x), tmp_path / "cond")
+    finally:
+        db.capture_graph_module = real
     assert torch.equal(want, got)
     m = manifest(tmp_path / "cond")
     assert [g["name"] for g in m["graphs"]] == ["graph_0"]

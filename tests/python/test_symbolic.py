@@ -82,7 +82,7 @@ def dynamic(tmp_path_factory):
 
 def test_the_smaller_last_batch_program_records_a_symbolic_graph(last_batch):
     m = manifest(last_batch)
-    assert m["version"] == 2 and not m.get("skipped_graphs")
+    assert m["version"] == 3 and not m.get("skipped_graphs")
     graphs = [graph_json(last_batch, e) for e in m["graphs"]]
     assert len(graphs) == 2, [e["name"] for e in m["graphs"]]
     static, symbolic = graphs

@@ -23,7 +23,7 @@ SEED = 1337    # verifier/reference.h ReferenceOptions::seed, sent as "seed"
 
 def _attr_keys(gm: torch.fx.GraphModule) -> Dict[str, str]:
     """Module attribute -> tensor key in the repro dir, for every get_attr."""
-    return {n.target: n.meta["parity_target"] for n in gm.graph.nodes if n.op == "get_attr"}
+    return {n.target: n.meta["parity_target"] for n in gm.graph.nodes if n.op == "get_attr" and "parity_target" in n.meta}
 
 
 def train_results(gm: torch.fx.GraphModule, g, out, inputs: List[torch.Tensor], sgd_lr: float = SGD_LR

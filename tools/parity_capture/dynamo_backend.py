@@ -29,7 +29,7 @@ import torch
 from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
                        snapshot_attrs, unbacked_values)
 from .host_ops import describe_graphs
-from .serialize import write_repro_dir
+from .serialize import CaptureError, write_repro_dir  # noqa: F401 (CaptureError: what a lowering raises)
 
 
 class ParityCaptureWarning(UserWarning):

@@ -31,11 +31,17 @@ def target_name(target: Any) -> str:
         return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if isinstance(target, torch._ops.OpOverloadPacket):
         return target._qualified_op_name
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return "hop::" + target.name()
     raise CaptureError(f"call_function target {target!r} is not an ATen operator")
 
 
-def encode_arg(a: Any) -> Any:
+def encode_arg(a: Any, subgraph_of: Optional[Dict[str, str]] = None) -> Any:
+    """An FX argument as JSON (docs/format.md). `subgraph_of`: get_attr nodes of graph modules
+    (node name -> attribute), written as {"subgraph": attribute}."""
     if isinstance(a, fx.Node):
+        if subgraph_of and a.name in subgraph_of:
+            return {"subgraph": subgraph_of[a.name]}
         return {"node": a.name}
     if a is None or isinstance(a, (bool, str)):
         return a
@@ -48,7 +54,9 @@ def encode_arg(a: Any) -> Any:
             return {"float": "inf" if a > 0 else "-inf"}
         return a
     if isinstance(a, (list, tuple)):
-        return [encode_arg(x) for x in a]
+        return [encode_arg(x, subgraph_of) for x in a]
+    if isinstance(a, dict):  # a higher-order op's options (flex_attention's kernel_options)
+        return {"dict": {str(k): encode_arg(v, subgraph_of) for k, v in a.items()}}
     if isinstance(a, torch.dtype):
         return {"dtype": str(a).removeprefix("torch.")}
     if isinstance(a, torch.device):
@@ -244,16 +252,66 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
     """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
     buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
     {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
-    (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa)."""
+    (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa).
+    The graph modules its higher-order ops take (a cond's branches, a flex_attention's score and
+    mask functions) are its "subgraphs", written the same way (format version 3)."""
+    symbols = _with_subgraph_symbols(gm, symbols)
+    unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
+    out = {"format": "parity.graph", "version": FORMAT_VERSION, "name": name}
+    out.update(_graph_body(gm, attr_keys, unbacked, top=True))
+    if symbols:
+        out.update(symbols)
+    return out
+
+
+def _with_subgraph_symbols(gm: fx.GraphModule, symbols: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """`symbols` with the sizes a subgraph makes fresh each time it runs declared too (a
+    while_loop's body is traced with fresh symbols for its carried values' sizes): declared
+    unbacked, with the value the trace recorded, as values the graph makes as it runs."""
+    declared = set((symbols or {}).get("symbols", {}))
+    fresh: Dict[str, int] = {}
+
+    def visit(m: fx.GraphModule, top: bool) -> None:
+        for n in m.graph.nodes:
+            if n.op == "get_attr" and isinstance(_attr(m, n.target), fx.GraphModule):
+                visit(_attr(m, n.target), False)
+            if top:
+                continue
+            v = n.meta.get("val")
+            for x in (v if isinstance(v, (list, tuple)) else [v]):
+                sizes = list(x.shape) + list(x.stride()) if isinstance(x, torch.Tensor) else [x]
+                for d in sizes:
+                    if _is_sym(d):
+                        for s in d.node.expr.free_symbols:
+                            if str(s) not in declared and str(s) not in fresh and d.node.shape_env is not None:
+                                hint = backed_values(d.node.shape_env).get(s)
+                                if hint is not None:
+                                    fresh[str(s)] = int(hint)
+
+    visit(gm, True)
+    if not fresh:
+        return symbols
+    out = {"symbols": dict((symbols or {}).get("symbols", {})), "guards": list((symbols or {}).get("guards", []))}
+    for name, hint in fresh.items():
+        out["symbols"][name] = {"hint": hint, "min": None, "max": None, "unbacked": True}
+    return out
+
+
+def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[str, Any], top: bool) -> Dict[str, Any]:
+    """{"nodes": [...], "subgraphs": {...}} of one graph module (the top graph, or a subgraph)."""
     prims_as_aten(gm)
     attention_as_sdpa(gm)
-    unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
+    # get_attr nodes of graph modules are subgraphs: not nodes, named by the arguments reading them
+    subgraph_of = {n.name: str(n.target) for n in gm.graph.nodes
+                   if n.op == "get_attr" and isinstance(_attr(gm, n.target), fx.GraphModule)}
+    subgraphs = {target: _graph_body(_attr(gm, target), {}, unbacked, top=False) for target in sorted(set(subgraph_of.values()))}
+    enc = lambda a: encode_arg(a, subgraph_of)  # noqa: E731
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
     # but keep them in one block, so a stable partition keeps the order otherwise.
     ordered = [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in attr_keys]
     ordered += [n for n in gm.graph.nodes if n.op == "placeholder" and n.name in attr_keys]
-    ordered += [n for n in gm.graph.nodes if n.op != "placeholder"]
+    ordered += [n for n in gm.graph.nodes if n.op != "placeholder" and n.name not in subgraph_of]
     for n in ordered:
         entry: Dict[str, Any] = {"name": n.name}
         if n.op == "placeholder":
@@ -262,27 +320,38 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
             else:
                 entry.update(op="placeholder", target=n.name)
         elif n.op == "get_attr":
+            if not top and n.name not in attr_keys:
+                raise CaptureError(f"node {n.name}: a subgraph reads the tensor attribute {n.target} (not lifted to an operand)")
             entry.update(op="get_attr", target=attr_keys.get(n.name, str(n.target)))
         elif n.op == "call_function":
             entry.update(op="call_function", target=target_name(n.target))
-            entry["args"] = [encode_arg(a) for a in n.args]
+            entry["args"] = [enc(a) for a in n.args]
             if n.kwargs:
-                entry["kwargs"] = {k: encode_arg(v) for k, v in n.kwargs.items()}
+                entry["kwargs"] = {k: enc(v) for k, v in n.kwargs.items()}
         elif n.op == "output":
             outs = n.args[0]
-            if not isinstance(outs, (list, tuple)):
-                outs = [outs]
-            entry.update(op="output", args=[[encode_arg(o) for o in outs if isinstance(o, fx.Node)]])
+            if not top:  # a subgraph returns what its higher-order op expects: one value, or a tuple
+                entry.update(op="output", args=[enc(outs)])
+            else:
+                outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                entry.update(op="output", args=[[enc(o) for o in outs if isinstance(o, fx.Node)]])
         else:
             raise CaptureError(f"node {n.name}: op {n.op} is not supported (lower call_module/call_method first)")
         meta = node_meta(n, unbacked)
         if meta:
             entry["meta"] = meta
         nodes.append(entry)
-    out = {"format": "parity.graph", "version": FORMAT_VERSION, "name": name, "nodes": nodes}
-    if symbols:
-        out.update(symbols)
-    return out
+    body: Dict[str, Any] = {"nodes": nodes}
+    if subgraphs:
+        body["subgraphs"] = subgraphs
+    return body
+
+
+def _attr(gm: fx.GraphModule, target: str) -> Any:
+    obj = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _finite(bound) -> Optional[int]:

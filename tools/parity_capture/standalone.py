@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from parity_capture.same import same_tensor  # package-only
 
-FORMAT_VERSION = 2  # 2: symbolic graphs (symbols, guards, sym_shape, sym); 1 reads as it is
+FORMAT_VERSION = 3  # 3: subgraphs (higher-order ops); 2: symbolic graphs (symbols, guards, sym_shape, sym); 1, 2 read as they are
 OLDEST_FORMAT_VERSION = 1
 GETITEM = "getitem"
 
@@ -84,18 +84,26 @@ def resolve_target(name):
         return operator.getitem
     if name.startswith("sym::"):
         return SYM_FUNCTIONS[name[len("sym::"):]]
+    if name.startswith("hop::"):  # a higher-order op: torch.ops.higher_order.<name>
+        return getattr(torch.ops.higher_order, name[len("hop::"):])
     ns, _, rest = name.partition("::")
     op, _, overload = rest.partition(".")
     return getattr(getattr(getattr(torch.ops, ns), op), overload or "default")
 
 
-def decode_arg(a, env):
+def decode_arg(a, env, subgraph=None):
+    """A JSON argument as FX: node references from `env`; `subgraph(name)` gives the node of a
+    subgraph argument (a get_attr of its graph module)."""
     if isinstance(a, list):
-        return [decode_arg(x, env) for x in a]
+        return [decode_arg(x, env, subgraph) for x in a]
     if isinstance(a, dict):
         (tag, v), = a.items()
         if tag == "node":
             return env[v]
+        if tag == "subgraph":
+            return subgraph(v)
+        if tag == "dict":
+            return {k: decode_arg(x, env, subgraph) for k, x in v.items()}
         if tag == "float":
             return float(v)
         if tag in ("dtype", "layout", "memory_format"):
@@ -215,10 +223,25 @@ def _attr_node(g, root, n, attrs, parameters):
 
 def graph_from_json(gjson, attrs, parameters=False):
     """Rebuilds a GraphModule. With `parameters` (True, or a predicate over tensor keys), floating
-    get_attr tensors under "param/" become nn.Parameters (train mode), the rest buffers."""
+    get_attr tensors under "param/" become nn.Parameters (train mode), the rest buffers. The
+    subgraphs higher-order ops take become graph modules of their own, attributes of the module
+    holding the op, as torch.export and dynamo leave them."""
     if not OLDEST_FORMAT_VERSION <= (gjson.get("version") or 0) <= FORMAT_VERSION:
         raise ValueError(f"graph format version {gjson.get('version')} is not {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
+    return _module_from_json(gjson, attrs, parameters, top=True)
+
+
+def _module_from_json(gjson, attrs, parameters, top):
     root, g, env = torch.nn.Module(), fx.Graph(), {}
+    subs, sub_nodes = gjson.get("subgraphs") or {}, {}
+
+    def subgraph(name):
+        if name not in sub_nodes:
+            attr = "".join(c if c.isalnum() else "_" for c in name)
+            setattr(root, attr, _module_from_json(subs[name], attrs, parameters, top=False))
+            sub_nodes[name] = g.get_attr(attr)
+        return sub_nodes[name]
+
     for n in gjson["nodes"]:
         op = n["op"]
         if op == "placeholder":
@@ -226,11 +249,17 @@ def graph_from_json(gjson, attrs, parameters=False):
         elif op == "get_attr":
             node = _attr_node(g, root, n, attrs, parameters)
         elif op == "call_function":
-            args = tuple(decode_arg(a, env) for a in n.get("args", []))
-            kwargs = {k: decode_arg(v, env) for k, v in n.get("kwargs", {}).items()}
+            args = tuple(decode_arg(a, env, subgraph) for a in n.get("args", []))
+            kwargs = {k: decode_arg(v, env, subgraph) for k, v in n.get("kwargs", {}).items()}
+            if n["target"].startswith("hop::"):  # its tuples are tuples (FX would keep lists)
+                args = tuple(tuple(a) if isinstance(a, list) else a for a in args)
             node = g.call_function(resolve_target(n["target"]), args, kwargs)
         elif op == "output":
-            node = g.output(tuple(decode_arg(a, env) for a in n["args"][0]))
+            returned = n["args"][0]
+            if top or isinstance(returned, list):
+                node = g.output(tuple(decode_arg(a, env) for a in returned))
+            else:  # a subgraph returning one value (a flex_attention score function)
+                node = g.output(decode_arg(returned, env))
         else:
             raise ValueError(f"unknown op {op}")
         node.name = n["name"]
@@ -266,16 +295,65 @@ def inductor_settings(options):
     return patch
 
 
+class static_tracing:  # noqa: N801 (a context manager)
+    """What dynamo compiles a backend's graph in: a tracing context whose fake mode has a
+    ShapeEnv, and `inputs` as fake tensors of that mode with their static shapes (what `with`
+    gives)."""
+
+    def __init__(self, inputs):
+        from torch._guards import TracingContext, tracing
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+        self.mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+        self.ctx = tracing(TracingContext(self.mode))
+        self.inputs = inputs
+
+    def __enter__(self):
+        self.ctx.__enter__()
+        return [self.mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in self.inputs]
+
+    def __exit__(self, *exc):
+        return self.ctx.__exit__(*exc)
+
+
+class Handoff:
+    """A recorded graph handed to a dynamo backend as dynamo hands it the graph it traced,
+    `backend(gm, example_inputs)`, compiled at the first call with that call's inputs (in its
+    grad mode): the backend compiles the recorded ATen graph itself, with no second dynamo trace
+    of it (which torch 2.11 refuses for some train graphs: "Attempt to trace generator"). The
+    compile runs in a tracing context whose fake mode has a ShapeEnv (higher-order ops such as
+    while_loop make data-dependent symbols in it) with the example inputs fake tensors of static
+    shapes, as dynamo's are for a static graph. `options`: a non-Inductor backend's kwargs
+    (Inductor's options are config patches its caller applies)."""
+
+    def __init__(self, gm, backend, options=None):
+        self.gm, self.backend, self.options, self.fn = gm, backend, options or {}, None
+
+    def __call__(self, *inputs):
+        if self.fn is None:
+            with static_tracing(inputs) as example:
+                if self.backend == "inductor":
+                    from torch._dynamo.backends.registry import lookup_backend
+                    self.fn = lookup_backend("inductor")(self.gm, example)
+                else:
+                    self.fn = torch._TorchCompileWrapper(self.backend, None, self.options, None)(self.gm, example)
+        return self.fn(*inputs)
+
+
 def compile_for(gm, backend, options, dynamic=None):
-    """torch.compile with a dynamo backend: Inductor's options are its config keys
-    (inductor_settings); any other backend gets them as kwargs. `dynamic`: a symbolic graph is
-    compiled as dynamic, as the program's compile saw it."""
+    """A dynamo backend's compile of gm: Inductor's options are its config keys
+    (inductor_settings); any other backend gets them as kwargs. A static graph is handed to the
+    backend (Handoff); `dynamic`: a symbolic graph goes through torch.compile(dynamic=True),
+    whose dynamo makes the ShapeEnv the backend compiles against."""
+    opts = {} if backend == "inductor" else {k: parse_option(v) for k, v in (options or {}).items()}
+    if dynamic:
+        compiled = torch.compile(gm, backend=backend, fullgraph=True, dynamic=True, **({"options": opts} if opts else {}))
+    else:
+        compiled = Handoff(gm, backend, opts)
     if backend == "inductor":
         import torch._inductor.config as cfg
-        compiled = torch.compile(gm, backend="inductor", fullgraph=True, dynamic=dynamic)
         return lambda *xs: _with_config(cfg, inductor_settings(options), compiled, xs)
-    opts = {k: parse_option(v) for k, v in (options or {}).items()}
-    return torch.compile(gm, backend=backend, fullgraph=True, dynamic=dynamic, **({"options": opts} if opts else {}))
+    return compiled
 
 
 def _with_config(cfg, patch, fn, xs):

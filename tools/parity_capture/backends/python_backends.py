@@ -11,7 +11,7 @@ import torch
 
 from ..contract import SEED, SGD_LR, inductor_settings, train_results
 from ..runs import device_inputs, load_graph, write_tensors
-from ..standalone import parse_option
+from ..standalone import Handoff, parse_option, static_tracing
 
 
 def _inductor_config(options: Dict[str, Any]):
@@ -19,30 +19,12 @@ def _inductor_config(options: Dict[str, Any]):
     return cfg.patch(inductor_settings(options))
 
 
-class _Handoff:
-    """The recorded graph handed to a dynamo backend as dynamo hands it the graph it traced,
-    `backend(gm, example_inputs)`, compiled at the first call with that call's inputs (in its
-    grad mode): the backend compiles the recorded ATen graph itself, with no second dynamo trace
-    of it (which torch 2.11 refuses for some train graphs: "Attempt to trace generator")."""
-
-    def __init__(self, gm: torch.fx.GraphModule, backend: str, options: Dict[str, Any]):
-        self.gm, self.backend, self.options, self.fn = gm, backend, options, None
-
-    def __call__(self, *inputs):
-        if self.fn is None:
-            if self.backend == "inductor":  # its options are config patches, applied around the call
-                from torch._dynamo.backends.registry import lookup_backend
-                self.fn = lookup_backend("inductor")(self.gm, list(inputs))
-            else:
-                self.fn = torch._TorchCompileWrapper(self.backend, None, self.options, None)(self.gm, list(inputs))
-        return self.fn(*inputs)
-
-
 def _compile(gm: torch.fx.GraphModule, backend: str, options: Dict[str, Any], symbolic: bool):
-    """A static graph goes straight to the backend (_Handoff); a symbolic one through
-    torch.compile(dynamic=True), whose dynamo makes the ShapeEnv the backend compiles against."""
+    """A static graph goes straight to the backend (standalone.Handoff, which repro.py uses
+    too); a symbolic one through torch.compile(dynamic=True), whose dynamo makes the ShapeEnv the
+    backend compiles against."""
     if not symbolic:
-        return _Handoff(gm, backend, options)
+        return Handoff(gm, backend, options)
     kw = {"options": options} if options else {}
     return torch.compile(gm, backend=backend, fullgraph=True, dynamic=True, **kw)
 
@@ -159,15 +141,16 @@ def aot_graphs(req) -> Dict[str, Any]:
     device = req.get("device", "cpu")
     g.module = g.module.to(device)
     inputs = [x.to(device) for x in g.inputs()]
-    # AOTAutograd sees parameters and buffers as inputs, as under torch.compile.
-    params = [getattr(g.module, n.target) for n in g.module.graph.nodes if n.op == "get_attr"]
+    # AOTAutograd sees parameters and buffers as inputs, as under torch.compile (subgraphs, the
+    # graph modules higher-order ops take, stay attributes).
+    tensor_attrs = [n for n in g.module.graph.nodes if n.op == "get_attr" and "parity_target" in n.meta]
+    params = [getattr(g.module, n.target) for n in tensor_attrs]
     flat_mod = _lift_attrs(g.module)
     args = params + list(inputs)
-    with torch.no_grad():
-        compiled = aot_module_simplified(flat_mod, args, fw_compiler=fw_compiler, **kwargs)
-        compiled(*args) if callable(compiled) else None
+    with torch.no_grad(), static_tracing(args) as example:
+        aot_module_simplified(flat_mod, example, fw_compiler=fw_compiler, **kwargs)
     fw = captured["fw"]
-    keys = [n.meta["parity_target"] for n in g.module.graph.nodes if n.op == "get_attr"]
+    keys = [n.meta["parity_target"] for n in tensor_attrs]
     phs = [n for n in fw.graph.nodes if n.op == "placeholder"]
     attr_map = {p.name: k for p, k in zip(phs[: len(keys)], keys)}
     inputs_map = {p.name: g.entry["inputs"][orig] for p, orig in zip(phs[len(keys):], g.input_names)}
@@ -184,15 +167,20 @@ def aot_graphs(req) -> Dict[str, Any]:
 
 
 def _lift_attrs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of gm whose get_attr nodes are placeholders (first, in graph order)."""
+    """A copy of gm whose tensor get_attr nodes are placeholders (first, in graph order); the
+    graph modules of its higher-order ops stay attributes."""
     import copy
     g2 = copy.deepcopy(gm.graph)
     first = next(iter(g2.nodes))
-    attrs = [n for n in g2.nodes if n.op == "get_attr"]
+    attrs = [n for n in g2.nodes if n.op == "get_attr" and "parity_target" in n.meta]
+    root = torch.nn.Module()
+    for n in g2.nodes:
+        if n.op == "get_attr" and "parity_target" not in n.meta:
+            setattr(root, n.target, getattr(gm, n.target))
     with g2.inserting_before(first):
         for n in attrs:
             p = g2.placeholder("attr_" + n.target)
             p.meta.update(n.meta)
             n.replace_all_uses_with(p)
             g2.erase_node(n)
-    return torch.fx.GraphModule(torch.nn.Module(), g2)
+    return torch.fx.GraphModule(root, g2)

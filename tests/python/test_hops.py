@@ -1,0 +1,235 @@
+"""Higher-order ops (issue 32): graphs with subgraphs, captured from real programs with one line
+(`torch.compile(model, backend=dump_backend(dir))`, and capture()), written as format version 3,
+run by parity's interpreter through their subgraphs (cond, while_loop, flex_attention,
+invoke_subgraph), verified on eager and inductor with their fp64 reference, and minified inside
+the subgraphs: Inductor's relu bug inside a cond branch and inside a checkpointed block ends at
+the relu. Version-2 dirs load unchanged; an op parity cannot run is named."""
+import json
+import os
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.utils.checkpoint import checkpoint
+
+from conftest import run_parity
+from parity_capture import capture, dump_backend
+
+
+def manifest(d):
+    return json.load(open(os.path.join(str(d), "manifest.json")))
+
+
+def graph_json(d, entry):
+    return json.load(open(os.path.join(str(d), entry["file"])))
+
+
+def verify(parity_bin, out, *args):
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    path = os.path.join(str(out), "results.jsonl")
+    return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
+
+
+def dumped(model, out, *calls, train=False):
+    """`model` compiled with the dump backend, called on each args tuple of `calls`."""
+    torch._dynamo.reset()
+    step = torch.compile(model, backend=dump_backend(str(out)))
+    for args in calls:
+        if train:
+            step(*args).float().pow(2).mean().backward()
+        else:
+            with torch.no_grad():
+                step(*args)
+    torch._dynamo.reset()
+    return out
+
+
+def hop_targets(d):
+    targets = []
+
+    def walk(g):
+        targets.extend(n.get("target", "") for n in g["nodes"] if n.get("target", "").startswith("hop::"))
+        for sub in (g.get("subgraphs") or {}).values():
+            walk(sub)
+    for e in manifest(d)["graphs"]:
+        walk(graph_json(d, e))
+    return targets
+
+
+class CondNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h = torch.cond(h.mean() > -10, lambda t: torch.relu(t * 3) - 0.5, lambda t: t.sin(), (h,))
+        return self.b(h)
+
+
+def causal(b, h, q, kv):
+    return q >= kv
+
+
+class FlexNet(torch.nn.Module):
+    """Attention as new LLM code writes it: flex_attention with a score function reading a
+    parameter (ALiBi-style) and a causal block mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+        self.slopes = torch.nn.Parameter(torch.linspace(0.05, 0.2, 4))
+
+    def forward(self, x, block_mask):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        slopes = self.slopes
+
+        def alibi(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx - kv_idx)
+        return flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask)
+
+
+@torch.compiler.nested_compile_region
+def block(x, w):
+    return torch.relu(x @ w) + 1
+
+
+class Repeated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8) / 3)
+
+    def forward(self, x):
+        return block(block(x, self.w), self.w)
+
+
+class Loop(torch.nn.Module):
+    def forward(self, x):
+        def cond_fn(i, y):
+            return i < 4
+
+        def body_fn(i, y):
+            return i + 1, torch.tanh(y * 1.5 + 0.1)
+        return torch.ops.higher_order.while_loop(cond_fn, body_fn, (torch.tensor(0), x), ())[1]
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("hops")
+    bm = create_block_mask(causal, 1, 1, 128, 128, device="cpu")
+    return {
+        "cond": dumped(CondNet(), root / "cond", (torch.randn(8, 16),)),
+        "cond-dynamic": dumped(CondNet(), root / "cond-dynamic", *[(torch.randn(n, 16),) for n in (8, 8, 5)]),
+        "cond-train": dumped(CondNet(), root / "cond-train", (torch.randn(8, 16),), train=True),
+        "flex": dumped(FlexNet(), root / "flex", (torch.randn(2, 128, 32), bm)),
+        "invoke": dumped(Repeated(), root / "invoke", (torch.randn(4, 8),)),
+        "while": capture(Loop(), (torch.randn(4, 8),), str(root / "while")),
+    }
+
+
+EXPECTED_OPS = {"cond": "hop::cond", "cond-dynamic": "hop::cond", "cond-train": "hop::cond",
+                "flex": "hop::flex_attention", "invoke": "hop::invoke_subgraph", "while": "hop::while_loop"}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_OPS))
+def test_higher_order_ops_are_recorded_with_their_subgraphs(programs, name):
+    d = programs[name]
+    m = manifest(d)
+    assert not m.get("skipped_graphs"), m.get("skipped_graphs")
+    assert m["version"] == 3
+    assert EXPECTED_OPS[name] in hop_targets(d), hop_targets(d)
+    if name == "cond-train":
+        assert m["graphs"][0]["mode"] == "train", m["graphs"][0]
+    if name == "cond-dynamic":
+        assert any(graph_json(d, e).get("symbols") for e in m["graphs"])
+
+
+@pytest.mark.parametrize("name,backend", [(n, b) for n in EXPECTED_OPS for b in ("eager", "inductor")])
+def test_higher_order_ops_verify(parity_bin, programs, tmp_path, name, backend):
+    extra = ["--shapes", "sweep=2"] if name == "cond-dynamic" else []
+    r, records = verify(parity_bin, tmp_path, programs[name], "--backend", backend, *extra)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "PASS" and rec["fp64_reference"] is True, rec
+
+
+def test_aot_eager_compiles_them_too(parity_bin, programs, tmp_path):
+    r, records = verify(parity_bin, tmp_path, programs["while"], programs["cond"], "--backend", "aot_eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [rec["verification_code"] for rec in records] == ["PASS", "PASS"], records
+
+
+def test_flex_attention_replays_as_pytorchs_eager_flex_attention(parity_bin, programs):
+    """The interpreter's flex_attention against the output Python's eager flex_attention gave at
+    capture: its math definition, step for step."""
+    r = run_parity(parity_bin, "repro", "run", str(programs["flex"]), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (g,) = json.loads(r.stdout)["graphs"]
+    assert g["pass"] and g["fp64_reference"], g
+    assert all(o["rule"] in ("bitwise", "allclose") for o in g["outputs"]), g["outputs"]
+
+
+def test_a_relu_bug_inside_a_cond_branch_minifies_to_the_relu(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    capture(CondNet(), (torch.randn(8, 16),), str(tmp_path / "cond"))
+    r = run_parity(parity_bin, "minify", str(tmp_path / "cond"), "--out", str(tmp_path / "m"), "--backend", "inductor",
+                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert [c["target"] for c in s["culprit_ops"]] == ["aten::relu"], s["graph_text"]
+    assert s["inlined"] == ["cond"] and "inlined %cond" in r.stdout, r.stdout
+    assert s["culprit"]["target"] == "aten::relu", s["culprit"]  # located inside the branch, not at the cond
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = checkpoint(lambda t: torch.relu(self.a(t)) * 2, x, use_reentrant=False)
+        return self.b(torch.tanh(h))
+
+
+def test_a_relu_bug_inside_a_checkpointed_block_minifies_to_the_relu(parity_bin, tmp_path):
+    torch.manual_seed(0)
+    dumped(Checkpointed(), tmp_path / "ckpt", (torch.randn(8, 16),), train=True)
+    assert manifest(tmp_path / "ckpt")["graphs"][0]["mode"] == "train"
+    r = run_parity(parity_bin, "minify", str(tmp_path / "ckpt"), "--out", str(tmp_path / "m"), "--backend", "inductor",
+                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert "aten::relu" in [c["target"] for c in s["culprit_ops"]] and len(s["culprit_ops"]) <= 3, s["graph_text"]
+
+
+def test_a_version_2_dir_loads_unchanged(parity_bin, programs, tmp_path):
+    """A dir written before subgraphs (version 2, no subgraphs) replays as it did."""
+    d = tmp_path / "v2"
+    torch.manual_seed(0)
+    capture(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), (torch.randn(4, 8),), str(d))
+    m = manifest(d)
+    m["version"] = 2
+    json.dump(m, open(d / "manifest.json", "w"))
+    for e in m["graphs"]:
+        g = graph_json(d, e)
+        g["version"] = 2
+        json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
+    r = run_parity(parity_bin, "repro", "run", str(d))
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_higher_order_op_parity_cannot_run_is_named(parity_bin, programs, tmp_path):
+    d = tmp_path / "scan"
+    shutil.copytree(programs["cond"], d)
+    e = manifest(d)["graphs"][0]
+    g = graph_json(d, e)
+    for n in g["nodes"]:
+        if n.get("target") == "hop::cond":
+            n["target"] = "hop::scan"
+    json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
+    r = run_parity(parity_bin, "repro", "run", str(d))
+    assert r.returncode != 0 and "the higher-order op scan is not one parity runs" in r.stdout + r.stderr, r.stdout + r.stderr
