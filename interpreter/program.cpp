@@ -492,6 +492,9 @@ Expected<RunResult> Program::RunSteps(const Inputs& in, const TensorMap& attrs, 
         case StepKind::kHop: {
           detail::HopEnv env{[&frame](const Arg& a) { return HopArgValue(a, frame); }, attrs, sub_options};
           PARITY_ASSIGN_OR_RETURN(frame[i], (*s.hop)(env));
+          // Its results in the layouts the capture recorded (torch's kernel lays flex_attention's
+          // output out like the query; a later view may be legal only on that layout).
+          detail::RelayoutValue(frame[i], n);
           if (options.hook) PARITY_RETURN_IF_ERROR(options.hook(n, frame[i]));
           break;
         }

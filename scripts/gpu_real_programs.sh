@@ -12,6 +12,9 @@
 #   amp      transformers models trained one step under autocast bf16, the loss inside the
 #            model, verified by Inductor with their fp64 reference (issue 30)
 #   optim    a compiled AdamW step: the parameters and state it writes, verified by Inductor
+#   hops     flex_attention (bf16, causal block mask; inference and a train step) verified by
+#            Inductor (its Triton template); a torch.cond net with Triton's injected ReLU bug in
+#            a branch, verify then `parity minify` (issue 32)
 #   TIMM=0: leave timm's models out (the relu step then minifies the own convnet)
 #   scripts/gpu_real_programs.sh [PYTHON] [HEADERS_DIR]   ($OUT or ./gpu-out: log.txt, records.jsonl, minify-summary.json)
 #   DEVICE=cpu PARITY=build/parity scripts/gpu_real_programs.sh .venv/bin/python   (the CPU's C++ ReLU bug)
@@ -19,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${1:-python3}
 OUTDIR=${OUT:-$PWD/gpu-out}
-STEPS=${STEPS:-bf16 train fp64 relu amp optim}
+STEPS=${STEPS:-bf16 train fp64 relu amp optim hops}
 HF=${HF:-bert albert distilbert gpt2 t5 bart}
 DEVICE=${DEVICE:-cuda}
 PARITY=${PARITY:-build-gpu/parity}
@@ -48,6 +51,7 @@ has fp64 && progs+=(vit-fp32 beit-fp32)
 has relu && { [ -n "${timm[*]}" ] && progs+=(ghostnet-fp32) || progs+=(convnet-fp32); }
 has amp && for m in $HF; do progs+=("hf-amp-$m"); done
 has optim && progs+=(adamw-step)
+has hops && progs+=(flex-bf16 flex-train cond-fp32)
 "$PY" scripts/real_programs.py "$caps" --device "$DEVICE" "${timm[@]}" --only "${progs[@]}" 2>"$OUTDIR/capture.log" \
   | tee -a "$log" || { tail -20 "$OUTDIR/capture.log"; exit 1; }
 has bf16 && { verify convnet-bf16 bf16; verify ghostnet-bf16 bf16; }
@@ -61,4 +65,10 @@ if has relu; then
 fi
 has amp && for m in $HF; do verify "hf-amp-$m" "amp-$m"; done
 has optim && { verify adamw-step optim; verify adamw-step optim-aot --backend aot_eager; }
+if has hops; then
+  verify flex-bf16 flex; verify flex-train flex-train
+  verify cond-fp32 cond --backend-option $knob.inject_relu_bug_TESTING_ONLY=accuracy
+  repro=$(ls -d "$res"/cond/repros/*/ 2>/dev/null | head -1)
+  [ -n "$repro" ] && { step "$PARITY" minify "${repro%/}" -j 4; cp "${repro%/}-minify/summary.json" "$OUTDIR/cond-minify-summary.json"; }
+fi
 cat "$res"/*/results.jsonl > "$OUTDIR/records.jsonl" 2>/dev/null

@@ -18,6 +18,11 @@ and (issue 30) programs as they train today:
   hf-amp-<name>    a transformers model (default config, 4 layers) trained one step under
                    autocast bf16 with the loss computed inside the model (labels=...)
   adamw-step       a compiled AdamW optimizer.step() (foreach) over a small MLP, three steps
+and (issue 32) higher-order ops:
+  flex-bf16        a causal flex_attention block (bf16, a causal block mask, an ALiBi score
+                   function reading a parameter), inference
+  flex-train       the same trained one step (flex_attention's backward: CUDA only)
+  cond-fp32        a net whose middle block is a torch.cond on the data
 """
 import argparse
 import os
@@ -161,6 +166,55 @@ def capture_optimizer_step(out, dev):
         opt.zero_grad()
 
 
+class FlexBlock(torch.nn.Module):
+    """Attention as new LLM code writes it: flex_attention with a causal block mask and an
+    ALiBi-style score function reading a parameter, then a projection."""
+
+    def __init__(self, dim=256, heads=8):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.slopes = torch.nn.Parameter(torch.logspace(-1, -3, heads))
+
+    def forward(self, x, block_mask):
+        from torch.nn.attention.flex_attention import flex_attention
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        slopes = self.slopes
+
+        def alibi(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx - kv_idx)
+        y = flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))
+
+
+def capture_flex(out, dev, train):
+    from torch.nn.attention.flex_attention import create_block_mask
+    model = FlexBlock().to(dev, torch.bfloat16).train(train)
+    x = torch.randn(4, 512, 256, device=dev, dtype=torch.bfloat16)
+    mask = create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 512, 512, device=dev)
+    shutil.rmtree(out, ignore_errors=True)
+    torch._dynamo.reset()
+    step = torch.compile(model, backend=dump_backend(out, "flex_block"))
+    if train:
+        step(x, mask).float().pow(2).mean().backward()
+    else:
+        with torch.no_grad():
+            step(x, mask)
+
+
+class CondNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(256, 256), torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h = torch.cond(h.mean() > -1, lambda t: torch.relu(t * 3) - 0.5, lambda t: t.sin(), (h,))
+        return self.b(h)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -201,6 +255,9 @@ def main(argv=None) -> int:
     for name in HF_AMP:
         run(f"hf-amp-{name}", lambda d, name=name: capture_hf_amp_train(name, d, dev))
     run("adamw-step", lambda d: capture_optimizer_step(d, dev))
+    run("flex-bf16", lambda d: capture_flex(d, dev, False))
+    run("flex-train", lambda d: capture_flex(d, dev, True))
+    run("cond-fp32", lambda d: capture_inference(CondNet().to(dev).eval(), torch.randn(64, 256, device=dev), d, "condnet"))
     print(f"captured {', '.join(done)} on {dev} in {time.time() - t0:.1f} s")
     return 0
 
