@@ -129,6 +129,34 @@ Expected<HopKernel> CompileMap(const Node& n, const std::string& where, const Su
   });
 }
 
+// scan(combine_fn, init, xs, additional_inputs): the carry through combine_fn over the slices of
+// xs along dim 0; returns the last carry and each step's other outputs stacked.
+Expected<HopKernel> CompileScan(const Node& n, const std::string& where, const Subprograms& subs) {
+  if (n.args.size() != 4) return Bad(where, "scan takes (combine_fn, init, xs, additional_inputs)");
+  PARITY_ASSIGN_OR_RETURN(const Program* f, SubprogramOf(n.args[0], where, subs));
+  PARITY_RETURN_IF_ERROR(CheckArity(*f, Count(n.args[1]) + Count(n.args[2]) + Count(n.args[3]), where, "the combine function"));
+  const Arg init_arg = n.args[1], xs_arg = n.args[2], extra_arg = n.args[3];
+  return HopKernel([=](const HopEnv& env) -> Expected<c10::IValue> {
+    std::vector<c10::IValue> carry = Items(env.value(init_arg));
+    const std::vector<c10::IValue> xs = Items(env.value(xs_arg)), extra = Items(env.value(extra_arg));
+    const int64_t count = xs.empty() || !xs[0].isTensor() ? 0 : xs[0].toTensor().size(0);
+    std::vector<std::vector<at::Tensor>> ys;
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<c10::IValue> slices;
+      for (const auto& x : xs) slices.push_back(x.toTensor().select(0, i));
+      PARITY_ASSIGN_OR_RETURN(auto out, f->RunPositional(Concat(Concat(carry, slices), extra), env.attrs, env.options));
+      if (out.size() < carry.size())
+        return Error::Runtime(where + ": the combine function returns fewer values than the carry holds");
+      ys.resize(out.size() - carry.size());
+      for (size_t k = carry.size(); k < out.size(); ++k) ys[k - carry.size()].push_back(out[k].toTensor());
+      out.resize(carry.size());
+      carry = std::move(out);
+    }
+    for (auto& y : ys) carry.emplace_back(at::stack(y));
+    return AsTuple(std::move(carry));
+  });
+}
+
 using Compiler = Expected<HopKernel> (*)(const Node&, const std::string&, const Subprograms&);
 
 // The one table of the higher-order ops parity runs (torch.ops.higher_order.<name>).
@@ -140,6 +168,7 @@ const std::map<std::string, Compiler>& Table() {
       {"invoke_subgraph", [](const Node& n, const std::string& w, const Subprograms& s) { return CompileCall(n, w, s, 2); }},
       {"tag_activation_checkpoint", [](const Node& n, const std::string& w, const Subprograms& s) { return CompileCall(n, w, s, 1); }},
       {"map_impl", &CompileMap},
+      {"scan", &CompileScan},
   };
   return table;
 }

@@ -1,6 +1,6 @@
 // Higher-order ops: nodes "hop::<name>" whose arguments name subgraphs (a cond's branches, a
 // while_loop's condition and body, a flex_attention's score and mask functions, an
-// invoke_subgraph's body). Program::Compile compiles a graph's subgraphs to programs first, then
+// invoke_subgraph's body, a scan's combine function). Program::Compile compiles a graph's subgraphs to programs first, then
 // each higher-order node to a kernel here (one table: hops.cpp); the kernel runs the subgraphs'
 // programs itself, as eager would, so the fp64 reference and autograd run through them like
 // through any op. A higher-order op parity cannot run is Unsupported naming it, never a wrong

@@ -117,6 +117,22 @@ class Loop(torch.nn.Module):
         return torch.ops.higher_order.while_loop(cond_fn, body_fn, (torch.tensor(0), x), ())[1]
 
 
+class Recurrent(torch.nn.Module):
+    """An RNN written with torch's scan: the carry through a step function over time."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 8) / 3)
+
+    def forward(self, h0, xs):
+        from torch._higher_order_ops.scan import scan
+
+        def step(h, x):
+            h2 = torch.tanh(h @ self.w + x)
+            return h2, h2 * 2
+        return scan(step, h0, xs)
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     torch.manual_seed(0)
@@ -129,11 +145,13 @@ def programs(tmp_path_factory):
         "flex": dumped(FlexNet(), root / "flex", (torch.randn(2, 128, 32), bm)),
         "invoke": dumped(Repeated(), root / "invoke", (torch.randn(4, 8),)),
         "while": capture(Loop(), (torch.randn(4, 8),), str(root / "while")),
+        "scan": capture(Recurrent(), (torch.randn(2, 8), torch.randn(5, 2, 8)), str(root / "scan")),
     }
 
 
 EXPECTED_OPS = {"cond": "hop::cond", "cond-dynamic": "hop::cond", "cond-train": "hop::cond",
-                "flex": "hop::flex_attention", "invoke": "hop::invoke_subgraph", "while": "hop::while_loop"}
+                "flex": "hop::flex_attention", "invoke": "hop::invoke_subgraph", "while": "hop::while_loop",
+                "scan": "hop::scan"}
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_OPS))
@@ -230,7 +248,7 @@ def test_a_higher_order_op_parity_cannot_run_is_named(parity_bin, programs, tmp_
     g = graph_json(d, e)
     for n in g["nodes"]:
         if n.get("target") == "hop::cond":
-            n["target"] = "hop::scan"
+            n["target"] = "hop::associative_scan"
     json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
     r = run_parity(parity_bin, "repro", "run", str(d))
-    assert r.returncode != 0 and "the higher-order op scan is not one parity runs" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert r.returncode != 0 and "the higher-order op associative_scan is not one parity runs" in r.stdout + r.stderr, r.stdout + r.stderr
