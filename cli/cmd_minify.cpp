@@ -15,7 +15,7 @@ struct MinifyArgs {
   ExperimentArgs experiment{minifier::MinifyOptions::MinifyDefaults()};
   int confirm = 3, scan_max = 1024;
   bool strict = false, majority = false, no_stage_bisect = false, no_scan = false, no_compiler_bisect = false,
-       print_passes = false;
+       fresh_runners = false, print_passes = false;
 };
 
 int RunMinify(const MinifyArgs& a) {
@@ -37,6 +37,7 @@ int RunMinify(const MinifyArgs& a) {
   o.stage_bisect = !a.no_stage_bisect;
   o.scan = !a.no_scan;
   o.compiler_bisect = !a.no_compiler_bisect;
+  o.fresh_runners = a.fresh_runners;
   o.check_command = a.check;
   std::cout << std::unitbuf;               // progress lines appear as they happen (and survive a crash)
   Unwrap(minifier::Minify(o, std::cout));  // a failure to reproduce is an error (exit 1)
@@ -59,6 +60,9 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--scan-max", a->scan_max, "values the divergence scan exposes at most (default 1024; a sample beyond)");
   cmd->add_flag("--no-scan", a->no_scan,
                 "find the culprit by node bisection only (no divergence scan of the intermediate values first)");
+  cmd->add_flag("--fresh-runners", a->fresh_runners,
+                "run each candidate in a fresh child process (default: one job server per slot, kept across candidates "
+                "and replaced when one crashes, hangs or is poisoned)");
   cmd->add_flag("--no-compiler-bisect", a->no_compiler_bisect,
                 "skip naming the compiler's part at the end (PyTorch's compiler bisector on the minified graph)");
   cmd->add_option("--check", a->check, "interestingness command: run with the candidate dir appended; exit 0 = still fails");

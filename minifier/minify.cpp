@@ -110,6 +110,13 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   fs::create_directories(out, ec);
   if (ec) return Error::BadInput("--out " + out.string() + ": " + ec.message());
   Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.experiment.timeout_s, opts.experiment.jobs), {}, {}};
+  // Candidates run one after another in each slot's job server: what a process start costs
+  // (libtorch and CUDA initialized, kernels loaded) is paid once per slot, not per candidate.
+  if (!opts.fresh_runners) p.runner.UsePersistentRunners();
+  {
+    auto info = verifier::FindBackend(base.backend);
+    p.runner.Prestart(!info.ok() || info->needs_worker || !base.imports.empty());  // while the references are computed
+  }
   for (const auto& info : repro.tensors().tensors()) p.tensors[info.name] = *repro.tensors().Get(info.name);
   // Host ops run in this process too (the reference values), through the runner's worker.
   PARITY_RETURN_IF_ERROR(runtime::PrepareHostOps(repro, base.imports, [&p](const json& req) { return p.runner.Ask(req); }));
@@ -130,8 +137,8 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
     PARITY_RETURN_IF_ERROR(CompilerBisect(ctx, p.state));
   }
   const CandidateWriter writer = p.Writer(p.state.graph_index);
-  OutputContext octx{
-      repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(), started};
+  OutputContext octx{repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(),
+                     started, p.runner.runners_started()};
   PARITY_ASSIGN_OR_RETURN(json summary, WriteOutputs(octx, p.state, log));
   RemoveAll(out / "work");
   return MinifyResult{summary};

@@ -34,6 +34,7 @@ struct MinifyOptions {
   int scan_max = 1024;        // values the scan exposes at most (an evenly spaced sample beyond)
   std::string check_command;  // --check
   bool compiler_bisect = true;  // name the compiler's part at the end (--no-compiler-bisect: skip it)
+  bool fresh_runners = false;   // a fresh child per candidate (--fresh-runners) instead of each slot's job server
 
   // A candidate gets 600 s (not verify's 1800), and integer/bool outputs that differ do not count
   // (--strict counts them).

@@ -22,6 +22,7 @@ struct OutputContext {
   std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;
   int test_runs = 0, cache_hits = 0;
   std::chrono::steady_clock::time_point started;
+  int runners_started = 0;  // job servers started (one per slot, plus one per replacement); 0: a child per run
 };
 
 // The failure a minified dir records: the signature plus the tolerance it was judged at.

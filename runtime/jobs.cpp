@@ -1,7 +1,17 @@
 #include "runtime/jobs.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -26,12 +36,17 @@ std::string Tail(const fs::path& file, size_t max_chars) {
   return t->size() > max_chars ? t->substr(t->size() - max_chars) : *t;
 }
 
-Expected<Child> SpawnJob(const Job& job, const fs::path& dir, const std::string& worker_socket, const std::vector<std::string>& env) {
+// A job's dir made ready for its child: no result or status of an earlier run, its spec.
+Status PrepareDir(const Job& job, const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   fs::remove(dir / kResult, ec);
   fs::remove(dir / kStatus, ec);
-  PARITY_RETURN_IF_ERROR(WriteFileAtomic(dir / kSpec, job.spec.dump(2)));
+  return WriteFileAtomic(dir / kSpec, job.spec.dump(2));
+}
+
+Expected<Child> SpawnJob(const Job& job, const fs::path& dir, const std::string& worker_socket, const std::vector<std::string>& env) {
+  PARITY_RETURN_IF_ERROR(PrepareDir(job, dir));
   SpawnOptions so;
   so.env = env;
   so.stdout_path = (dir / kLog).string();
@@ -65,11 +80,39 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
 
 struct JobRunner::Running {
   size_t index, slot;
-  Child child;
+  std::optional<Child> child;  // its own child; none when its slot's server runs it
   std::chrono::steady_clock::time_point deadline;
   std::optional<ExitInfo> info;
   fs::path dir;
 };
+
+namespace {
+
+Expected<int> ConnectUnix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Error::Runtime(std::string("job server: socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return Error::Runtime("job server: cannot connect to " + path + ": " + std::strerror(errno));
+  }
+  return fd;
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
 
 JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
     : scratch_(std::move(scratch)), timeout_s_(timeout_s), slots_(std::max<size_t>(1, slot_env.size())) {
@@ -79,10 +122,98 @@ JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<st
 }
 
 JobRunner::~JobRunner() {
-  for (auto& s : slots_) {
-    s.client.reset();
-    if (s.worker) s.worker->Stop();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    StopServer(i);
+    slots_[i].client.reset();
+    if (slots_[i].worker) slots_[i].worker->Stop();
   }
+}
+
+void JobRunner::Prestart(bool workers) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (workers) {
+      if (!slots_[i].worker)
+        slots_[i].worker = std::make_unique<WorkerProcess>((scratch_ / ("worker" + std::to_string(i) + ".sock")).string(),
+                                                           (scratch_ / ("worker" + std::to_string(i) + ".log")).string(), slots_[i].env);
+      (void)slots_[i].worker->Launch();  // a failed start shows when a job needs it
+    }
+    if (persistent_) (void)LaunchServer(i);
+  }
+}
+
+static std::string ServerSocket(const fs::path& scratch, size_t i) {
+  return UsableSocketPath((scratch / ("server" + std::to_string(i) + ".sock")).string());
+}
+
+Status JobRunner::LaunchServer(size_t i) {
+  Slot& s = slots_[i];
+  if (s.server && !s.server->child.Poll()) return Status::Ok();
+  StopServer(i);
+  const std::string socket = ServerSocket(scratch_, i);
+  std::error_code ec;
+  fs::remove(socket, ec);
+  SpawnOptions so;
+  so.env = s.env;
+  so.env.push_back("PARITY_WORKER_SOCKET=" + UsableSocketPath((scratch_ / ("worker" + std::to_string(i) + ".sock")).string()));
+  so.stdout_path = (scratch_ / ("server" + std::to_string(i) + ".log")).string();
+  so.stderr_path = so.stdout_path;
+  PARITY_ASSIGN_OR_RETURN(Child child, Child::Spawn({SelfExe(), kJobCommand, "--serve", socket}, so));
+  s.server = std::make_unique<Server>(Server{std::move(child)});
+  ++servers_started_;
+  return Status::Ok();
+}
+
+Status JobRunner::EnsureServer(size_t i) {
+  PARITY_RETURN_IF_ERROR(LaunchServer(i));
+  Server& server = *slots_[i].server;
+  if (server.fd >= 0) return Status::Ok();
+  const std::string socket = ServerSocket(scratch_, i);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(socket)) {
+    if (auto ended = server.child.Poll()) {
+      StopServer(i);
+      return Error::Runtime("job server exited at start-up: " + ended->Describe());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      StopServer(i);
+      return Error::Runtime("job server did not start within 60 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  PARITY_ASSIGN_OR_RETURN(server.fd, ConnectUnix(socket));
+  return Status::Ok();
+}
+
+void JobRunner::StopServer(size_t i) {
+  auto& server = slots_[i].server;
+  if (!server) return;
+  if (server->fd >= 0) ::close(server->fd);  // a server between jobs reads EOF and exits
+  if (!server->child.Poll()) server->child.Kill();
+  server.reset();
+}
+
+std::optional<ExitInfo> JobRunner::PollServed(size_t slot) {
+  Server& server = *slots_[slot].server;
+  pollfd p{server.fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0) {
+    char buf[256];
+    ssize_t n = ::recv(server.fd, buf, sizeof buf, 0);
+    if (n > 0) server.buffer.append(buf, static_cast<size_t>(n));
+    const auto nl = server.buffer.find('\n');
+    if (nl != std::string::npos) {
+      ExitInfo done;
+      done.exited = true;
+      try {
+        done.code = std::stoi(server.buffer.substr(0, nl));
+      } catch (const std::exception&) {
+        done.code = 3;
+      }
+      server.buffer.erase(0, nl + 1);
+      return done;
+    }
+    if (n == 0) return server.child.Wait(std::chrono::milliseconds(2000));  // the server closed: it is ending
+  }
+  return server.child.Poll();  // it died in the job
 }
 
 Status JobRunner::EnsureWorker(size_t i) {
@@ -117,8 +248,18 @@ Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& di
     if (slot == 0) slots_[0].client.reset();  // the worker serves one connection at a time
     socket = slots_[slot].worker->socket_path();
   }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
+  if (persistent_) {
+    PARITY_RETURN_IF_ERROR(EnsureServer(slot));
+    PARITY_RETURN_IF_ERROR(PrepareDir(job, dir));
+    if (!SendAll(slots_[slot].server->fd, fs::absolute(dir).string() + "\n")) {
+      StopServer(slot);
+      return Error::Runtime("job server of slot " + std::to_string(slot) + " stopped taking jobs");
+    }
+    return Running{index, slot, std::nullopt, deadline, std::nullopt, dir};
+  }
   PARITY_ASSIGN_OR_RETURN(Child child, SpawnJob(job, dir, socket, slots_[slot].env));
-  return Running{index, slot, std::move(child), std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_), std::nullopt, dir};
+  return Running{index, slot, std::move(child), deadline, std::nullopt, dir};
 }
 
 size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick) {
@@ -130,9 +271,12 @@ size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick) 
     }
     for (size_t i = 0; i < running.size(); ++i) {
       Running& run = running[i];
-      run.info = run.child.Poll();
+      run.info = run.child ? run.child->Poll() : PollServed(run.slot);
       if (!run.info && std::chrono::steady_clock::now() >= run.deadline) {
-        run.child.Kill();
+        if (run.child)
+          run.child->Kill();
+        else
+          StopServer(run.slot);  // a hung server is never used again
         ExitInfo t;
         t.timed_out = true;
         t.signal = SIGKILL;
@@ -148,10 +292,13 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
   JobOutcome o;
   o.how = *run.info;
   o.timeout_s = timeout_s_;
+  const bool served = !run.child;
+  if (served && !(o.how.exited && o.how.code == 0)) StopServer(run.slot);  // crashed, hung or failed: a fresh one next
   if (o.how.exited && o.how.code == 0) {
     auto text = ReadFile(run.dir / kResult);
     auto j = text.ok() ? json::parse(*text, nullptr, false) : json();
     if (j.is_object()) {
+      if (served && retire_ && retire_(j)) StopServer(run.slot);  // poisoned (a CUDA error, out of memory)
       o.result = std::move(j);
       return o;
     }
@@ -163,6 +310,7 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
   auto ended = slots_[run.slot].worker ? slots_[run.slot].worker->Check() : std::nullopt;
   if (ended) o.failure = "python worker " + ended->Describe();
   RestartWorker(run.slot);
+  StopServer(run.slot);  // its connection to the old worker is gone
   return o;
 }
 
@@ -213,17 +361,86 @@ std::string CurrentPhase(const fs::path& dir) {
   return phase;
 }
 
-int JobChildMain(const fs::path& dir, const std::function<Expected<json>(const json& spec, const PhaseFn& on_phase)>& run) {
+int JobChildMain(const fs::path& dir, const JobFn& run) {
   auto text = ReadFile(dir / kSpec);
   if (!text.ok()) return 2;
   const json spec = json::parse(*text, nullptr, false);
   const fs::path status = dir / kStatus;
-  auto result = run(spec, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
+  auto result = run(spec, dir, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
   if (!result.ok()) {
     std::fprintf(stderr, "%s\n", result.error().message.c_str());
     return 2;
   }
   return WriteFileAtomic(dir / kResult, result->dump()).ok() ? 0 : 3;
+}
+
+namespace {
+
+// One line from `fd` (without its newline); nullopt at EOF or on an error.
+std::optional<std::string> ReadLine(int fd, std::string& buffer) {
+  while (true) {
+    const auto nl = buffer.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return line;
+    }
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    buffer.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Runs one job with this process's stdout and stderr in DIR/log.txt, as a job child's are.
+int RunLogged(const fs::path& dir, const JobFn& run) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const int out = ::dup(1), err = ::dup(2);
+  const int log = ::open((dir / kLog).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log >= 0) {
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::close(log);
+  }
+  const int code = JobChildMain(dir, run);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  ::close(out);
+  ::close(err);
+  return code;
+}
+
+}  // namespace
+
+int JobServerMain(const std::string& socket, const JobFn& run) {
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return 3;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string tmp = socket + ".tmp";  // bound under another name, renamed when listening:
+  std::strncpy(addr.sun_path, tmp.c_str(), sizeof(addr.sun_path) - 1);  // the driver connects only then
+  ::unlink(tmp.c_str());
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+      ::rename(tmp.c_str(), socket.c_str()) != 0)
+    return 3;
+  const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(listener);
+  ::unlink(socket.c_str());
+  if (fd < 0) return 3;
+  std::string buffer;
+  while (auto line = ReadLine(fd, buffer)) {
+    const int code = RunLogged(fs::path(*line), run);
+    ReleaseWorker();  // the slot's worker serves the driver between jobs
+    if (!SendAll(fd, std::to_string(code) + "\n")) break;
+  }
+  ::close(fd);
+  return 0;
 }
 
 }  // namespace parity::runtime

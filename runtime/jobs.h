@@ -9,6 +9,15 @@
 // child writes each phase's name to DIR/status.txt as it starts and its result to
 // DIR/result.json; the driver reads the result back, or, when the child crashed, hung or was
 // killed, reports how it ended, the phase it was in and the tail of DIR/log.txt.
+//
+// Job servers (set_persistent): each slot keeps one child (`parity _experiment --serve SOCKET`)
+// that runs the slot's jobs one after another, so what a process start costs (libtorch's and
+// CUDA's initialization, kernels loaded, caches warmed) is paid once per slot, not per job. Per
+// job the protocol is the same (the job's DIR sent over the socket; its stdout and stderr go to
+// DIR/log.txt; the exit code sent back). A server that crashes (its job ends as a crashed child's
+// would), hangs (killed at the job's deadline), is poisoned (`set_retire` says so of a job's
+// result: a CUDA error, an out-of-memory) or whose slot's worker was restarted is never used
+// again: the next job of the slot starts a fresh one.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -72,16 +81,36 @@ class JobRunner {
   // Keeps every slot busy until every job is done (a new job starts as soon as one ends).
   void RunStream(std::vector<Job> jobs, const OnDone& on_done, const OnStart& on_start = nullptr, const OnTick& on_tick = nullptr);
   int slots() const { return static_cast<int>(slots_.size()); }
+  // Job servers instead of a child per job (see above).
+  void set_persistent(bool persistent) { persistent_ = persistent; }
+  // Starts each slot's server (with persistent runners) and, with `workers`, its Python worker,
+  // without waiting: their start-up overlaps with what the driver does before its first jobs.
+  void Prestart(bool workers);
+  // Whether a job's result leaves its server unfit for the next job.
+  void set_retire(std::function<bool(const nlohmann::json& result)> retire) { retire_ = std::move(retire); }
+  // Servers started so far (a fresh one per slot, plus one per retirement).
+  int servers_started() const { return servers_started_; }
 
  private:
+  struct Server {
+    Child child;
+    int fd = -1;
+    std::string buffer;  // what came back and is not a whole line yet
+  };
   struct Slot {
     std::vector<std::string> env;
     std::unique_ptr<WorkerProcess> worker;
     std::optional<WorkerClient> client;
+    std::unique_ptr<Server> server;
   };
   struct Running;
   [[nodiscard]] Status EnsureWorker(size_t slot);
   void RestartWorker(size_t slot);
+  [[nodiscard]] Status EnsureServer(size_t slot);
+  [[nodiscard]] Status LaunchServer(size_t slot);
+  void StopServer(size_t slot);
+  // A served job's end, if it has come: its exit code back, the server's death, or nullopt.
+  std::optional<ExitInfo> PollServed(size_t slot);
   // Starts `job` in `slot` in `dir`; why it could not start otherwise.
   Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot);
   // Waits until one of `running` ends (or passes its deadline) and returns its position.
@@ -90,16 +119,25 @@ class JobRunner {
   std::filesystem::path scratch_;
   int timeout_s_;
   std::vector<Slot> slots_;
+  bool persistent_ = false;
+  std::function<bool(const nlohmann::json&)> retire_;
+  int servers_started_ = 0;
 };
 
 // Driver side: the phase a running child is in ("" before its first).
 std::string CurrentPhase(const std::filesystem::path& dir);
 
-// Child side: the entry of `parity _experiment --dir DIR`: `run` gets DIR/spec.json and a
+// Child side: the entry of `parity _experiment --dir DIR`: `run` gets DIR/spec.json, DIR and a
 // callback that records each phase as it starts; what it returns is written to DIR/result.json.
 // Exit 0 when the result was written, 2 when the spec cannot be read.
 using PhaseFn = std::function<void(const std::string& phase)>;
-int JobChildMain(const std::filesystem::path& dir,
-                 const std::function<Expected<nlohmann::json>(const nlohmann::json& spec, const PhaseFn& on_phase)>& run);
+using JobFn = std::function<Expected<nlohmann::json>(const nlohmann::json& spec, const std::filesystem::path& dir,
+                                                     const PhaseFn& on_phase)>;
+int JobChildMain(const std::filesystem::path& dir, const JobFn& run);
+// Child side of a job server (`parity _experiment --serve SOCKET`): listens on `socket`, serves
+// one driver: for each DIR it sends, runs JobChildMain(DIR, run) with stdout and stderr in
+// DIR/log.txt, releases its worker connection, and sends the exit code back. Returns when the
+// driver closes the connection.
+int JobServerMain(const std::string& socket, const JobFn& run);
 
 }  // namespace parity::runtime

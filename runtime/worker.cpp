@@ -27,8 +27,6 @@ std::vector<std::string> PythonEnv() {
           "PYTHONUNBUFFERED=1"};
 }
 
-namespace {
-
 // A Unix socket path must fit sockaddr_un::sun_path (108 bytes with its NUL): a socket asked for
 // deep inside a long work dir (a minify of a repro dir with a long name) lives in the temp dir
 // instead, under a name unique to this process and the path asked for.
@@ -38,8 +36,6 @@ std::string UsableSocketPath(const std::string& wanted) {
           ("parity-" + std::to_string(::getpid()) + "-" + Sha256Hex(wanted).substr(0, 12) + ".sock"))
       .string();
 }
-
-}  // namespace
 
 void SetImportModules(const std::vector<std::string>& modules) {
   std::string joined;
@@ -87,7 +83,7 @@ std::optional<ExitInfo> WorkerProcess::Check() {
   return done;
 }
 
-Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
+Status WorkerProcess::Launch() {
   if (child_ && !Check()) return Status::Ok();
   std::error_code ec;
   fs::remove(socket_path_, ec);
@@ -100,6 +96,12 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   if (!child.ok()) return child.error();
   child_.emplace(std::move(*child));
   ++restarts_;
+  return Status::Ok();
+}
+
+Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
+  if (child_ && !Check() && fs::exists(socket_path_)) return Status::Ok();
+  PARITY_RETURN_IF_ERROR(Launch());
   const auto deadline = std::chrono::steady_clock::now() + startup_timeout;
   while (!fs::exists(socket_path_)) {
     if (auto ended = Check())
@@ -231,9 +233,14 @@ Expected<nlohmann::json> WorkerClient::Call(nlohmann::json request) {
 }
 
 namespace {
+std::optional<WorkerClient>& ProcessClient() {
+  static std::optional<WorkerClient> client;
+  return client;
+}
+
 Expected<WorkerClient*> ProcessWorker() {
   static std::unique_ptr<WorkerProcess> own;
-  static std::optional<WorkerClient> client;
+  std::optional<WorkerClient>& client = ProcessClient();
   if (client) return &*client;
   std::string path;
   if (const char* s = std::getenv("PARITY_WORKER_SOCKET"); s && *s) {
@@ -252,7 +259,11 @@ Expected<WorkerClient*> ProcessWorker() {
 
 Expected<nlohmann::json> AskWorker(nlohmann::json request) {
   PARITY_ASSIGN_OR_RETURN(WorkerClient * w, ProcessWorker());
-  return w->Call(std::move(request));
+  auto resp = w->Call(std::move(request));
+  if (!resp.ok() && IsWorkerLost(resp.error())) ProcessClient().reset();  // the next request connects afresh
+  return resp;
 }
+
+void ReleaseWorker() { ProcessClient().reset(); }
 
 }  // namespace parity::runtime

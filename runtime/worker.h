@@ -27,6 +27,9 @@ class WorkerProcess {
   ~WorkerProcess();
   // Starts the worker unless it is running; waits until it listens.
   [[nodiscard]] Status Ensure(std::chrono::seconds startup_timeout = std::chrono::seconds(120));
+  // Starts the worker unless it is running, without waiting (a later Ensure waits): its start-up
+  // (Python, torch's import) overlaps with what the caller does meanwhile.
+  [[nodiscard]] Status Launch();
   // How it ended, if it is no longer running (the next Ensure starts a new one).
   std::optional<ExitInfo> Check();
   void Stop();
@@ -69,8 +72,17 @@ class WorkerClient {
 };
 
 // One request to this process's worker: the one at $PARITY_WORKER_SOCKET (an experiment child),
-// or a private worker started on first use and kept for the life of the process.
+// or a private worker started on first use and kept for the life of the process. A connection
+// the worker lost is dropped: the next request connects again.
 [[nodiscard]] Expected<nlohmann::json> AskWorker(nlohmann::json request);
+// Closes this process's connection to its worker (the next AskWorker connects again). The worker
+// serves one connection at a time: a job server releases its own after each job, so the worker
+// serves its driver between jobs.
+void ReleaseWorker();
+
+// `wanted`, or a short path in the temp dir unique to this process and `wanted` when it does not
+// fit a Unix socket address (108 bytes).
+std::string UsableSocketPath(const std::string& wanted);
 
 // The environment variable that carries the modules `--import` names, comma-separated.
 inline constexpr const char* kImportEnv = "PARITY_IMPORT";

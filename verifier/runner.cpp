@@ -2,6 +2,9 @@
 
 #include "verifier/backend.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace parity::verifier {
 namespace fs = std::filesystem;
 
@@ -54,12 +57,30 @@ std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
   return results;
 }
 
-int ExperimentChildMain(const fs::path& dir) {
-  return runtime::JobChildMain(dir, [&](const nlohmann::json& j, const runtime::PhaseFn& on_phase) -> Expected<nlohmann::json> {
-    PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
-    spec.work_dir = fs::absolute(dir).string();  // a rerun runs in its own dir
-    return RunExperiment(spec, on_phase).ToJson();
-  });
+namespace {
+// One experiment of a job dir: DIR/spec.json's, run in DIR (a rerun runs in its own dir).
+Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase) {
+  PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
+  spec.work_dir = fs::absolute(dir).string();
+  return RunExperiment(spec, on_phase).ToJson();
+}
+}  // namespace
+
+int ExperimentChildMain(const fs::path& dir) { return runtime::JobChildMain(dir, &RunJob); }
+
+int ExperimentServerMain(const std::string& socket) { return runtime::JobServerMain(socket, &RunJob); }
+
+bool PoisonsItsProcess(const ExperimentResult& r) {
+  if (r.code == results::Code::kPass || r.code == results::Code::kFail) return false;
+  static const char* const kMarks[] = {"CUDA error", "CUDA out of memory", "out of memory", "CUBLAS_STATUS", "CUDNN_STATUS",
+                                       "cuDNN error", "device-side assert", "illegal memory access", "NCCL error",
+                                       "failed to allocate", "std::bad_alloc"};
+  return std::any_of(std::begin(kMarks), std::end(kMarks), [&](const char* m) { return r.error.find(m) != std::string::npos; });
+}
+
+void IsolatedRunner::UsePersistentRunners() {
+  jobs_.set_persistent(true);
+  jobs_.set_retire([](const nlohmann::json& j) { return PoisonsItsProcess(ExperimentResult::FromJson(j)); });
 }
 
 }  // namespace parity::verifier

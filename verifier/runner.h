@@ -35,6 +35,14 @@ class IsolatedRunner final : public ExperimentRunner {
   IsolatedRunner(std::filesystem::path scratch, int timeout_s, int jobs = 1)
       : IsolatedRunner(std::move(scratch), timeout_s, std::vector<std::vector<std::string>>(std::max(1, jobs))) {}
 
+  // Experiments in job servers, one per slot, kept across experiments (runtime/jobs.h) and
+  // replaced when one crashes, hangs or is poisoned (PoisonsItsProcess): for many small
+  // experiments in a row, as minify's candidates are.
+  void UsePersistentRunners();
+  // Starts the slots' runners (and, with `workers`, their Python workers) now, without waiting.
+  void Prestart(bool workers) { jobs_.Prestart(workers); }
+  int runners_started() const { return jobs_.servers_started(); }
+
   // One request to slot 0's Python worker.
   [[nodiscard]] Expected<nlohmann::json> Ask(const nlohmann::json& request) { return jobs_.Ask(request); }
 
@@ -55,5 +63,11 @@ ExperimentResult ResultOf(const runtime::JobOutcome& outcome);
 
 // The child's side: `parity _experiment --dir DIR` runs DIR/spec.json's experiment in DIR.
 int ExperimentChildMain(const std::filesystem::path& dir);
+// A job server's side: `parity _experiment --serve SOCKET` runs the experiments its driver sends.
+int ExperimentServerMain(const std::string& socket);
+
+// Whether an experiment's result leaves the process that ran it unfit for the next experiment:
+// a CUDA error (the context is lost), an out-of-memory, an error cuBLAS, cuDNN or NCCL report.
+bool PoisonsItsProcess(const ExperimentResult& result);
 
 }  // namespace parity::verifier

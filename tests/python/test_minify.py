@@ -60,6 +60,12 @@ def test_one_faulty_op_reduces_to_that_op(parity_bin, deep, tmp_path, kind, sign
     assert len(ops) <= 3 and "aten::tanh" in ops, s["graph_text"]
     assert s["culprit"]["target"] == "aten::tanh" and "deep_model.py" in s["culprit"]["stack_trace"]
     assert s["first_failing_stage"] == "fault"
+    # The candidates run in each slot's job server; one that crashed took its server down, and a
+    # fresh one ran the next candidate.
+    if signature == "crash":
+        assert s["runners_started"] > 2, s["runners_started"]
+    else:
+        assert s["runners_started"] == 2, s["runners_started"]  # -j 2: both slots' runners, no replacement
     # No compiler subsystem can explain it: said so, in the summary and the terminal.
     assert "fault is no torch.compile backend" in s["compiler_culprit"]["sentence"], s["compiler_culprit"]
     assert "compiler culprit: fault is no torch.compile backend" in r.stdout, r.stdout
@@ -122,6 +128,33 @@ def test_a_wrong_pass_an_imported_plugin_registers_is_named(parity_bin, relunet,
     # Without the plugin the same graph passes: the failure is the plugin's.
     r = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_runners_kept_across_candidates_judge_as_fresh_children_do(parity_bin, relunet, tmp_path):
+    """The same minify with one job server for every candidate and with a fresh child per
+    candidate (--fresh-runners): the same verdicts, so the same reduction and culprit."""
+    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect"]
+    r1, kept = minify(parity_bin, relunet, tmp_path / "kept", *knob)
+    r2, fresh = minify(parity_bin, relunet, tmp_path / "fresh", *knob, "--fresh-runners")
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stdout + r1.stderr + r2.stdout + r2.stderr
+    assert kept["runners_started"] == 1 and fresh["runners_started"] == 0
+    for key in ("graph_text", "signature", "backend_runs", "culprit"):
+        assert kept[key] == fresh[key], (key, kept[key], fresh[key])
+
+
+class Tiny(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x * 2) + 1
+
+
+def test_a_hanging_candidate_is_killed_and_its_runner_replaced(parity_bin, tmp_path):
+    from parity_capture import capture
+    capture(Tiny(), (torch.randn(4, 4),), str(tmp_path / "tiny"))
+    r, s = minify(parity_bin, str(tmp_path / "tiny"), tmp_path / "m", "--backend", "fault", "--backend-option", "op=aten::tanh",
+                  "--backend-option", "kind=hang", "--timeout", "3", "--confirm", "1", "--no-stage-bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["signature"]["kind"] == "timeout" and call_functions(s) == ["aten::tanh"], s["graph_text"]
+    assert s["runners_started"] > 1, s["runners_started"]  # each hang took its server down
 
 
 def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, tmp_path):
