@@ -3,6 +3,11 @@
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/nextafter.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -16,7 +21,7 @@ namespace {
 // the gradients its program fed to its outputs (tangents) runs that vector-Jacobian product and
 // reports every output; otherwise the first output is the scalar loss, differentiated alone.
 Status Backward(const std::vector<c10::IValue>& outputs, const ReproDir& repro, const GraphEntry& g, const interp::RunOptions& ro,
-                NamedTensors& out) {
+                const std::function<at::Tensor(const at::Tensor&)>& moved, NamedTensors& out) {
   std::vector<at::Tensor> roots, grads;
   if (g.has_tangents()) {
     for (size_t k = 0; k < outputs.size(); ++k) {
@@ -26,7 +31,7 @@ Status Backward(const std::vector<c10::IValue>& outputs, const ReproDir& repro, 
       if (k >= g.tangents.size() || g.tangents[k].empty() || !o.requires_grad()) continue;
       PARITY_ASSIGN_OR_RETURN(at::Tensor t, repro.Tensor(g.tangents[k]));
       roots.push_back(o);
-      grads.push_back(interp::PrepareTensor(t, ro).to(o.scalar_type()));
+      grads.push_back(interp::PrepareTensor(moved(t), ro).to(o.scalar_type()));
     }
   } else {
     if (outputs.empty() || !outputs[0].isTensor() || outputs[0].toTensor().numel() != 1)
@@ -45,6 +50,15 @@ Status Backward(const std::vector<c10::IValue>& outputs, const ReproDir& repro, 
 
 }  // namespace
 
+at::Tensor UlpPerturbed(const at::Tensor& t, at::Generator& gen) {
+  if (!t.defined() || !t.is_floating_point() || t.numel() == 0) return t;
+  const at::Tensor cpu = t.to(at::kCPU);
+  const at::Tensor up = at::rand(cpu.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).lt(0.5);
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor toward = at::where(up, at::full_like(cpu, inf), at::full_like(cpu, -inf));
+  return at::nextafter(cpu, toward).to(t.device());
+}
+
 Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
                                     const std::string& mode, const ReferenceOptions& options) {
   at::manual_seed(options.seed);
@@ -54,6 +68,12 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   ro.hook = options.hook;
   PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(g));
   PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(g));
+  std::optional<at::Generator> gen;
+  if (options.ulp_seed) gen = at::make_generator<at::CPUGeneratorImpl>(*options.ulp_seed);
+  // The calibration's move of every floating value the graph reads (identity without ulp_seed).
+  auto moved = [&gen](const at::Tensor& t) { return gen ? UlpPerturbed(t, *gen) : t; };
+  for (auto& [name, t] : inputs) t = moved(t);
+  for (auto& [key, t] : attrs) t = moved(t);
   NamedTensors out;
   if (mode != "train") {
     PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
@@ -93,7 +113,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   ro.grad = true;
   at::AutoGradMode enable(true);
   PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
-  PARITY_RETURN_IF_ERROR(Backward(r.outputs, repro, g, ro, out));
+  PARITY_RETURN_IF_ERROR(Backward(r.outputs, repro, g, ro, moved, out));
   auto grad = [](const at::Tensor& t) { return t.grad().defined() ? t.grad().detach() : at::zeros_like(t).detach(); };
   for (auto& [key, p] : ordered) out.emplace_back("grad/" + key, grad(p));
   for (auto& [name, x] : grad_inputs) out.emplace_back("grad/input/" + name, grad(x));

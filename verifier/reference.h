@@ -20,7 +20,15 @@ struct ReferenceOptions {
   std::optional<c10::ScalarType> float_dtype;  // kDouble for the fp64 reference
   interp::NodeHook hook;
   uint64_t seed = 1337;
+  // Set: every floating input, parameter, buffer and recorded gradient moved one ulp up or down
+  // in its captured dtype, each direction drawn from this seed (a calibration run of the noise
+  // budget, verifier/calibration.h: the math kept, the rounding moved).
+  std::optional<uint64_t> ulp_seed;
 };
+
+// `t` with each element moved one ulp up or down (directions drawn from `gen`); non-floating
+// tensors unchanged.
+at::Tensor UlpPerturbed(const at::Tensor& t, at::Generator& gen);
 
 [[nodiscard]] Expected<NamedTensors> RunReference(const interp::Program& program, const ReproDir& repro, const GraphEntry& g,
                                                   const std::string& mode, const ReferenceOptions& options);
