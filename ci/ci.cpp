@@ -6,6 +6,7 @@
 #include <set>
 
 #include "minifier/minify.h"
+#include "repro/graph.h"
 #include "results/statuses.h"
 #include "util/files.h"
 #include "verifier/experiment.h"
@@ -92,23 +93,6 @@ void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& 
   out << (g.failed ? " -> FAILED\n" : " -> passed\n");
 }
 
-// The innermost user frame of a node's stack trace: `File "x.py", line 12, in f` and its code.
-std::string SourceLine(const std::string& stack_trace) {
-  std::string frame, code;
-  std::istringstream in(stack_trace);
-  for (std::string line, prev; std::getline(in, line); prev = line) {
-    const auto start = line.find_first_not_of(' ');
-    if (start == std::string::npos) continue;
-    if (line.compare(start, 5, "File ") == 0) {
-      frame = line.substr(start);
-      code.clear();
-    } else if (!frame.empty() && code.empty()) {
-      code = line.substr(start);
-    }
-  }
-  return frame.empty() ? "" : frame + (code.empty() ? "" : ": " + code);
-}
-
 // --minify: each FAIL with a repro dir is minified; the culprit op and its source line are
 // printed and kept in the gate's rows.
 void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
@@ -137,7 +121,7 @@ void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
     out << s.value("ops_before", 0) << " -> " << s.value("ops_after", 0) << " ops, " << row.minified_dir << "\n";
     if (culprit.is_object()) {
       row.culprit_op = culprit.value("target", std::string());
-      row.culprit_source = SourceLine(culprit.value("stack_trace", std::string()));
+      row.culprit_source = ir::ModelLine(culprit.value("stack_trace", std::string()));
       out << "  culprit: " << row.culprit_op << " (%" << culprit.value("node", std::string()) << ")"
           << (row.culprit_source.empty() ? "" : "\n  from: " + row.culprit_source) << "\n";
     }

@@ -153,31 +153,8 @@ Expected<Timing> TimingOf(const json& times_ms, const std::string& where) {
 std::string SourceLineOf(const std::vector<std::string>& nodes, const ir::Graph& graph) {
   for (const auto& name : nodes) {
     const ir::Node* n = graph.Find(name);
-    if (n == nullptr || n->stack_trace.empty()) continue;
-    // Frames are 'File "<path>", line <n>, in <fn>' lines, each followed by its code line,
-    // outermost first; the innermost outside torch's own files is the model's line.
-    std::istringstream in(n->stack_trace);
-    std::string line, best;
-    for (std::string l; std::getline(in, l);) {
-      const size_t f = l.find("File \"");
-      if (f != std::string::npos) {
-        line = l.substr(f);
-        continue;
-      }
-      if (line.empty()) continue;
-      const size_t q = line.find('"', 6);
-      const std::string path = q == std::string::npos ? "" : line.substr(6, q - 6);
-      const size_t ln = line.find(", line ");
-      // Not torch's own files, nor generated code ("<eval_with_key>.3": an FX module's forward).
-      if (path.find("/torch/") == std::string::npos && !path.empty() && path[0] != '<' && ln != std::string::npos) {
-        std::string num = line.substr(ln + 7);
-        num = num.substr(0, num.find(','));
-        std::string code = l.substr(std::min(l.find_first_not_of(' '), l.size()));
-        best = path.substr(path.find_last_of('/') + 1) + ":" + num + " " + code;
-      }
-      line.clear();
-    }
-    if (!best.empty()) return best;
+    if (n == nullptr) continue;
+    if (std::string line = ir::ModelLine(n->stack_trace); !line.empty()) return line;
   }
   return "";
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <sstream>
 #include <unordered_set>
 
 namespace parity::ir {
@@ -371,6 +372,33 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
   g.PruneSubgraphs();
   PARITY_RETURN_IF_ERROR(g.Lint());
   return g;
+}
+
+std::string ModelLine(const std::string& stack_trace) {
+  // Frames are 'File "<path>", line <n>, in <fn>' lines, each followed by its code line,
+  // outermost first.
+  std::istringstream in(stack_trace);
+  std::string frame, best;
+  for (std::string l; std::getline(in, l);) {
+    const size_t f = l.find("File \"");
+    if (f != std::string::npos) {
+      frame = l.substr(f);
+      continue;
+    }
+    if (frame.empty()) continue;
+    const size_t q = frame.find('"', 6);
+    const std::string path = q == std::string::npos ? "" : frame.substr(6, q - 6);
+    const size_t ln = frame.find(", line ");
+    // Not torch's own files, nor generated code ("<eval_with_key>.3": an FX module's forward).
+    if (path.find("/torch/") == std::string::npos && !path.empty() && path[0] != '<' && ln != std::string::npos) {
+      std::string num = frame.substr(ln + 7);
+      num = num.substr(0, num.find(','));
+      const std::string code = l.substr(std::min(l.find_first_not_of(' '), l.size()));
+      best = path.substr(path.find_last_of('/') + 1) + ":" + num + " " + code;
+    }
+    frame.clear();
+  }
+  return best;
 }
 
 }  // namespace parity::ir

@@ -314,4 +314,8 @@ class Graph {
   std::unordered_map<std::string, Node*> by_name_;
 };
 
+// The model's line in a node's stack trace: the innermost frame outside torch's own files and
+// generated code, as "model.py:40 x = self.proj(x)"; "" when there is none.
+std::string ModelLine(const std::string& stack_trace);
+
 }  // namespace parity::ir
