@@ -41,6 +41,12 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
     cmd->add_option("--shapes", a.options.shapes,
                     "symbolic graphs: at the recorded shape (recorded), or at N more points of their symbols' ranges too "
                     "(sweep = sweep=3, sweep=N); static graphs run as recorded (default " + d.shapes + ")");
+  if (has(kRule))
+    cmd->add_option("--rule", a.rule,
+                    "what decides PASS/FAIL: same (torch._dynamo.utils.same, PyTorch's) or calibrated (each output within "
+                    "its noise budget, measured from eager reruns that move only the rounding; docs/verify.md) (default "
+                    "same; a failure repro dir: the rule it failed by)")
+        ->check(CLI::IsMember({verifier::kRuleSame, verifier::kRuleCalibrated}));
   if (has(kImports))
     cmd->add_option("--import", a.imports,
                     "import MODULE in every Python process that compiles or runs the graph (a backend plugin that "
@@ -52,6 +58,7 @@ verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
   if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
   if (!a.device.empty()) o.device = a.device;
   if (!a.cache_dir.empty()) o.cache_dir = a.cache_dir;
+  if (!a.rule.empty()) o.rule = a.rule;
   o.imports = Unwrap(runtime::ApprovedImports(a.imports));
   Unwrap(o.Check());
   runtime::SetImportModules(a.imports);

@@ -27,7 +27,8 @@ enum ExperimentFlag : unsigned {
   kCacheDir = 1u << 8,        // --cache-dir
   kImports = 1u << 9,         // --import
   kShapes = 1u << 10,         // --shapes
-  kAllExperimentFlags = (1u << 11) - 1,
+  kRule = 1u << 11,           // --rule
+  kAllExperimentFlags = (1u << 12) - 1,
 };
 
 // What the parser fills; the defaults are `options`' (a command may set its own first, as
@@ -36,7 +37,7 @@ struct ExperimentArgs {
   explicit ExperimentArgs(verifier::ExperimentOptions defaults = {}) : options(std::move(defaults)) {}
   verifier::ExperimentOptions options;
   std::vector<std::string> backend_options, imports;
-  std::string device, cache_dir;
+  std::string device, cache_dir, rule;
   double tol = 0;  // --tol's value; options.tol is set when it is given
 };
 

@@ -35,6 +35,7 @@ const char* ToString(Rule r) {
     case Rule::kStructure: return "structure";
     case Rule::kBitwise: return "bitwise";
     case Rule::kRandom: return "random";
+    case Rule::kNoiseBudget: return "noise_budget";
   }
   return "?";
 }

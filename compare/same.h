@@ -62,6 +62,7 @@ enum class Rule {
   kStructure,
   kBitwise,  // identical bytes, NaN payloads and positions included (a replay of the same kernels)
   kRandom,   // drawn from random numbers or uninitialized memory: shape, dtype and layout compared
+  kNoiseBudget,  // the calibrated rule: within the output's noise budget (compare/budget.h)
 };
 const char* ToString(Rule r);
 

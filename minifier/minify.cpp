@@ -66,6 +66,7 @@ struct Pipeline {
     }
     verifier::ExperimentSpec spec = state.base;
     spec.repro = fs::absolute(dir).string();
+    spec.noise_budget = true;  // the scan reports each value against its own noise budget
     verifier::ExperimentBatch batch;
     batch.emplace_back(spec, scratch);
     return runner.RunMany(std::move(batch)).at(0);
@@ -105,6 +106,8 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   PARITY_RETURN_IF_ERROR(opts.experiment.Check());
   PARITY_ASSIGN_OR_RETURN(verifier::ExperimentSpec base, verifier::Case::FromRepro(repro, opts.backend, opts.experiment));
   PARITY_RETURN_IF_ERROR(verifier::FindBackend(base.backend));
+  // Candidates are judged by the failure's rule; only the calibrated one needs noise budgets.
+  base.noise_budget = base.rule == verifier::kRuleCalibrated;
   const fs::path out = opts.out_dir.empty() ? DefaultOutDir(opts.repro_dir) : opts.out_dir;
   std::error_code ec;
   fs::create_directories(out, ec);

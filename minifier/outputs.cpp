@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "compare/budget.h"
 #include "repro/graph_json.h"
 #include "runtime/worker.h"
 #include "util/files.h"
@@ -14,6 +15,25 @@ using nlohmann::json;
 
 namespace {
 
+// From the divergence scan: the first value (graph order) further from fp64 than its own noise
+// budget, as the justification names it; null when the scan measured none beyond.
+json FirstBeyondBudget(const json& divergence, const ir::Graph& original) {
+  if (!divergence.is_array()) return nullptr;
+  for (const auto& e : divergence) {
+    if (!e.contains("budgets") || e["budgets"].get<double>() <= 1.0) continue;
+    json f = {{"node", e["node"]}, {"target", e["target"]}, {"budgets", e["budgets"]}};
+    std::string where;
+    if (const ir::Node* n = original.Find(e["node"].get<std::string>()); n != nullptr) {
+      if (!n->module_path.empty()) where = " in " + n->module_path;
+      if (std::string line = ir::ModelLine(n->stack_trace); !line.empty()) where += ", " + line;
+    }
+    f["sentence"] = "the first value to leave its own noise budget is %" + e["node"].get<std::string>() + " (" +
+                    e["target"].get<std::string>() + where + ") at " + compare::Num3(e["budgets"].get<double>()) + " budgets";
+    return f;
+  }
+  return nullptr;
+}
+
 json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
   const GraphEntry& entry = ctx.repro.graphs()[s.graph_index];
   const ir::Graph& g = *s.current;
@@ -23,6 +43,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
             {"backend", s.base.backend},
             {"backend_options", s.base.backend_options},
             {"tol", verifier::EffectiveTolerance(s.base)},
+            {"rule", s.base.rule},
             {"strict", !ctx.options.experiment.ignore_non_fp},
             {"confirm", s.confirm},
             {"signature", s.original.ToJson()},
@@ -45,6 +66,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   if (!s.culprit.is_null()) j["culprit"] = s.culprit;
   if (!s.localization.is_null()) j["localization"] = s.localization;
   if (!s.divergence.is_null()) j["divergence"] = s.divergence;
+  if (json f = FirstBeyondBudget(s.divergence, entry.graph); !f.is_null()) j["first_beyond_budget"] = f;
   if (!s.compiler_culprit.is_null()) j["compiler_culprit"] = s.compiler_culprit;
   if (!s.inlined.empty()) j["inlined"] = s.inlined;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
@@ -78,6 +100,7 @@ void Report(const json& summary, const ReductionState& s, const fs::path& minifi
       << summary["graph_text"].get<std::string>();
   for (const ir::Node* n : s.current->ops())
     if (!n->stack_trace.empty()) log << "%" << n->name() << " comes from:\n" << n->stack_trace << "\n";
+  if (summary.contains("first_beyond_budget")) log << "noise budgets: " << summary["first_beyond_budget"]["sentence"].get<std::string>() << "\n";
   if (!s.compiler_culprit.is_null()) log << s.compiler_culprit["sentence"].get<std::string>() << "\n";
   log << "repro dir: " << minified.string() << "\nstandalone script: " << (minified / "repro.py").string() << "\n";
 }
@@ -87,6 +110,7 @@ void Report(const json& summary, const ReductionState& s, const fs::path& minifi
 json FailureRecord(const ReductionState& state) {
   json f = state.original.ToJson();
   f["tol"] = verifier::EffectiveTolerance(state.base);
+  f["rule"] = state.base.rule;
   return f;
 }
 

@@ -134,9 +134,12 @@ std::string JUnitXml(const std::vector<Entry>& entries) {
       if (o.kind == "fail" || o.kind == "error") {
         std::string message = o.label + ": " + results::StatusOf(r) +
                               (e->gate && !e->gate->expected.empty() ? ", expected " + e->gate->expected : "") +
-                              (r.error.empty() ? "" : ": " + r.error.substr(0, 500));
+                              (!r.justification.empty() ? ": " + r.justification.substr(0, 800)
+                               : r.error.empty()        ? ""
+                                                        : ": " + r.error.substr(0, 500));
         if (e->gate && !e->gate->note.empty() && r.error.empty()) message += ": " + e->gate->note;
         std::string body = FailingOutputs(r);
+        if (!r.justification.empty() && !r.error.empty()) body = "same(): " + r.error.substr(0, 500) + "\n" + body;
         if (!r.repro_dir.empty()) body += "repro dir: " + r.repro_dir + "\n";
         const char* tag = o.kind == "fail" ? "failure" : "error";
         x << ">\n      <" << tag << " message=\"" << Xml(message) << "\" type=\"" << Xml(o.label) << "\">" << Xml(body) << "</"
@@ -178,7 +181,7 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
   for (const auto& e : entries) {
     const auto o = e.outcome();
     const results::Record& r = e.record;
-    const bool noted = o.label == "DRIFT" || o.label == "FLAKY" || r.LacksFp64Reference();
+    const bool noted = o.label == "DRIFT" || o.label == "FLAKY" || r.LacksFp64Reference() || results::RulesDisagree(r.outputs);
     if (o.kind != "fail" && o.kind != "error" && !noted) continue;
     if (!header) m << "\n### Details\n\n";
     header = true;
@@ -186,6 +189,8 @@ std::string SummaryMarkdown(const std::vector<Entry>& entries, const std::string
     const std::string note = e.gate ? e.gate->note : "";
     if (!note.empty() && (r.error.empty() || note.rfind(r.error.substr(0, 40), 0) != 0)) m << " (" << Md(note) << ")";
     if (!r.error.empty()) m << "  \n  `" << Md(r.error.substr(0, 300)) << "`";
+    if (!r.justification.empty() && (o.kind == "fail" || results::RulesDisagree(r.outputs)))
+      m << "  \n  why: " << Md(r.justification.substr(0, 800));
     if (r.LacksFp64Reference() && note.find(r.WeakerRuleNote()) == std::string::npos) m << "  \n  " << Md(r.WeakerRuleNote());
     if (!r.repro_dir.empty()) m << "  \n  repro dir: `" << r.repro_dir << "`";
     if (e.gate && !e.gate->culprit_op.empty()) m << "  \n  culprit: `" << e.gate->culprit_op << "` " << Md(e.gate->culprit_source);

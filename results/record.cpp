@@ -73,7 +73,7 @@ class Reader {
 const char* const kKnown[] = {"shapes", "model",  "experiment", "repeat",         "iterations_per_run", "metrics",   "timestamp",
                               "verification_code", "tolerance", "cosine", "outputs", "fingerprint", "error", "exception_type",
                               "notes",  "phase",      "fp64_reference", "reference_error",    "repro_input", "repro_dir",
-                              "timed_out", "graph_breaks", "attempts"};
+                              "timed_out", "graph_breaks", "attempts", "rule", "justification"};
 
 Expected<Attempt> AttemptFromJson(const json& a, const Reader& r) {
   Attempt at;
@@ -113,6 +113,18 @@ std::string Record::WeakerRuleNote() const {
   return "no fp64 reference, decided by cosine similarity (" + reference_error.substr(0, 160) + ")";
 }
 
+bool RulesDisagree(const json& outputs) {
+  if (!outputs.is_array()) return false;
+  for (const auto& o : outputs) {
+    if (!o.is_object() || !o.contains("noise_budget") || !o.contains("same_pass")) continue;
+    const json& nb = o["noise_budget"];
+    if (!nb.is_object() || !nb.contains("check") || !nb["check"].is_object()) continue;
+    const json& within = nb["check"]["within"];
+    if (within.is_boolean() && o["same_pass"].is_boolean() && within.get<bool>() != o["same_pass"].get<bool>()) return true;
+  }
+  return false;
+}
+
 double OutputStat(const json& o, const char* key) {
   if (!o.is_object() || !o.contains("stats") || !o["stats"].is_object()) return std::nan("");
   const json& s = o["stats"];
@@ -132,7 +144,8 @@ namespace {
 using StringMember = std::string Record::*;
 constexpr std::pair<const char*, StringMember> kStrings[] = {
     {"error", &Record::error},        {"exception_type", &Record::exception_type}, {"notes", &Record::notes},
-    {"reference_error", &Record::reference_error}, {"repro_input", &Record::repro_input}, {"repro_dir", &Record::repro_dir}};
+    {"reference_error", &Record::reference_error}, {"repro_input", &Record::repro_input}, {"repro_dir", &Record::repro_dir},
+    {"rule", &Record::rule},          {"justification", &Record::justification}};
 using ExperimentString = std::string Record::Experiment::*;
 constexpr std::pair<const char*, ExperimentString> kExperimentStrings[] = {
     {"accelerator", &Record::Experiment::accelerator}, {"accelerator_model", &Record::Experiment::accelerator_model},
@@ -160,6 +173,7 @@ Status ReadMetrics(const json& m, const Reader& r, Record::Metrics& out) {
   PARITY_RETURN_IF_ERROR(r.Numbers(m, "total_time", out.total_time, "metrics."));
   PARITY_RETURN_IF_ERROR(r.Numbers(m, "per_iter_time", out.per_iter_time, "metrics."));
   PARITY_RETURN_IF_ERROR(r.Number(m, "compile_time_s", out.compile_time_s, "metrics."));
+  PARITY_RETURN_IF_ERROR(r.Number(m, "calibration_time_s", out.calibration_time_s, "metrics."));
   return r.Number(m, "wall_time_s", out.wall_time_s, "metrics.");
 }
 
@@ -175,6 +189,7 @@ json Record::ToJson() const {
                   {"per_iter_time", metrics.per_iter_time},
                   {"compile_time_s", metrics.compile_time_s},
                   {"wall_time_s", metrics.wall_time_s}};
+  if (metrics.calibration_time_s > 0) j["metrics"]["calibration_time_s"] = metrics.calibration_time_s;
   j["timestamp"] = timestamp;
   j["verification_code"] = results::ToString(code);
   j["tolerance"] = tolerance;

@@ -56,6 +56,7 @@ struct Record {
     std::vector<double> total_time, per_iter_time;
     double compile_time_s = 0.0;
     double wall_time_s = 0.0;
+    double calibration_time_s = 0.0;  // the noise budgets' eager reruns (interpreter runs, no compile)
   };
   // "model"
   std::string suite;
@@ -73,6 +74,8 @@ struct Record {
   std::string error;           // why, when not PASS
   std::string exception_type;  // EXCEPTION_RAISED: the exception's type
   std::string notes;           // what changed the flow
+  std::string rule;            // what decided PASS/FAIL: same | calibrated ("" in older records: same)
+  std::string justification;   // PASS and FAIL with noise budgets: the verdict in one quotable sentence
   std::string phase;           // the phase that decided (not for PASS)
   std::optional<bool> fp64_reference;  // PASS and FAIL: whether the fp64 reference ran
   std::string reference_error;         // why it did not
@@ -98,6 +101,10 @@ struct Record {
   // kBadInput naming `where` and the field when `j` is not a record.
   [[nodiscard]] static Expected<Record> FromJson(const nlohmann::json& j, const std::string& where);
 };
+
+// Whether same() and the noise budget (the calibrated rule) disagree on any output: an output
+// with a budget whose `same_pass` differs from its `noise_budget.check.within`.
+bool RulesDisagree(const nlohmann::json& outputs);
 
 // An output's statistic (`stats.<key>`), NaN when absent.
 double OutputStat(const nlohmann::json& output, const char* key);

@@ -19,6 +19,7 @@ void ApplyCommon(ExperimentSpec& s, const ExperimentOptions& o) {
   s.tol = o.tol;
   s.imports = o.imports;
   s.sweep = ParseShapes(o.shapes).value_or(0);  // checked with the options (ExperimentOptions::Check)
+  s.rule = o.rule.value_or(kRuleSame);
 }
 
 }  // namespace
@@ -57,6 +58,9 @@ Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const std::optio
   ApplyCommon(s, o);
   if (!s.tol && m.failure.is_object() && m.failure.contains("tol") && m.failure["tol"].is_number())
     s.tol = m.failure["tol"].get<double>();
+  if (!o.rule && m.failure.is_object() && m.failure.contains("rule") && m.failure["rule"].is_string() &&
+      CheckRule(m.failure["rule"].get<std::string>()).ok())
+    s.rule = m.failure["rule"].get<std::string>();
   return s;
 }
 

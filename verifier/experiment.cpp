@@ -2,16 +2,19 @@
 
 #include <ATen/Context.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <map>
 
+#include "compare/budget.h"
 #include "compare/histogram.h"
 #include "compare/same.h"
 #include "interpreter/interpreter.h"
 #include "util/digest.h"
 #include "util/files.h"
 #include "verifier/backend.h"
+#include "verifier/calibration.h"
 #include "verifier/case.h"
 #include "runtime/host_ops.h"
 #include "verifier/reference.h"
@@ -73,6 +76,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
                       {"imports", imports}};
   j["tol"] = tol ? nlohmann::json(*tol) : nlohmann::json(nullptr);
   if (sweep > 0) j["sweep"] = sweep;  // absent when 0: fingerprints of earlier runs stay the same
+  if (rule != "same") j["rule"] = rule;  // likewise
+  j["noise_budget"] = noise_budget;
   return j;
 }
 
@@ -96,6 +101,8 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.work_dir = j.at("work_dir");
     s.imports = j.value("imports", std::vector<std::string>{});
     s.sweep = j.value("sweep", 0);
+    s.rule = j.value("rule", std::string("same"));
+    s.noise_budget = j.value("noise_budget", true);
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
     return s;
   } catch (const std::exception& e) {
@@ -106,7 +113,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
 std::string ExperimentSpec::Fingerprint() const {
   // Everything ToJson says except where things live and how failures are filtered.
   nlohmann::json j = ToJson();
-  for (const char* where : {"repro", "cache_dir", "work_dir", "imports", "ignore_non_fp"}) j.erase(where);
+  for (const char* where : {"repro", "cache_dir", "work_dir", "imports", "ignore_non_fp", "noise_budget"}) j.erase(where);
   return Sha256Hex(j.dump()).substr(0, 32);
 }
 
@@ -126,7 +133,9 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"reference_error", reference_error},
           {"shapes", ShapesJson(shapes)},
           {"signal", signal},
-          {"timed_out", timed_out}};
+          {"timed_out", timed_out},
+          {"justification", justification},
+          {"calibration_time_s", calibration_time_s}};
 }
 
 ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
@@ -148,6 +157,8 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
     if (auto c = results::ShapeCheck::FromJson(s, "experiment result"); c.ok()) r.shapes.push_back(std::move(*c));
   r.signal = j.value("signal", 0);
   r.timed_out = j.value("timed_out", false);
+  r.justification = j.value("justification", std::string());
+  r.calibration_time_s = j.value("calibration_time_s", 0.0);
   return r;
 }
 
@@ -159,6 +170,7 @@ struct Collected {
   NamedTensors ref, fp64, got;
   std::vector<std::string> shown;  // readable names, as reported
   std::vector<double> tols;        // each result's tolerance (its graph's mode and dtype)
+  std::vector<std::optional<compare::NoiseBudget>> budgets;  // each result's, where it was measured
   bool fp64_ok = true;
   std::vector<double> run_times;
   // --shapes sweep: which results belong to which shape of a symbolic graph.
@@ -252,6 +264,32 @@ Expected<std::vector<Shape>> ShapesOf(const ExperimentSpec& spec, const Experime
   return shapes;
 }
 
+using Budgets = std::vector<std::optional<compare::NoiseBudget>>;
+
+// The noise budget of each floating result of one shape, from the calibration runs (eager's own
+// error the first sample). None when the calibration cannot run: the notes say why, and the
+// calibrated rule leaves those results to same().
+Budgets MeasureBudgets(const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& eager,
+                       const NamedTensors& ref, const NamedTensors& fp64, ExperimentResult& r) {
+  const auto started = std::chrono::steady_clock::now();
+  Budgets budgets(ref.size());
+  auto runs = CalibrationRuns(program, *sh.repro, *sh.graph, mode, eager);
+  if (!runs.ok()) {
+    r.notes += (r.notes.empty() ? "" : "; ") + std::string("no noise budget: a calibration run failed: ") + runs.error().message.substr(0, 200);
+  } else {
+    for (size_t k = 0; k < ref.size() && k < fp64.size(); ++k) {
+      if (!compare::FloatingOutput(ref[k].second) || fp64[k].second.numel() != ref[k].second.numel()) continue;
+      std::vector<std::pair<std::string, at::Tensor>> samples = {{"eager", ref[k].second}};
+      for (const auto& run : *runs)
+        if (k < run.results.size() && run.results[k].second.numel() == ref[k].second.numel())
+          samples.emplace_back(run.label, run.results[k].second);
+      budgets[k] = compare::MeasureBudget(fp64[k].second, samples);
+    }
+  }
+  r.calibration_time_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return budgets;
+}
+
 // One graph: at each of its shapes eager twice and the fp64 reference (without it, cosine); the
 // backend at every shape (one compile for all where it can).
 Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on_phase, Backend& backend, ExperimentContext& ctx,
@@ -277,6 +315,7 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
   r64.hook = nullptr;
   std::vector<NamedTensors> refs, fp64s;
   std::vector<bool> fp64_ran;
+  std::vector<Budgets> budgets;
   for (const Shape& sh : *shapes) {
     const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
     SetPhase(on_phase, r, "eager");
@@ -294,6 +333,7 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
       if (r.reference_error.empty()) r.reference_error = prefix + fp64.error().message.substr(0, 300);
       r.cosine = true;
     }
+    budgets.push_back(spec.noise_budget && fp64.ok() ? MeasureBudgets(*program, sh, mode, ro, *ref, *fp64, r) : Budgets{});
     refs.push_back(std::move(*ref));
     fp64_ran.push_back(fp64.ok());
     fp64s.push_back(fp64.ok() ? std::move(*fp64) : NamedTensors{});
@@ -333,6 +373,7 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
       c.shown.push_back(prefix + (named ? graph.output_names[k] : name));
       c.ref.emplace_back(prefix + name, refs[i][k].second);
       c.tols.push_back(GraphTolerance(spec, graph));
+      c.budgets.push_back(k < budgets[i].size() ? budgets[i][k] : std::nullopt);
       if (fp64_ran[i]) c.fp64.emplace_back(prefix + name, fp64s[i][k].second);
     }
     for (const auto& [name, t] : run.outputs) c.got.emplace_back(prefix + name, t);
@@ -355,19 +396,74 @@ void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times,
   }
 }
 
-// same() on every reference result against the backend's.
+// One compared result as the justification sees it.
+struct Judged {
+  std::string path;
+  bool same_pass = true;
+  std::string same_message;
+  std::optional<compare::NoiseBudget> budget;
+  std::optional<compare::BudgetCheck> check;
+};
+
+// The verdict in one sentence a maintainer can quote: under the calibrated rule, the failing
+// output furthest beyond its budget (or the one closest to it on a PASS); under same(), its
+// first failure and what the budget says of it, or a PASS the budget disagrees with.
+std::string Justify(const std::vector<Judged>& judged, bool calibrated) {
+  const Judged* worst = nullptr;  // the furthest beyond (or closest to) its budget
+  const Judged* first_same_fail = nullptr;
+  int over = 0, same_fails = 0, measured = 0;
+  for (const Judged& j : judged) {
+    if (!j.same_pass) {
+      ++same_fails;
+      if (!first_same_fail) first_same_fail = &j;
+    }
+    if (!j.check) continue;
+    ++measured;
+    over += !j.check->within;
+    if (!worst || j.check->budgets > worst->check->budgets) worst = &j;
+  }
+  if (measured == 0) return "";
+  auto more = [](int n, const char* what) { return n > 1 ? "; " + std::to_string(n - 1) + " more " + what : std::string(); };
+  const std::string largest = worst->path + " at " + compare::Num3(worst->check->budgets) + " budgets";
+  if (calibrated) {
+    if (over > 0) return compare::Sentence(worst->path, *worst->budget, *worst->check) + more(over, "outputs exceed their budgets");
+    std::string s = "every output within its noise budget (the closest: " + largest + ")";
+    for (const Judged& j : judged)
+      if (!j.check && !j.same_pass) return s + "; " + j.path + " has no budget and fails same(): " + j.same_message;
+    return s + (same_fails > 0 ? "; same() would fail " + std::to_string(same_fails) + " of them" : "");
+  }
+  if (first_same_fail) {
+    const Judged& f = *first_same_fail;
+    if (!f.check) return "same() fails " + f.path + ": " + f.same_message + " (no noise budget for it)" + more(same_fails, "outputs fail same()");
+    if (f.check->within)
+      return "same() fails " + f.path + " (" + f.same_message + "), but its error is " + compare::Num3(f.check->budgets) +
+             " noise budgets from fp64: rounding alone can explain it (--rule calibrated passes it)" +
+             more(same_fails, "outputs fail same()");
+    return "same() fails " + compare::Sentence(f.path, *f.budget, *f.check) + more(same_fails, "outputs fail same()");
+  }
+  if (over > 0)
+    return "same() passes every output, but " + compare::Sentence(worst->path, *worst->budget, *worst->check) +
+           " (--rule calibrated fails it)";
+  return "every output passes same() and is within its noise budget (the closest: " + largest + ")";
+}
+
+// same() on every reference result against the backend's, and each result against its noise
+// budget; spec.rule says which decides.
 ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const Collected& c) {
   std::map<std::string, at::Tensor> got(c.got.begin(), c.got.end());
   compare::SameOptions so;
   so.cos_similarity = r.cosine;
   so.equal_nan = true;
   so.ignore_non_fp = spec.ignore_non_fp;
+  const bool calibrated = spec.rule == kRuleCalibrated;
   bool all = true;
   std::string first_failure;
+  std::vector<Judged> judged;
   for (size_t k = 0; k < c.ref.size(); ++k) {
     const auto& [name, want] = c.ref[k];
     so.tol = c.tols[k];
     compare::Verdict v;
+    Judged j;
     nlohmann::json hist;  // the error distribution, for reports
     auto it = got.find(name);
     if (it == got.end()) {
@@ -377,16 +473,37 @@ ExperimentResult Compare(const ExperimentSpec& spec, ExperimentResult r, const C
     } else {
       std::optional<at::Tensor> f;
       if (c.fp64_ok) f = c.fp64[k].second.to(at::kCPU);
-      v = compare::SameTensor(want.to(at::kCPU), it->second.to(at::kCPU), f, so);
-      if (f) hist = compare::ErrorHistogram(want.to(at::kCPU), it->second.to(at::kCPU), *f);
+      const at::Tensor ref = want.to(at::kCPU), res = it->second.to(at::kCPU);
+      v = compare::SameTensor(ref, res, f, so);
+      if (f) hist = compare::ErrorHistogram(ref, res, *f);
+      if (f && c.budgets[k] && ref.sizes() == res.sizes() && ref.scalar_type() == res.scalar_type()) {
+        j.budget = c.budgets[k];
+        j.check = compare::CheckBudget(*j.budget, *f, ref, res);
+      }
     }
     v.path = c.shown[k];
+    j.path = v.path;
+    j.same_pass = v.pass;
+    j.same_message = v.message;
+    if (calibrated && j.check) {
+      v.pass = j.check->within;
+      v.rule = compare::Rule::kNoiseBudget;
+      v.message = compare::Sentence("", *j.budget, *j.check);
+    }
     if (!v.pass && first_failure.empty()) first_failure = c.shown[k] + ": " + v.message;
     all = all && v.pass;
     r.outputs.push_back(v.ToJson());
-    if (c.tols[k] != r.tol) r.outputs.back()["tol"] = c.tols[k];
-    if (!hist.is_null()) r.outputs.back()["error_hist"] = std::move(hist);
+    nlohmann::json& out = r.outputs.back();
+    if (c.tols[k] != r.tol) out["tol"] = c.tols[k];
+    if (!hist.is_null()) out["error_hist"] = std::move(hist);
+    if (j.check) {
+      out["same_pass"] = j.same_pass;
+      out["noise_budget"] = j.budget->ToJson();
+      out["noise_budget"]["check"] = j.check->ToJson();
+    }
+    judged.push_back(std::move(j));
   }
+  r.justification = Justify(judged, calibrated);
   for (const auto& sp : c.spans) {
     results::ShapeCheck check{sp.graph, {sp.symbols.begin(), sp.symbols.end()}, true};
     for (size_t k = sp.begin; k < sp.end; ++k) check.pass = check.pass && r.outputs[k].value("pass", false);

@@ -41,6 +41,10 @@ struct ExperimentSpec {
   std::string work_dir;
   std::vector<std::string> imports;  // approved modules for host ops (runtime/host_ops.h); not in the fingerprint
   int sweep = 0;                     // shapes beyond the recorded one a symbolic graph runs at (--shapes)
+  std::string rule = "same";         // --rule (verifier/options.h): what decides PASS/FAIL
+  // Measure each output's noise budget (compare/budget.h). The calibrated rule needs it; under
+  // same() it justifies the verdict. Minify's candidates go without (not in the fingerprint).
+  bool noise_budget = true;
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
@@ -68,6 +72,10 @@ struct ExperimentResult {
   std::string reference_error;
   bool has_fp64_reference() const { return reference_error.empty(); }
   std::vector<results::ShapeCheck> shapes;  // --shapes sweep: each shape of a symbolic graph and its verdict
+  // PASS and FAIL with noise budgets: the verdict in one sentence (which output, how many
+  // budgets, how many elements, the worst one, which rule disagrees).
+  std::string justification;
+  double calibration_time_s = 0.0;  // the noise budgets' eager reruns
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

@@ -6,6 +6,11 @@
 namespace parity::verifier {
 using nlohmann::json;
 
+Status CheckRule(const std::string& rule) {
+  if (rule == kRuleSame || rule == kRuleCalibrated) return Status::Ok();
+  return Error::BadInput("--rule " + rule + ": expected " + kRuleSame + " or " + kRuleCalibrated);
+}
+
 json ExperimentOptions::ToJson() const {
   json j = {{"cosine", cosine},
             {"ignore_non_fp", ignore_non_fp},
@@ -20,6 +25,7 @@ json ExperimentOptions::ToJson() const {
   j["backend_options"] = backend_options ? *backend_options : json(nullptr);
   j["device"] = device ? json(*device) : json(nullptr);
   j["tol"] = tol ? json(*tol) : json(nullptr);
+  j["rule"] = rule ? json(*rule) : json(nullptr);
   return j;
 }
 
@@ -62,6 +68,10 @@ Expected<ExperimentOptions> ExperimentOptions::FromJson(const json& j) {
     if (!j["shapes"].is_string()) return bad("shapes", "is not a string");
     o.shapes = j["shapes"].get<std::string>();
   }
+  if (j.contains("rule") && !j["rule"].is_null()) {
+    if (!j["rule"].is_string()) return bad("rule", "is not a string");
+    o.rule = j["rule"].get<std::string>();
+  }
   if (j.contains("cache_dir")) {
     if (!j["cache_dir"].is_string()) return bad("cache_dir", "is not a string");
     o.cache_dir = j["cache_dir"].get<std::string>();
@@ -85,6 +95,7 @@ Status ExperimentOptions::Check() const {
   if (timeout_s < 1) return Error::BadInput("--timeout " + std::to_string(timeout_s) + ": expected 1 or more seconds");
   if (jobs < 1) return Error::BadInput("--jobs " + std::to_string(jobs) + ": expected 1 or more");
   PARITY_RETURN_IF_ERROR(ParseShapes(shapes));
+  if (rule) PARITY_RETURN_IF_ERROR(CheckRule(*rule));
   return Status::Ok();
 }
 

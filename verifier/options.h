@@ -16,6 +16,13 @@
 
 namespace parity::verifier {
 
+// The rules a verdict can be decided by (--rule): same() (torch._dynamo.utils.same, PyTorch's,
+// the default), or calibrated (each output within its noise budget, compare/budget.h).
+inline constexpr const char* kRuleSame = "same";
+inline constexpr const char* kRuleCalibrated = "calibrated";
+// kBadInput naming --rule unless `rule` is one of them.
+[[nodiscard]] Status CheckRule(const std::string& rule);
+
 struct ExperimentOptions {
   // --backend-option KEY=VALUE; unset: a repro dir's own, when it names the same backend.
   std::optional<nlohmann::json> backend_options;
@@ -33,6 +40,9 @@ struct ExperimentOptions {
   // --shapes: a symbolic graph at its recorded shape ("recorded"), or at N more points of its
   // symbols' ranges too ("sweep", "sweep=N"; verifier/shapes.h). Static graphs: as recorded.
   std::string shapes = "recorded";
+  // --rule: what decides PASS/FAIL (every record says what both rules make of it); unset: a
+  // failure repro dir's (the rule that failed it), else same.
+  std::optional<std::string> rule;
   std::filesystem::path cache_dir;   // --cache-dir; empty: DefaultCacheDir()
   std::vector<std::string> imports;  // --import, and parity's config allow-list: approved host-op modules
 

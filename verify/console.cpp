@@ -63,7 +63,11 @@ void VerifyConsole::Finished(size_t index, const verifier::ExperimentSpec& spec,
   if (!r.error.empty() && r.code != results::Code::kPass) out_ << "  " << r.error.substr(0, 160);
   if (!r.has_fp64_reference() && (r.code == results::Code::kPass || r.code == results::Code::kFail))
     out_ << "  [no fp64 reference: decided by cosine similarity; " << r.reference_error.substr(0, 120) << "]";
-  out_ << "\n" << std::flush;
+  out_ << "\n";
+  // The verdict in one sentence: every FAIL, and a PASS the other rule would fail.
+  if (!r.justification.empty() && (r.code == results::Code::kFail || results::RulesDisagree(r.outputs)))
+    out_ << "  why: " << r.justification << "\n";
+  out_ << std::flush;
   std::ostringstream max_abs;
   max_abs << std::setprecision(3) << MaxAbsError(r);
   rows_.push_back({spec.model, spec.backend, spec.test, spec.dtype, results::ToString(r.code), Fixed(r.compile_time_s, 2),

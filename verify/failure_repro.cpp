@@ -65,9 +65,11 @@ Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier:
                {"message", r.error},
                {"failing_outputs", failing},
                {"tol", r.tol},
+               {"rule", spec.rule},
                {"test", spec.test},
                {"device", spec.device}};
   if (!shape.is_null()) m.failure["shape"] = shape;
+  if (!r.justification.empty()) m.failure["justification"] = r.justification;
   std::vector<const GraphEntry*> graphs;
   for (const auto& g : repro.graphs()) graphs.push_back(&g);
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(dst / "manifest.json", ManifestToJson(m, graphs).dump(2) + "\n"));

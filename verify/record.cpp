@@ -33,7 +33,7 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
                     spec.test, spec.dtype, c.batch_size, ConfigOfSpec(spec)};
   rec.repeat = spec.repeat;
   rec.iterations_per_run = spec.iterations_per_run;
-  rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, c.wall_time_s};
+  rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, c.wall_time_s, r.calibration_time_s};
   rec.timestamp = static_cast<double>(std::time(nullptr));
   rec.fingerprint = spec.Fingerprint();
   // What the result says: its code and verdicts, why it is not a pass, how it ended.
@@ -47,6 +47,8 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
   rec.cosine = r.cosine;
   rec.outputs = r.outputs;
   rec.notes = r.notes;
+  rec.rule = spec.rule;
+  rec.justification = r.justification;
   if (r.code == results::Code::kPass || r.code == results::Code::kFail) rec.fp64_reference = r.has_fp64_reference();
   rec.reference_error = r.reference_error;
   // What the run knows beside: where the case came from, the failure's repro dir, the graphs.

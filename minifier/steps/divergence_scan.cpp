@@ -57,6 +57,7 @@ json DivergenceMap(const std::vector<const ir::Node*>& values, const json& outpu
               {"max_abs_err", stats.value("max_abs_err", json())},
               {"rmse_eager_vs_fp64", std::isnan(eager) ? json() : json(eager)},
               {"rmse_backend_vs_fp64", std::isnan(backend) ? json() : json(backend)}};
+    if (v.contains("noise_budget")) e["budgets"] = v["noise_budget"]["check"].value("budgets", 0.0);
     if (!std::isnan(eager) && !std::isnan(backend))
       e["error_ratio"] = eager > 0 ? backend / eager : (backend > 0 ? INFINITY : 1.0);
     if (e["error_ratio"].is_number() && std::isinf(e["error_ratio"].get<double>())) e["error_ratio"] = 1e300;

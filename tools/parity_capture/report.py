@@ -160,10 +160,20 @@ def build_minifies(minifies: list) -> list:
                     "source": (culprit.get("stack_trace") or "").strip().splitlines()[-2:] if culprit else [],
                     "how": how, "graph_text": m.get("graph_text", ""),
                     "compiler": (m.get("compiler_culprit") or {}).get("sentence", ""),
+                    "beyond_budget": (m.get("first_beyond_budget") or {}).get("sentence", ""),
                     "first": None if first is None else {k: fmt(first.get(k)) for k in (
                         "node", "max_abs_err", "rmse_eager_vs_fp64", "rmse_backend_vs_fp64", "error_ratio")},
                     "plot": divergence_svg(title, m["divergence"], culprit.get("node", "")) if m.get("divergence") else None})
     return out
+
+
+def rules_disagree(record) -> bool:
+    """same() and the noise budget disagree on an output (results/record.h RulesDisagree)."""
+    for o in record.get("outputs", []):
+        check = (o.get("noise_budget") or {}).get("check") or {}
+        if "same_pass" in o and "within" in check and o["same_pass"] != check["within"]:
+            return True
+    return False
 
 
 def build(data: dict) -> dict:
@@ -182,14 +192,17 @@ def build(data: dict) -> dict:
     details = []
     for e in entries:
         label, cls = label_of(e), css_class_of(e)
-        if ((cls == "good" and label != "XFAIL") or e["outcome"]["kind"] == "skipped") and not weaker_rule(e):
-            continue
         r = e["record"]
+        if ((cls == "good" and label != "XFAIL") or e["outcome"]["kind"] == "skipped") and not weaker_rule(e) \
+                and not rules_disagree(r):
+            continue
         gate = e.get("gate") or {}
         outputs = []
         for o in r.get("outputs", []):
             st = o.get("stats") or {}
+            check = (o.get("noise_budget") or {}).get("check") or {}
             outputs.append({"path": o.get("path"), "pass": o.get("pass", True), "rule": o.get("rule", ""),
+                            "budgets": fmt(check.get("budgets")) if check else "",
                             "message": o.get("message", ""),
                             "cells": [fmt(st.get(k)) for k in ("numel", "max_abs_err", "max_rel_err", "rmse_res_vs_fp64",
                                                                "rmse_ref_vs_fp64", "cosine", "mismatches")],
@@ -205,6 +218,7 @@ def build(data: dict) -> dict:
         details.append({"anchor": r["fingerprint"], "label": label, "cls": cls,
                         "title": f'{r["model"]["model_name"]} · {ex["backend"]} · {ex["test"]} · {ex["dtype"]} · {ex["accelerator"]}',
                         "error": r.get("error", ""), "repro_dir": r.get("repro_dir", ""),
+                        "why": r.get("justification", "") if label != "PASS" or rules_disagree(r) else "",
                         "note": "; ".join(dict.fromkeys(n for n in (gate.get("note", ""), weaker_rule(e)) if n)),
                         "expected": gate.get("expected", ""), "status": gate.get("status", ""),
                         "culprit": gate.get("culprit"), "compiler": gate.get("compiler_culprit", ""),

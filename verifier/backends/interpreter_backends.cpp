@@ -2,7 +2,9 @@
 // and `fault` (fault injection for testing verification pipelines).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/full_like.h>
+#include <ATen/ops/rand.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -42,6 +44,9 @@ class EagerBackend final : public Backend {
 //   op=aten::relu         the op (a target prefix: "aten::relu" matches "aten::relu.default")
 //   kind=perturb|nan|noise|raise|segfault|abort|hang|oom
 //   delta=0.01            perturb: value + delta; noise: value + delta * (call count)
+//   relative=1            delta is relative to each element: perturb: value * (1 + delta);
+//                         noise: value * (1 + delta * u), u uniform in [-1, 1] per element,
+//                         drawn anew at every call (a kernel off by rounding-level noise)
 //   occurrence=N          only the N-th node (graph order, 1-based) calling the op; default all
 //   in=backend|eager      where to inject: the backend under test (default) or the verifier's
 //                         own eager reference runs (EAGER_FAILED, NONDETERMINISTIC_EAGER_RUN)
@@ -76,7 +81,7 @@ class FaultBackend final : public Backend {
     try {
       for (const char* k : {"delta", "delta2"})
         if (ctx.options.contains(k)) (void)std::stod(ctx.options[k].get<std::string>());
-      for (const char* k : {"occurrence", "occurrence2", "parties", "only_size", "only_size2"})
+      for (const char* k : {"occurrence", "occurrence2", "parties", "only_size", "only_size2", "relative", "relative2"})
         if (ctx.options.contains(k)) (void)std::stoi(ctx.options[k].get<std::string>());
     } catch (const std::exception&) {
       return Error::BadInput("backend fault: delta, occurrence and only_size must be numbers");
@@ -124,6 +129,7 @@ class FaultBackend final : public Backend {
     for (const ir::Node* n : ctx.graph->graph.ops())
       if (n->target().rfind(op, 0) == 0 && ++seen == occurrence) only = n->name();
     const bool backward = opt("phase", "forward") == "backward";
+    const bool relative = opt("relative", "0") == "1";
     auto calls = std::make_shared<int64_t>(0);  // across runs: "noise" differs run to run
     return [=](const ir::Node& n, c10::IValue& v) -> Status {
       if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
@@ -135,7 +141,7 @@ class FaultBackend final : public Backend {
       }
       const int64_t call = *calls;
       if (!backward) {
-        PARITY_ASSIGN_OR_RETURN(at::Tensor t, Inject(kind, delta, call, v.toTensor(), n));
+        PARITY_ASSIGN_OR_RETURN(at::Tensor t, Inject(kind, delta, relative, call, v.toTensor(), n.name(), n.target()));
         v = std::move(t);
         return Status::Ok();
       }
@@ -145,7 +151,7 @@ class FaultBackend final : public Backend {
       if (!t.requires_grad()) return Status::Ok();
       const std::string node = n.name(), target = n.target();
       t.register_hook([=](const at::Tensor& grad) {
-        auto faulted = Inject(kind, delta, call, grad, node, target);
+        auto faulted = Inject(kind, delta, relative, call, grad, node, target);
         if (!faulted.ok()) throw std::runtime_error(faulted.error().message);
         return *faulted;
       });
@@ -154,11 +160,14 @@ class FaultBackend final : public Backend {
   }
 
   // `t` with the fault `kind` applied (or the fault's own failure).
-  static Expected<at::Tensor> Inject(const std::string& kind, double delta, int64_t call, const at::Tensor& t, const ir::Node& n) {
-    return Inject(kind, delta, call, t, n.name(), n.target());
-  }
-  static Expected<at::Tensor> Inject(const std::string& kind, double delta, int64_t call, const at::Tensor& t,
+  static Expected<at::Tensor> Inject(const std::string& kind, double delta, bool relative, int64_t call, const at::Tensor& t,
                                      const std::string& node, const std::string& target) {
+    if (relative && (kind == "perturb" || kind == "noise") && t.is_floating_point()) {
+      if (kind == "perturb") return t * (1.0 + delta);
+      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(call));
+      const at::Tensor u = at::rand(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble)).mul(2.0).sub(1.0).to(t.device());
+      return (t.to(at::kDouble) * (1.0 + delta * u)).to(t.scalar_type());
+    }
     if (kind == "perturb") return t + delta;
     if (kind == "noise") return t + delta * static_cast<double>(call);
     if (kind == "nan") return t * std::numeric_limits<double>::quiet_NaN();
