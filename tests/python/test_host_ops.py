@@ -111,8 +111,17 @@ def test_missing_module_is_exit_2_naming_op_node_and_module(parity_bin, custom, 
     m = json.load(open(d / "manifest.json"))
     m["host_ops"][OP]["module"] = "no_such_module_xyz"
     (d / "manifest.json").write_text(json.dumps(m))
+    cfg = tmp_path / ".config" / "parity"
+    cfg.mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({"allowed_imports": ["no_such_module_xyz"]}))
     for args in (["verify", str(d), "--backend", "eager", "--output-dir", str(tmp_path / "v")], ["repro", "run", str(d)]):
+        # approved by --import: every process imports it before anything runs, so the module is
+        # named before the graph is read
         r = parity(parity_bin, *args, "--import", "no_such_module_xyz")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--import no_such_module_xyz: cannot import it: ModuleNotFoundError" in r.stderr, r.stderr
+        # approved by the config's allow-list: the host op that needs it is named with its node
+        r = parity(parity_bin, *args, home=str(tmp_path))
         assert r.returncode == 2, r.stdout + r.stderr
         assert OP in r.stderr and "%scaled_gelu" in r.stderr and "no_such_module_xyz" in r.stderr, r.stderr
 
