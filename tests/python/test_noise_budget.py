@@ -186,3 +186,30 @@ def test_ci_gates_by_the_calibrated_rule(parity_bin, tmp_path):
 def test_bad_rule_is_exit_2(parity_bin, tmp_path):
     r = run_parity(parity_bin, "verify", "--model", "mlp", "--rule", "loose", "--output-dir", str(tmp_path))
     assert r.returncode == 2 and "--rule" in r.stderr, r.stderr
+
+
+def test_corpus_table_counts_both_rules_from_real_records(parity_bin, tmp_path):
+    """bench/rules_corpus.py's verdicts, counts and table on records verify wrote: a rounding-level
+    fault is known good, a 1e-3 and a 2e-5 perturbation known bad (same() misses the second, the
+    calibrated rule does not), a fault that changes no output (no such node) is counted apart."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import rules_corpus
+    d = two_heads(tmp_path)
+    # (label, kind, delta, occurrence): the third linear is the tail's; there is no 9th
+    cases = [("good", "noise", 2.0 ** -24, 3), ("bad", "perturb", 1e-3, 3), ("bad", "perturb", 2e-5, 3),
+             ("bad", "perturb", 1e-3, 9)]
+    rows = []
+    for k, (label, kind, delta, occ) in enumerate(cases):
+        _, recs = verify(parity_bin, tmp_path / f"c{k}", d,
+                         *fault("op=aten::linear", f"occurrence={occ}", f"kind={kind}", "relative=1", f"delta={delta!r}"))
+        rows.append({"label": label, "set": "fault", "model": "two_heads", "dtype": "float32", "test": "eval",
+                     "delta": delta, "where": "late", "op": "aten::linear", "code": recs[0]["verification_code"],
+                     **rules_corpus.verdicts(recs[0])})
+    s = rules_corpus.summarize(rows)
+    assert (s["good"], s["bad"], s["no_effect"]) == (1, 2, 1), s
+    assert s["same_false_alarms"] == 0 and s["calibrated_false_alarms"] == 0, s
+    assert s["same_misses"] == 1 and s["calibrated_misses"] == 0, s
+    text = "\n".join(rules_corpus.table({"rows": rows, "summary": s}))
+    assert "| same() (PyTorch's, the default) | 0/1 (0.0%) | 1/2 (50.0%) |" in text, text
+    assert "| calibrated (`--rule calibrated`) | 0/1 (0.0%) | 0/2 (0.0%) |" in text, text
