@@ -78,6 +78,10 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     model.train(mode == "train")
     args = tuple(example_inputs)
     kwargs = dict(example_kwargs or {})
+    # The buffers as the call found them: a forward that writes its buffers (a cache, a step
+    # count, a custom op's mutates_args) leaves them changed, and the graph's inputs are what the
+    # recorded call read.
+    before = {k: v.detach().clone() for k, v in model.named_buffers(remove_duplicate=False)}
     eager = _run_eager(model, args, kwargs, mode)
     eager_names, eager_leaves = flatten_outputs(eager)
     if mode == "train":  # (loss, outputs): "0" -> "loss", "1.logits" -> "logits"
@@ -89,7 +93,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     if method == "export":
         try:
             ep = _export(model, args, kwargs)
-            lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs)
+            lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs, attrs_before=before)
             if output_mismatch(lowered) is not None:
                 lowered = None  # export kept a composite op whole under autocast: make_fx below
             else:
@@ -97,7 +101,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         except Exception:  # export failed, or its graph cannot be recorded (a data-dependent size): make_fx
             lowered = None
     if lowered is None:
-        lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode)
+        lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, attrs_before=before)
         producer += " (make_fx)"
         why = output_mismatch(lowered)
         if why is not None:

@@ -153,9 +153,11 @@ def _exported_symbols(ep, attr_keys: Dict[str, str], tensors: Dict[str, torch.Te
     return symbolic_facts(gm, shape_env, unbacked_values(gm, values))
 
 
-def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None):
+def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None,
+                  attrs_before=None):
     """make_fx over a functional call with parameters and buffers as explicit inputs. `values`:
-    the tensor inputs' values to record (default: the traced ones)."""
+    the tensor inputs' values to record (default: the traced ones); `attrs_before`: parameters'
+    and buffers' values to record by name (default: as they are now)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call, functionalize
 
@@ -200,7 +202,7 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
     for n, k in zip(placeholders[: len(keys)], keys):
         kind = "param" if k in dict(model.named_parameters()) else "buffer"
         attr_keys[n.name] = f"{kind}/{k}"
-        tensors[f"{kind}/{k}"] = named[k]
+        tensors[f"{kind}/{k}"] = (attrs_before or {}).get(k, named[k])
     recorded = list(values) if values is not None else real[len(keys):]
     for position, (n, v) in enumerate(zip(placeholders[len(keys):], recorded)):
         if input_attrs and position in input_attrs:
