@@ -307,8 +307,38 @@ void PushResults(const c10::FunctionSchema& schema, std::vector<at::Tensor> outs
   for (auto& t : outs) stack.emplace_back(std::move(t));
 }
 
+// The arguments an op writes (`Tensor(a!)` in its schema: a custom op's mutates_args). The worker
+// answers with their values after the call after the op's own results (host_ops.py `run`).
+std::vector<size_t> WrittenArgs(const c10::FunctionSchema& schema) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite()) out.push_back(i);
+  }
+  return out;
+}
+
+// Copies the written arguments' new values (the tail of `outs`, one per written tensor argument
+// given) into the tensors the interpreter passed, and leaves the op's own results in `outs`.
+void WriteBack(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> given, std::vector<at::Tensor>& outs) {
+  std::vector<at::Tensor> targets;
+  for (size_t i : WrittenArgs(schema)) {
+    if (given[i].isNone()) continue;
+    if (!given[i].isTensor())
+      throw std::runtime_error("host op " + QualifiedName(schema) + " writes its argument " + schema.arguments()[i].name() +
+                               ", which is not a tensor (a written list of tensors is not supported)");
+    targets.push_back(given[i].toTensor());
+  }
+  if (targets.size() > outs.size())
+    throw std::runtime_error("host op " + QualifiedName(schema) + ": the worker returned fewer tensors than it writes");
+  const size_t first = outs.size() - targets.size();
+  at::NoGradGuard no_grad;  // the write is the op's, below autograd
+  for (size_t k = 0; k < targets.size(); ++k) targets[k].copy_(outs[first + k]);
+  outs.resize(first);
+}
+
 // The dispatcher kernel of every host op (below autograd): arguments to the worker, results back
-// on the device of the first tensor argument.
+// on the device of the first tensor argument; the arguments it writes, written.
 void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t n = schema.arguments().size();
@@ -322,6 +352,7 @@ void HostKernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return json{{"op", QualifiedName(schema)}, {"args", full.Call(schema, given, ignored)}};
   };
   Answer a = WorkerRoundTrip("host_call", enc, whole, 1, "host op " + QualifiedName(schema));
+  WriteBack(schema, given, a.tensors);
   torch::jit::drop(*stack, n);
   PushResults(schema, std::move(a.tensors), device, *stack);
 }
@@ -366,6 +397,7 @@ std::vector<torch::jit::Stack> HostBatch(const std::vector<interp::BatchCall>& c
     if (next + k > a.tensors.size()) throw std::runtime_error("host_batch: the worker's counts exceed its outputs");
     std::vector<at::Tensor> outs(a.tensors.begin() + static_cast<long>(next), a.tensors.begin() + static_cast<long>(next + k));
     next += k;
+    WriteBack(calls[c].op->schema(), calls[c].args, outs);
     PushResults(calls[c].op->schema(), std::move(outs), devices[c], out[c]);
   }
   return out;
@@ -452,8 +484,11 @@ Status Register(const std::string& name, const HostOp& op) {
     lib->impl(local.c_str(),
               torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<&HostAutogradKernel>()));
     Reg().libraries.push_back(std::move(lib));
+    // An op that writes its arguments runs call by call: a batched call's argument may be an
+    // earlier call's result, which stays in the worker and could not be written back.
+    const auto handle = c10::Dispatcher::singleton().findSchema({opname, overload});
     static const auto batch = std::make_shared<const interp::BatchKernel>(&HostBatch);
-    interp::RegisterBatchKernel({opname, overload}, batch);
+    if (handle && WrittenArgs(handle->schema()).empty()) interp::RegisterBatchKernel({opname, overload}, batch);
   } catch (const std::exception& e) {
     return Error::BadInput("host op " + name + ": cannot register schema \"" + op.schema + "\": " + e.what());
   }

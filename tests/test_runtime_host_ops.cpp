@@ -6,6 +6,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/tanh.h>
 #include <gtest/gtest.h>
@@ -282,6 +283,49 @@ TEST(HostOps, RepeatedCallsGoByPlanAndCarryTheirNewValues) {
   EXPECT_TRUE(at::allclose(out->outputs[0].toTensor(), at::tanh(wide * 2.0) * 5.0, 1e-5, 1e-5));
   EXPECT_EQ(fake->replays, 4);  // a new shape: new plans, sent whole
   EXPECT_EQ(fake->plans.size(), 4u);
+}
+
+}  // namespace
+}  // namespace parity::runtime
+
+namespace parity::runtime {
+namespace {
+
+// A host op that writes its argument (a custom op's mutates_args, recorded as the clone it writes
+// and its call): x -> clone -> scale_(clone, 3) -> add(clone, x). The worker answers with the
+// written value; the interpreter's clone holds it afterwards, x is untouched, and calls of such an
+// op are not batched (two adjacent ones are two requests).
+TEST(HostOps, AnOpThatWritesItsArgumentLeavesItWritten) {
+  testing::TempDir dir;
+  GraphEntry e = testing::NewGraphEntry("g");
+  ir::Graph& g = e.graph;
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::Node* c = g.Append(NodeKind::kCallFunction, "clone", "aten::clone");
+  c->args = {Arg::Ref(x)};
+  for (const char* name : {"scale_a", "scale_b"})
+    g.Append(NodeKind::kCallFunction, name, "parity_unit::scale_")->args = {Arg::Ref(c), Arg::Float(3.0)};
+  ir::Node* a = g.Append(NodeKind::kCallFunction, "add", "aten::add.Tensor");
+  a->args = {Arg::Ref(c), Arg::Ref(x)};
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(a)})};
+  e.inputs = {{"x", "input/x"}};
+  Manifest man;
+  man.model = "host";
+  man.host_ops["parity_unit::scale_"] = {"parity_unit::scale_(Tensor(a!) x, float s) -> ()", "unit_pkg.ops", "host"};
+  ASSERT_TRUE(WriteReproDir(dir.path(), man, {&e}, {{"input/x", at::randn({3, 4})}}).ok());
+  auto r = ReproDir::Load(dir.path());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto fake = std::make_shared<FakeWorker>();  // host_call answers x * s: here, the written value
+  ASSERT_TRUE(PrepareHostOps(*r, {"unit_pkg"}, [fake](const json& req) { return (*fake)(req); }).ok());
+  auto program = interp::Program::Compile(r->graphs()[0].graph, "g");
+  ASSERT_TRUE(program.ok()) << program.error().message;
+  auto inputs = *r->Inputs(r->graphs()[0]);
+  const at::Tensor before = inputs["x"].clone();
+  auto out = program->Run(inputs, {}, interp::RunOptions{});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_TRUE(at::allclose(out->outputs[0].toTensor(), before * 9.0 + before, 1e-5, 1e-5));
+  EXPECT_TRUE(at::equal(inputs["x"], before));
+  EXPECT_EQ(fake->calls, 2);
+  EXPECT_EQ(fake->batches, 0);
 }
 
 }  // namespace

@@ -159,21 +159,29 @@ def _unwrapped(opdef, device, wrapper):
 
 
 def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor], transfers=None):
-    """The callable for `ns::op.overload` (see _kernel) and its decoded arguments, ready for run()."""
+    """The callable for `ns::op.overload` (see _kernel), its decoded arguments and the positions of
+    the arguments it writes (`Tensor(a!)`: a custom op's mutates_args), ready for run()."""
     from .standalone import resolve_target
     op = resolve_target(op_name)
     decoded = [_decode(a, tensors, transfers) for a in args]
-    return _kernel(op, decoded), decoded
+    written = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    return _kernel(op, decoded), decoded, written
 
 
-def run(op_name: str, op, decoded):
-    """Runs a prepared call; returns its results as a flat list of tensors and the shape of the
-    return (tensor, tuple or list)."""
+def run(op_name: str, op, decoded, written=()):
+    """Runs a prepared call; returns its results as a flat list of tensors, then the tensors it
+    wrote (`written` positions given a tensor: parity copies them back into its own arguments),
+    and the shape of the return (tensor, tuple, list, or none for an op returning nothing)."""
     out = op(*decoded)
+    wrote = [decoded[i] for i in written if isinstance(decoded[i], torch.Tensor)]
+    if any(decoded[i] is not None and not isinstance(decoded[i], torch.Tensor) for i in written):
+        raise TypeError(f"host op {op_name} writes a list of tensors; parity writes back single tensors only")
+    if out is None:
+        return wrote, "none"
     if isinstance(out, torch.Tensor):
-        return [out], "tensor"
+        return [out] + wrote, "tensor"
     if isinstance(out, (tuple, list)) and all(isinstance(x, torch.Tensor) for x in out):
-        return list(out), "tuple" if isinstance(out, tuple) else "list"
+        return list(out) + wrote, "tuple" if isinstance(out, tuple) else "list"
     raise TypeError(f"host op {op_name} returned {type(out).__name__}; parity handles tensors and tuples of tensors")
 
 
@@ -194,13 +202,13 @@ class Prepared:
             for moved, view in self.transfers:
                 moved.copy_(view)
         results = []
-        for name, fn, decoded, refs in self.calls:
+        for name, fn, decoded, refs, written in self.calls:
             args = decoded
             if refs:
                 args = list(decoded)
                 for k, c, o in refs:
                     args[k] = results[c][o]
-            outs, self.kind = run(name, fn, args)
+            outs, self.kind = run(name, fn, args, written)
             results.append(outs)
         if len(results) == 1:
             return results[0], [len(results[0])]
@@ -212,11 +220,11 @@ def prepare_batch(calls, tensors: Dict[str, torch.Tensor]) -> Prepared:
     {"result": [call, output]} takes an earlier call's result."""
     out, transfers = [], []
     for c in calls:
-        fn, decoded = prepare(c["op"], c["args"], tensors, transfers)
+        fn, decoded, written = prepare(c["op"], c["args"], tensors, transfers)
         refs = [(k, a.call, a.output) for k, a in enumerate(decoded) if isinstance(a, _Result)]
         if any(r[1] >= len(out) for r in refs):
             raise ValueError(f"host_batch: call {len(out)} ({c['op']}) takes a result of a later call")
-        out.append((c["op"], fn, decoded, refs))
+        out.append((c["op"], fn, decoded, refs, written))
     return Prepared(out, transfers)
 
 
