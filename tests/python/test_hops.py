@@ -252,3 +252,17 @@ def test_a_higher_order_op_parity_cannot_run_is_named(parity_bin, programs, tmp_
     json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
     r = run_parity(parity_bin, "repro", "run", str(d))
     assert r.returncode != 0 and "the higher-order op associative_scan is not one parity runs" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_an_op_with_side_effects_is_recorded_as_its_call(parity_bin, tmp_path):
+    """An op torch runs for its effect (aten::_print: the effect-token wrapper with_effects, which
+    the lowering removes) is a plain call in the recorded graph, in program order, and replays."""
+    def f(x):
+        torch.ops.aten._print("parity effect test")
+        return x.sin() + 1
+    d = dumped(f, tmp_path / "effect", (torch.randn(4),))
+    g = graph_json(d, manifest(d)["graphs"][0])
+    targets = [n.get("target") for n in g["nodes"] if n["op"] == "call_function"]
+    assert targets[0] == "aten::_print" and not any(t.startswith("hop::") for t in targets), targets
+    r = run_parity(parity_bin, "repro", "run", str(d))
+    assert r.returncode == 0 and "PASS" in r.stdout and "parity effect test" in r.stdout + r.stderr, r.stdout + r.stderr

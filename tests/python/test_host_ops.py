@@ -189,3 +189,39 @@ def test_suite_moe_model_passes_eval_and_train_with_inductor(parity_bin, tmp_pat
     train = {o["path"]: o for o in lines[1]["outputs"]}
     experts = [p for p in train if p.startswith("grad/") and "experts" in p]
     assert experts and all(train[p]["pass"] for p in experts)  # gradients through the host op
+
+
+def test_custom_ops_that_write_their_arguments_verify(parity_bin, tmp_path):
+    """Custom ops with mutates_args (a KV-cache write returning a value; an in-place scale of a
+    view of a buffer returning nothing), which functionalization records as auto_functionalized
+    (v2, with the view regenerated from its base): recorded by both front doors as the clones the
+    ops write and their own calls, the buffers' values before the call as inputs and (dump
+    backend) their values after it as outputs; the interpreter writes the clones through the
+    worker; eager, aot_eager and inductor verify."""
+    from mutating_op_model import CacheNet
+    from parity_capture import capture, dump_backend
+    torch.manual_seed(0)
+    x = torch.randn(2, 16)
+    dirs = {"capture": capture(CacheNet(), (x,), str(tmp_path / "cap"))}
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(CacheNet(), backend=dump_backend(str(tmp_path / "dump")))(x)
+    torch._dynamo.reset()
+    dirs["dump"] = str(tmp_path / "dump")
+    for how, d in dirs.items():
+        m = json.load(open(os.path.join(d, "manifest.json")))
+        assert set(m["host_ops"]) == {"parity_test::cache_write", "parity_test::scale_"}, (how, m)
+        g = json.load(open(os.path.join(d, m["graphs"][0]["file"])))
+        targets = [n.get("target") for n in g["nodes"]]
+        assert not any(t.startswith("hop::") for t in targets if t), targets
+        assert targets.count("aten::clone") >= 2 and "aten::slice.Tensor" in targets, targets
+        if how == "dump":
+            assert {"mutated/buffer/cache", "mutated/buffer/state"} <= set(m["graphs"][0]["output_names"]), m
+        r = parity(parity_bin, "repro", "run", d, "--import", "mutating_op_model")
+        assert r.returncode == 0 and "PASS" in r.stdout, (how, r.stdout + r.stderr)
+        for backend in ("eager", "aot_eager", "inductor"):
+            out = tmp_path / f"{how}-{backend}"
+            r = parity(parity_bin, "verify", d, "--backend", backend, "--import", "mutating_op_model",
+                       "--output-dir", str(out))
+            recs = [json.loads(line) for line in open(out / "results.jsonl")]
+            assert r.returncode == 0 and recs[0]["verification_code"] == "PASS", (how, backend, r.stdout + r.stderr)
