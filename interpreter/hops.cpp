@@ -157,6 +157,43 @@ Expected<HopKernel> CompileScan(const Node& n, const std::string& where, const S
   });
 }
 
+// associative_scan(combine_fn, xs, additional_inputs): the inclusive scan of every leaf of xs
+// along dim 0 by combine_fn(*running, *next slice, *additional), which torch requires to be
+// associative: parity combines left to right, one slice at a time (the shapes the combine
+// function was traced at), which gives what torch's tree of combinations gives up to rounding.
+// Returns each leaf's running values stacked.
+Expected<HopKernel> CompileAssociativeScan(const Node& n, const std::string& where, const Subprograms& subs) {
+  if (n.args.size() != 3) return Bad(where, "associative_scan takes (combine_fn, xs, additional_inputs)");
+  PARITY_ASSIGN_OR_RETURN(const Program* f, SubprogramOf(n.args[0], where, subs));
+  PARITY_RETURN_IF_ERROR(CheckArity(*f, 2 * Count(n.args[1]) + Count(n.args[2]), where, "the combine function"));
+  const Arg xs_arg = n.args[1], extra_arg = n.args[2];
+  return HopKernel([=](const HopEnv& env) -> Expected<c10::IValue> {
+    const std::vector<c10::IValue> xs = Items(env.value(xs_arg)), extra = Items(env.value(extra_arg));
+    for (const auto& x : xs)
+      if (!x.isTensor() || x.toTensor().dim() == 0) return Error::Runtime(where + ": associative_scan scans a value that is no tensor of dim >= 1");
+    const int64_t count = xs.empty() ? 0 : xs[0].toTensor().size(0);
+    if (count == 0) return AsTuple(xs);
+    std::vector<std::vector<at::Tensor>> ys(xs.size());
+    std::vector<c10::IValue> running;
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<c10::IValue> slices;
+      for (const auto& x : xs) slices.push_back(x.toTensor().select(0, i));
+      if (i == 0) {
+        running = std::move(slices);
+      } else {
+        PARITY_ASSIGN_OR_RETURN(running, f->RunPositional(Concat(Concat(running, slices), extra), env.attrs, env.options));
+        if (running.size() != xs.size())
+          return Error::Runtime(where + ": the combine function returns " + std::to_string(running.size()) + " values for " +
+                                std::to_string(xs.size()) + " scanned ones");
+      }
+      for (size_t k = 0; k < xs.size(); ++k) ys[k].push_back(running[k].toTensor());
+    }
+    std::vector<c10::IValue> stacked;
+    for (auto& y : ys) stacked.emplace_back(at::stack(y));
+    return AsTuple(std::move(stacked));
+  });
+}
+
 using Compiler = Expected<HopKernel> (*)(const Node&, const std::string&, const Subprograms&);
 
 // The one table of the higher-order ops parity runs (torch.ops.higher_order.<name>).
@@ -169,6 +206,7 @@ const std::map<std::string, Compiler>& Table() {
       {"tag_activation_checkpoint", [](const Node& n, const std::string& w, const Subprograms& s) { return CompileCall(n, w, s, 1); }},
       {"map_impl", &CompileMap},
       {"scan", &CompileScan},
+      {"associative_scan", &CompileAssociativeScan},
   };
   return table;
 }
