@@ -21,9 +21,13 @@
 namespace parity::compare {
 
 // The stated rule, its one literal each: the budget is this quantile of the calibration
-// samples (1.0: the largest of them) times this factor.
+// samples (1.0: the largest of them) times this factor. The factor covers what the few
+// calibration runs do not: a compiler reorders reductions further (fused, vectorized, split)
+// than another thread count does. At 3, the labelled corpus (bench/rules_corpus.py,
+// docs/benchmarks.md) had two known-good records (Inductor train steps) at 1.08 and 1.10
+// budgets; 4 passes every known-good record there.
 inline constexpr double kBudgetQuantile = 1.0;
-inline constexpr double kBudgetFactor = 3.0;
+inline constexpr double kBudgetFactor = 4.0;
 
 // One calibration run's error against fp64 (finite elements only).
 struct NoiseSample {
