@@ -22,3 +22,23 @@ def test_data():
 
 def run_parity(parity_bin, *args):
     return subprocess.run([parity_bin, *args], capture_output=True, text=True)
+
+
+def manifest(d):
+    """A repro dir's manifest."""
+    import json
+    return json.load(open(os.path.join(str(d), "manifest.json")))
+
+
+def graph_json(d, entry):
+    """The graph JSON of a manifest's graph entry."""
+    import json
+    return json.load(open(os.path.join(str(d), entry["file"])))
+
+
+def verify(parity_bin, out, *args):
+    """`parity verify --output-dir out ARGS`: the process and the records it wrote."""
+    import json
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    path = os.path.join(str(out), "results.jsonl")
+    return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])

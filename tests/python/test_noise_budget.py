@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from conftest import run_parity
+from conftest import verify, run_parity
 from parity_capture import capture
 
 
@@ -31,12 +31,6 @@ class TwoHeads(torch.nn.Module):
     def forward(self, x):
         h = torch.relu(self.body(x))
         return self.head(h), torch.tanh(self.tail(h))
-
-
-def verify(parity_bin, out, *args):
-    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
-    path = os.path.join(str(out), "results.jsonl")
-    return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
 
 
 def fault(*opts):

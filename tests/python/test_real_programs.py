@@ -11,22 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from conftest import run_parity
+from conftest import graph_json, manifest, verify, run_parity
 from parity_capture import dump_backend
-
-
-def manifest(d):
-    return json.load(open(os.path.join(str(d), "manifest.json")))
-
-
-def graph_json(d, entry):
-    return json.load(open(os.path.join(str(d), entry["file"])))
-
-
-def verify(parity_bin, out, *args):
-    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
-    path = os.path.join(str(out), "results.jsonl")
-    return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
 
 
 def compiled(model, out):
