@@ -410,17 +410,22 @@ def bench_minify(tmp: str, quick: bool) -> dict:
         repros = glob.glob(os.path.join(work, "vout", "repros", "*"))
         if len(repros) != 1:
             raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
-        t0 = time.perf_counter()
-        r = subprocess.run([parity, "minify", repros[0], "-j", "2", "--out", os.path.join(work, "pmin")], env=env,
-                           capture_output=True, text=True)
-        minify_s = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise RuntimeError(f"parity minify {model}: {r.stderr[-2000:]}")
-        s = json.load(open(os.path.join(work, "pmin", "summary.json")))
-        row = {"ops_before": s["ops_before"],
-               "parity": {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
-                          "culprit": s.get("culprit", {}).get("target"), "path": s.get("localization", {}).get("path"),
-                          "seconds_per_run": s.get("seconds_per_backend_run")}}
+        row = {}
+        # parity's minify with each slot's kept runner (the default), then with a fresh child per
+        # candidate (--fresh-runners, as before issue 33), each with caches of its own, cold
+        for key, extra in (("parity", []), ("parity_fresh", ["--fresh-runners"])):
+            menv = dict(env, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, f"inductor-{key}-minify"))
+            t0 = time.perf_counter()
+            r = subprocess.run([parity, "minify", repros[0], "-j", "2", "--out", os.path.join(work, f"pmin-{key}"), *extra],
+                               env=menv, capture_output=True, text=True)
+            minify_s = time.perf_counter() - t0
+            if r.returncode != 0:
+                raise RuntimeError(f"parity minify {model}: {r.stderr[-2000:]}")
+            s = json.load(open(os.path.join(work, f"pmin-{key}", "summary.json")))
+            row["ops_before"] = s["ops_before"]
+            row[key] = {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
+                        "culprit": s.get("culprit", {}).get("target"), "path": s.get("localization", {}).get("path"),
+                        "seconds_per_run": s.get("seconds_per_backend_run"), "runners_started": s.get("runners_started")}
         pm = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_minifier.py"), "--model", model,
                              "--blocks", str(blocks), "--workdir", os.path.join(work, "pytorch-minifier")],
                             capture_output=True, text=True)
@@ -452,9 +457,21 @@ def render_minify(mn: dict) -> list:
                      f"| {p['minify_s']:.0f} s | {t.get('minify_s', 0):.0f} s | **{ratio(t.get('minify_s'), p['minify_s'])}** "
                      f"| {p['backend_runs']} / {t.get('queries')} | {p['final_ops']} ({p['culprit']}) / "
                      f"{t.get('final_call_functions')} | {p['path']} |")
-    lines += ["", "A parity backend run is a child process running the candidate as `parity verify` does (eager twice,",
-              "fp64, the backend with its compile); `seconds_per_backend_run` in the summary is its cost. PyTorch's",
+    lines += ["", "A parity backend run is a candidate run as `parity verify` runs an experiment (eager twice, fp64, the",
+              "backend with its compile), isolated from the minify process; `seconds_per_backend_run` in the summary is",
+              "its cost (the minify's wall time over its backend runs, the compiler bisection included). PyTorch's",
               "queries run the compiled candidate against eager in the launcher's process.", ""]
+    if any("parity_fresh" in row for row in mn["models"].values()):
+        lines += ["Candidates in each slot's kept runner (the default since issue 33) against a fresh child process per",
+                  "candidate (`--fresh-runners`), the same repro dir, each with cold Inductor caches of its own, same run:", "",
+                  "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run |",
+                  "|---|---|---|"]
+        for model, row in mn["models"].items():
+            k, f = row["parity"], row.get("parity_fresh")
+            if f:
+                lines.append(f"| {model} | {k['minify_s']:.1f} s, {k['seconds_per_run']:.2f} s, {k['runners_started']} "
+                             f"| {f['minify_s']:.1f} s, {f['seconds_per_run']:.2f} s |")
+        lines.append("")
     return lines
 
 
