@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -412,9 +413,12 @@ def bench_minify(tmp: str, quick: bool) -> dict:
             raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
         row = {}
         # parity's minify with each slot's kept runner (the default), then with a fresh child per
-        # candidate (--fresh-runners, as before issue 33), each with caches of its own, cold
+        # candidate (--fresh-runners, as before issue 33), each from a copy of the Inductor cache
+        # the verify left (where a user's minify starts), so neither sees the other's compiles
         for key, extra in (("parity", []), ("parity_fresh", ["--fresh-runners"])):
-            menv = dict(env, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, f"inductor-{key}-minify"))
+            cache = os.path.join(work, f"inductor-{key}-minify")
+            shutil.copytree(env["TORCHINDUCTOR_CACHE_DIR"], cache, dirs_exist_ok=True)
+            menv = dict(env, TORCHINDUCTOR_CACHE_DIR=cache)
             t0 = time.perf_counter()
             r = subprocess.run([parity, "minify", repros[0], "-j", "2", "--out", os.path.join(work, f"pmin-{key}"), *extra],
                                env=menv, capture_output=True, text=True)
@@ -447,7 +451,8 @@ def render_minify(mn: dict) -> list:
              "the only relu in the head, late in the graph). PyTorch: `TORCHDYNAMO_REPRO_AFTER=aot`,",
              "`TORCHDYNAMO_REPRO_LEVEL=4` (the failing run dumps `minifier_launcher.py`), then `python",
              "minifier_launcher.py minify`. parity: `parity verify` (writes the repro dir), then `parity minify -j 2`",
-             "(divergence scan, delta passes, collapse-dims/shrink-shapes). Each side has its own fresh caches.", "",
+             "(divergence scan, delta passes, collapse-dims/shrink-shapes, the compiler bisection). Each side has",
+             "its own fresh caches; parity's minify starts from the Inductor cache its verify left, as a user's does.", "",
              "| model | ATen ops | detection parity / PyTorch | minify parity | minify PyTorch | ratio (PyTorch / parity) "
              "| backend runs parity / PyTorch queries | final call_function nodes parity / PyTorch | culprit found by |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -463,7 +468,8 @@ def render_minify(mn: dict) -> list:
               "queries run the compiled candidate against eager in the launcher's process.", ""]
     if any("parity_fresh" in row for row in mn["models"].values()):
         lines += ["Candidates in each slot's kept runner (the default since issue 33) against a fresh child process per",
-                  "candidate (`--fresh-runners`), the same repro dir, each with cold Inductor caches of its own, same run:", "",
+                  "candidate (`--fresh-runners`), the same repro dir, each from a copy of the Inductor cache the verify",
+                  "left, same run:", "",
                   "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run |",
                   "|---|---|---|"]
         for model, row in mn["models"].items():
