@@ -107,12 +107,12 @@ TEST(Hops, WhileLoopIteratesAndInvokeSubgraphCalls) {
 
 TEST(Hops, WhatCannotRunIsNamed) {
   json j = json::parse(kCond);
-  j["nodes"][3]["target"] = "hop::associative_scan";
+  j["nodes"][3]["target"] = "hop::a_future_op";
   ir::Graph g = Parse(j.dump());
   auto p = Program::Compile(g, "hops.json");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().kind, ErrorKind::kUnsupported);
-  EXPECT_NE(p.error().message.find("the higher-order op associative_scan is not one parity runs"), std::string::npos)
+  EXPECT_NE(p.error().message.find("the higher-order op a_future_op is not one parity runs"), std::string::npos)
       << p.error().message;
   json arity = json::parse(kCond);
   arity["nodes"][3]["args"][3] = json::array({{{"node", "x"}}, {{"node", "x"}}});
