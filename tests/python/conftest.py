@@ -42,3 +42,16 @@ def verify(parity_bin, out, *args):
     r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
     path = os.path.join(str(out), "results.jsonl")
     return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
+
+
+def stamp_version(d, version):
+    """Rewrites repro dir `d`'s manifest and graphs as format `version` (what an older capture
+    wrote, for tests that older dirs load unchanged)."""
+    import json
+    m = manifest(d)
+    m["version"] = version
+    json.dump(m, open(os.path.join(str(d), "manifest.json"), "w"))
+    for e in m["graphs"]:
+        g = graph_json(d, e)
+        g["version"] = version
+        json.dump(g, open(os.path.join(str(d), e["file"]), "w"))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from torch.utils.checkpoint import checkpoint
 
-from conftest import graph_json, manifest, verify, run_parity
+from conftest import graph_json, manifest, run_parity, stamp_version, verify
 from parity_capture import capture, dump_backend
 
 
@@ -236,13 +236,7 @@ def test_a_version_2_dir_loads_unchanged(parity_bin, programs, tmp_path):
     d = tmp_path / "v2"
     torch.manual_seed(0)
     capture(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), (torch.randn(4, 8),), str(d))
-    m = manifest(d)
-    m["version"] = 2
-    json.dump(m, open(d / "manifest.json", "w"))
-    for e in m["graphs"]:
-        g = graph_json(d, e)
-        g["version"] = 2
-        json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
+    stamp_version(d, 2)
     r = run_parity(parity_bin, "repro", "run", str(d))
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
 

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_parity
+from conftest import run_parity, stamp_version
 from parity_capture import dump_backend
 from parity_capture.dynamo_backend import ParityCaptureWarning
 
@@ -193,13 +193,7 @@ def test_a_dir_of_the_previous_format_loads_unchanged(parity_bin, test_data, tmp
     assert manifest(src)["version"] == 3  # the current format, rewritten below as version 1
     old = tmp_path / "v1"
     subprocess.run(["cp", "-r", src, str(old)], check=True)
-    m = manifest(old)
-    m["version"] = 1
-    json.dump(m, open(old / "manifest.json", "w"))
-    for e in m["graphs"]:
-        g = graph_json(old, e)
-        g["version"] = 1
-        json.dump(g, open(os.path.join(str(old), e["file"]), "w"))
+    stamp_version(old, 1)
     r = run_parity(parity_bin, "repro", "run", str(old), "--backend", "eager")
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
 
