@@ -397,7 +397,6 @@ std::vector<torch::jit::Stack> HostBatch(const std::vector<interp::BatchCall>& c
     if (next + k > a.tensors.size()) throw std::runtime_error("host_batch: the worker's counts exceed its outputs");
     std::vector<at::Tensor> outs(a.tensors.begin() + static_cast<long>(next), a.tensors.begin() + static_cast<long>(next + k));
     next += k;
-    WriteBack(calls[c].op->schema(), calls[c].args, outs);
     PushResults(calls[c].op->schema(), std::move(outs), devices[c], out[c]);
   }
   return out;
