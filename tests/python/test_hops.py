@@ -18,16 +18,18 @@ from conftest import graph_json, manifest, run_parity, stamp_version, verify
 from parity_capture import capture, dump_backend
 
 
-def dumped(model, out, *calls, train=False):
-    """`model` compiled with the dump backend, called on each args tuple of `calls`."""
+def dumped(model, out, *calls, train=False, amp=False):
+    """`model` compiled with the dump backend, called on each args tuple of `calls` (under
+    autocast to bfloat16 with `amp`)."""
     torch._dynamo.reset()
     step = torch.compile(model, backend=dump_backend(str(out)))
     for args in calls:
-        if train:
-            step(*args).float().pow(2).mean().backward()
-        else:
-            with torch.no_grad():
-                step(*args)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            if train:
+                step(*args).float().pow(2).mean().backward()
+            else:
+                with torch.no_grad():
+                    step(*args)
     torch._dynamo.reset()
     return out
 
@@ -135,6 +137,25 @@ class LinearRecurrence(torch.nn.Module):
         return torch.ops.higher_order.associative_scan(combine, (a, b), ())[1]
 
 
+class CheckpointedBlocks(torch.nn.Module):
+    """Two checkpointed residual blocks, the second holding a checkpointed block of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(16, 16) for _ in range(3))
+        self.head = torch.nn.Linear(16, 4)
+
+    def inner(self, x):
+        return F.gelu(self.c(x)) + x
+
+    def outer(self, x):
+        return checkpoint(self.inner, torch.tanh(self.b(x)), use_reentrant=False)
+
+    def forward(self, x):
+        h = checkpoint(lambda t: F.gelu(self.a(t)) + t, x, use_reentrant=False)
+        return self.head(checkpoint(self.outer, h, use_reentrant=False))
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     torch.manual_seed(0)
@@ -149,12 +170,16 @@ def programs(tmp_path_factory):
         "while": capture(Loop(), (torch.randn(4, 8),), str(root / "while")),
         "scan": capture(Recurrent(), (torch.randn(2, 8), torch.randn(5, 2, 8)), str(root / "scan")),
         "ascan": capture(LinearRecurrence(), (torch.randn(7, 2, 8),), str(root / "ascan")),
+        "ckpt-train": dumped(CheckpointedBlocks(), root / "ckpt-train", (torch.randn(8, 16, requires_grad=True),), train=True),
+        "ckpt-dynamic": dumped(CheckpointedBlocks(), root / "ckpt-dynamic", *[(torch.randn(n, 16),) for n in (8, 8, 5)]),
+        "ckpt-amp": dumped(CheckpointedBlocks(), root / "ckpt-amp", (torch.randn(8, 16),), train=True, amp=True),
     }
 
 
 EXPECTED_OPS = {"cond": "hop::cond", "cond-dynamic": "hop::cond", "cond-train": "hop::cond",
                 "flex": "hop::flex_attention", "invoke": "hop::invoke_subgraph", "while": "hop::while_loop",
-                "scan": "hop::scan", "ascan": "hop::associative_scan"}
+                "scan": "hop::scan", "ascan": "hop::associative_scan",
+                "ckpt-train": "hop::tag_activation_checkpoint", "ckpt-dynamic": "hop::tag_activation_checkpoint", "ckpt-amp": "hop::tag_activation_checkpoint"}
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_OPS))
@@ -164,9 +189,11 @@ def test_higher_order_ops_are_recorded_with_their_subgraphs(programs, name):
     assert not m.get("skipped_graphs"), m.get("skipped_graphs")
     assert m["version"] == 3
     assert EXPECTED_OPS[name] in hop_targets(d), hop_targets(d)
-    if name == "cond-train":
+    if name in ("cond-train", "ckpt-train", "ckpt-amp"):
         assert m["graphs"][0]["mode"] == "train", m["graphs"][0]
-    if name == "cond-dynamic":
+    if name.startswith("ckpt"):  # the nested block is a checkpoint call inside the outer one's body
+        assert hop_targets(d).count("hop::tag_activation_checkpoint") == 3 * len(m["graphs"]), hop_targets(d)
+    if name.endswith("dynamic"):
         assert any(graph_json(d, e).get("symbols") for e in m["graphs"])
 
 
@@ -175,7 +202,7 @@ def test_higher_order_ops_are_recorded_with_their_subgraphs(programs, name):
 @pytest.mark.parametrize("name,backend", [(n, b) for n in EXPECTED_OPS for b in ("eager", "inductor")
                                           if (n, b) != ("ascan", "inductor")])
 def test_higher_order_ops_verify(parity_bin, programs, tmp_path, name, backend):
-    extra = ["--shapes", "sweep=2"] if name == "cond-dynamic" else []
+    extra = ["--shapes", "sweep=2"] if name.endswith("dynamic") else []
     r, records = verify(parity_bin, tmp_path, programs[name], "--backend", backend, *extra)
     assert r.returncode == 0, r.stdout + r.stderr
     (rec,) = records
@@ -186,6 +213,40 @@ def test_aot_eager_compiles_them_too(parity_bin, programs, tmp_path):
     r, records = verify(parity_bin, tmp_path, programs["while"], programs["cond"], programs["ascan"], "--backend", "aot_eager")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [rec["verification_code"] for rec in records] == ["PASS", "PASS", "PASS"], records
+
+
+def _backward_of(d):
+    """The backward AOTAutograd's default partitioner (aot_eager's) makes of the recorded graph:
+    what a backend replaying it is handed."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from parity_capture.standalone import load_dir
+    _, gm, inputs = load_dir(str(d))
+    graphs = {}
+
+    def keep(kind):
+        def compiler(g, _):
+            graphs[kind] = g
+            return g
+        return compiler
+    xs = [x.detach().requires_grad_(x.is_floating_point()) for x in inputs]
+    out = aot_module_simplified(gm, xs, fw_compiler=keep("fw"), bw_compiler=keep("bw"))(*xs)
+    out[0].float().sum().backward()
+    return [str(n.target) for n in graphs["bw"].graph.nodes if n.op == "call_function"]
+
+
+def test_a_backend_recomputes_the_checkpointed_blocks_in_its_backward(programs, tmp_path):
+    """The recorded checkpoint calls are what a backend differentiates: its partitioner recomputes
+    the blocks' forward ops (their linear layers' addmm) in the backward, as the program's own compile did; the same
+    program without checkpointing saves them instead."""
+    assert "aten.addmm.default" in _backward_of(programs["ckpt-train"])
+
+    class Plain(CheckpointedBlocks):
+        def forward(self, x):
+            h = F.gelu(self.a(x)) + x
+            return self.head(self.inner(torch.tanh(self.b(h))))
+    torch.manual_seed(0)
+    plain = dumped(Plain(), tmp_path / "plain", (torch.randn(8, 16, requires_grad=True),), train=True)
+    assert "aten.addmm.default" not in _backward_of(plain)
 
 
 def test_flex_attention_replays_as_pytorchs_eager_flex_attention(parity_bin, programs):
@@ -224,11 +285,13 @@ def test_a_relu_bug_inside_a_checkpointed_block_minifies_to_the_relu(parity_bin,
     torch.manual_seed(0)
     dumped(Checkpointed(), tmp_path / "ckpt", (torch.randn(8, 16),), train=True)
     assert manifest(tmp_path / "ckpt")["graphs"][0]["mode"] == "train"
+    assert hop_targets(tmp_path / "ckpt") == ["hop::tag_activation_checkpoint"]
     r = run_parity(parity_bin, "minify", str(tmp_path / "ckpt"), "--out", str(tmp_path / "m"), "--backend", "inductor",
                    "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert "aten::relu" in [c["target"] for c in s["culprit_ops"]] and len(s["culprit_ops"]) <= 3, s["graph_text"]
+    assert s["inlined"] == ["checkpoint"], s  # reduced inside the block: its call inlined on the way
 
 
 def test_a_version_2_dir_loads_unchanged(parity_bin, programs, tmp_path):

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from . import checkpointed
 from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
                        snapshot_attrs, unbacked_values)
 from .host_ops import describe_graphs
@@ -63,6 +64,23 @@ def attr_key(node: torch.fx.Node) -> Optional[str]:
         return None
     fqn = ".".join(p for _, p in parts)
     return f"{'param' if kind == 'parameters' else 'buffer'}/{fqn}"
+
+
+_AS_EVAL = "ran with grad; its backward has not run (yet): recorded as eval"
+
+
+def _add_note(entry: Dict[str, Any], note: str) -> None:
+    """Notes of a manifest entry: one string, its notes joined by '; '."""
+    entry["note"] = "; ".join(n for n in (entry.get("note"), note) if n)
+
+
+def _drop_note(entry: Dict[str, Any], note: str) -> None:
+    notes = entry.get("note", "")
+    kept = notes.replace(note + "; ", "", 1) if notes.startswith(note + "; ") else notes.replace("; " + note, "").replace(note, "")
+    if kept:
+        entry["note"] = kept
+    else:
+        entry.pop("note", None)
 
 
 class _CompileFacts:
@@ -251,7 +269,11 @@ class _Dump:
             entry["requires_grad"] = needs
             g.grad_outputs = [k for k, v in enumerate(_recorded_outputs(g, outputs))
                               if isinstance(v, torch.Tensor) and v.requires_grad]
-            entry["note"] = "ran with grad; its backward has not run (yet): recorded as eval"
+            _add_note(entry, _AS_EVAL)
+        policies = checkpointed.selective_policies(gm)
+        if policies:
+            _add_note(entry, f"the selective checkpoint policies of {', '.join(policies)} are Python, not data: "
+                             "those blocks are recorded as plain checkpoints (every value recomputed)")
         return g
 
     def _unique_key(self, key: str, value: torch.Tensor, graph: str) -> str:
@@ -277,7 +299,7 @@ class _Dump:
                     return
                 g.entry["mode"] = "train"
                 g.entry["tangents"] = tangents
-                g.entry.pop("note", None)
+                _drop_note(g.entry, _AS_EVAL)
                 self.write()
             except Exception as e:
                 _warn(f"parity dump_backend: {g.name}: its backward could not be recorded ({_reason(e)}); kept as eval")

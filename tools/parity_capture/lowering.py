@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from . import checkpointed
 from .serialize import CaptureError, graph_to_json
 from .standalone import as_output
 
@@ -262,6 +263,7 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     parameters and buffers before the call (snapshot_attrs), when the call may have written them.
     Returns (graph_json, manifest_entry, tensors) for write_repro_dir."""
     values = list(inputs if values is None else values)
+    gm = checkpointed.as_marked_calls(gm)  # kept as checkpoint calls through every lowering
 
     def copies():
         return [v.detach().to(x.device, copy=True) if isinstance(v, torch.Tensor) else x for v, x in zip(values, inputs)]
@@ -343,7 +345,7 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
         return g
 
     with torch.no_grad():
-        aot_module_simplified(gm, list(example_inputs), fw_compiler=fw_compiler)
+        aot_module_simplified(checkpointed.as_marked_calls(gm), list(example_inputs), fw_compiler=fw_compiler)
     if "gm" not in captured:
         raise CaptureError("AOTAutograd compiled no graph")
     return _views_as_reshapes(captured["gm"])

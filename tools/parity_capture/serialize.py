@@ -300,7 +300,9 @@ def _with_subgraph_symbols(gm: fx.GraphModule, symbols: Optional[Dict[str, Any]]
 def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[str, Any], top: bool) -> Dict[str, Any]:
     """{"nodes": [...], "subgraphs": {...}} of one graph module (the top graph, or a subgraph)."""
     from .functionalized import mutating_calls  # it raises this module's CaptureError
+    from .checkpointed import restore as checkpoint_calls
     prims_as_aten(gm)
+    checkpoint_calls(gm)
     attention_as_sdpa(gm)
     mutating_calls(gm)
     # get_attr nodes of graph modules are subgraphs: not nodes, named by the arguments reading them
