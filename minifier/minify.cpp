@@ -1,10 +1,14 @@
 #include "minifier/minify.h"
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <ostream>
+#include <thread>
 
 #include "minifier/delta.h"
 #include "minifier/outputs.h"
+#include "repro/graph_json.h"
 #include "minifier/steps/steps.h"
 #include "util/files.h"
 #include "verifier/backend.h"
@@ -43,51 +47,80 @@ struct Pipeline {
   void Checkpoint(const ir::Graph& g) const { state.SaveCheckpoint(out, Writer(state.graph_index), g); }
   StepContext Context(std::ostream& log) {
     StepContext ctx{
-        repro,        o,      runner, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); }, nullptr,
+        repro,        o,      ahead, log, [this](size_t gi) { return Test(gi, "graph" + std::to_string(gi)); }, nullptr,
         out / "work", nullptr};
     if (!o.check_command.empty())
       ctx.check = CheckCommandJudge(o.check_command, o.experiment.jobs, o.experiment.timeout_s);
-    else
+    else {
       ctx.run_candidate = [this](const ir::Graph& g) { return RunCandidate(g); };
+      ctx.candidate_run = [this](const ir::Graph& g) { return CandidateRun(g); };
+      ctx.ahead = &ahead;
+    }
+    ctx.cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     ctx.ask = [this](const json& req) { return runner.Ask(req); };
     ctx.write_graph = [this](const ir::Graph& g, const fs::path& dir) {
       return Writer(state.graph_index).Write(g, dir, state.original.ToJson());
     };
     return ctx;
   }
-  // One candidate of the graph being reduced through the backend, the whole result.
-  verifier::ExperimentResult RunCandidate(const ir::Graph& g) {
-    const fs::path dir = out / "work" / ("scan" + std::to_string(scans));
-    const fs::path scratch = out / "work" / ("scan" + std::to_string(scans++) + "-run");
-    if (Status st = Writer(state.graph_index).Write(g, dir, state.original.ToJson()); !st.ok()) {
-      verifier::ExperimentResult r;
-      r.error = st.error().message;
-      return r;
-    }
+  // The experiment that runs a candidate of the graph being reduced through the backend, the
+  // candidate written to a dir named after its graph (the same graph, the same experiment: a run
+  // made ahead of it is found); nullopt when it cannot be written.
+  std::optional<std::pair<verifier::ExperimentSpec, fs::path>> CandidateRun(const ir::Graph& g) {
+    const std::string text = ir::GraphToText(g);
+    char id[17];
+    std::snprintf(id, sizeof id, "%016zx", std::hash<std::string>{}(text));
+    const fs::path dir = out / "work" / (std::string("scan-") + id);
     verifier::ExperimentSpec spec = state.base;
     spec.repro = fs::absolute(dir).string();
     spec.noise_budget = true;  // the scan reports each value against its own noise budget
-    verifier::ExperimentBatch batch;
-    batch.emplace_back(spec, scratch);
-    return runner.RunMany(std::move(batch)).at(0);
+    const fs::path scratch = out / "work" / (std::string("scan-") + id + "-run");
+    if (!ahead.Has(spec, scratch) && !Writer(state.graph_index).Write(g, dir, state.original.ToJson()).ok()) return std::nullopt;
+    return std::make_pair(spec, scratch);
   }
-  int scans = 0;
+  // One candidate of the graph being reduced through the backend, the whole result.
+  verifier::ExperimentResult RunCandidate(const ir::Graph& g) {
+    auto run = CandidateRun(g);
+    if (!run) {
+      verifier::ExperimentResult r;
+      r.error = "minify: the candidate could not be written";
+      return r;
+    }
+    verifier::ExperimentBatch batch;
+    batch.push_back(std::move(*run));
+    return ahead.RunMany(std::move(batch)).at(0);
+  }
+  AheadRunner ahead{runner};  // what every step runs through (runs made ahead, then the runner)
 };
+
+// Runs one step and appends its wall time to state.step_seconds (what the summary shows).
+template <typename Fn>
+Status Timed(ReductionState& state, const char* name, Fn&& step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state.step_seconds.push_back({{"step", name}, {"seconds", s}});
+  return st;
+}
 
 // Confirm, stage and graph bisection, then the divergence scan or node bisection; checkpointed
 // at the end.
 Status Bisect(Pipeline& p, std::ostream& log) {
   StepContext ctx = p.Context(log);
-  PARITY_RETURN_IF_ERROR(Confirm(ctx, p.state));
-  if (p.o.stage_bisect && p.o.check_command.empty()) PARITY_RETURN_IF_ERROR(StageBisect(ctx, p.state));
-  PARITY_RETURN_IF_ERROR(GraphBisect(ctx, p.state));
-  const GraphEntry& entry = p.repro.graphs()[p.state.graph_index];
-  PARITY_RETURN_IF_ERROR(AddReferenceValues(p.repro, entry, p.state.base.device, p.tensors));
-  auto test = p.Test(p.state.graph_index, "nodes");
-  PARITY_RETURN_IF_ERROR(InlineSubgraphsStep(ctx, p.state, *test));
-  PARITY_RETURN_IF_ERROR(DivergenceScan(ctx, p.state, *test));
-  if (p.state.culprit.is_null()) PARITY_RETURN_IF_ERROR(NodeBisect(ctx, p.state, *test));
-  p.state.backend_runs += test->runs();
+  ReductionState& s = p.state;
+  PARITY_RETURN_IF_ERROR(Timed(s, "run_ahead", [&] { return RunAhead(ctx, s); }));
+  PARITY_RETURN_IF_ERROR(Timed(s, "confirm", [&] { return Confirm(ctx, s); }));
+  if (p.o.stage_bisect && p.o.check_command.empty())
+    PARITY_RETURN_IF_ERROR(Timed(s, "stage_bisect", [&] { return StageBisect(ctx, s); }));
+  PARITY_RETURN_IF_ERROR(Timed(s, "graph_bisect", [&] { return GraphBisect(ctx, s); }));
+  const GraphEntry& entry = p.repro.graphs()[s.graph_index];
+  PARITY_RETURN_IF_ERROR(
+      Timed(s, "reference_values", [&] { return AddReferenceValues(p.repro, entry, s.base.device, p.tensors); }));
+  auto test = p.Test(s.graph_index, "nodes");
+  PARITY_RETURN_IF_ERROR(Timed(s, "inline_subgraphs", [&] { return InlineSubgraphsStep(ctx, s, *test); }));
+  PARITY_RETURN_IF_ERROR(Timed(s, "divergence_scan", [&] { return DivergenceScan(ctx, s, *test); }));
+  if (s.culprit.is_null()) PARITY_RETURN_IF_ERROR(Timed(s, "node_bisect", [&] { return NodeBisect(ctx, s, *test); }));
+  p.state.backend_runs += test->runs() + p.ahead.DropUnused();  // runs made ahead count whether used or not
   p.Checkpoint(*p.state.current);
   return Status::Ok();
 }
@@ -133,11 +166,14 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
     PARITY_RETURN_IF_ERROR(Bisect(p, log));
   }
   auto test = p.Test(p.state.graph_index, "candidates");
-  p.state.current = RunPassesToFixedPoint(
-      std::move(*p.state.current), *test, opts.experiment.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
+  (void)Timed(p.state, "delta_passes", [&] {
+    p.state.current = RunPassesToFixedPoint(
+        std::move(*p.state.current), *test, opts.experiment.jobs, [&](const ir::Graph& g) { p.Checkpoint(g); }, p.state.passes, log);
+    return Status::Ok();
+  });
   if (opts.compiler_bisect && opts.check_command.empty()) {
     StepContext ctx = p.Context(log);
-    PARITY_RETURN_IF_ERROR(CompilerBisect(ctx, p.state));
+    PARITY_RETURN_IF_ERROR(Timed(p.state, "compiler_bisect", [&] { return CompilerBisect(ctx, p.state); }));
   }
   const CandidateWriter writer = p.Writer(p.state.graph_index);
   OutputContext octx{repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(),

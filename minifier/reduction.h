@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "minifier/ahead.h"
 #include "minifier/interesting.h"
 #include "minifier/minify.h"
 #include "minifier/signature.h"
@@ -34,6 +35,8 @@ struct ReductionState {
   nlohmann::json compiler_culprit;   // the compiler bisection's answer (null: not run; steps.h CompilerBisect)
   std::vector<std::string> inlined;  // higher-order calls replaced by their subgraphs' nodes (steps.h InlineSubgraphsStep)
   int backend_runs = 0;              // this run's runs outside the reduction tests (not saved)
+  // This run's wall time per step, in the order they ran: [{"step", "seconds"}] (not saved).
+  nlohmann::json step_seconds = nlohmann::json::array();
   nlohmann::json passes = nlohmann::json::array();
 
   // The checkpoint's state.json (the graph is saved beside it as a repro dir).
@@ -66,6 +69,13 @@ struct StepContext {
   // One candidate of the graph being reduced run through the backend, the whole result (the
   // per-output verdicts and errors); unset with --check.
   std::function<verifier::ExperimentResult(const ir::Graph&)> run_candidate;
+  // The experiment run_candidate runs for a graph (the candidate written; the same spec and dir
+  // for the same graph), for a run made ahead; nullopt when it cannot be written.
+  std::function<std::optional<std::pair<verifier::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run;
+  // Where runs made ahead go (RunAhead); nullptr: none are.
+  AheadRunner* ahead = nullptr;
+  // The CPU cores of this machine (what compiles share).
+  int cpus = 1;
   // One request to the Python worker (unset: none to ask).
   std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;
   // Writes a graph of the graph being reduced as a repro dir (its inputs, the failure recorded).

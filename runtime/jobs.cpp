@@ -14,6 +14,7 @@
 #include <iostream>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -314,12 +315,24 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
   return o;
 }
 
+std::deque<size_t>::iterator NextJobFor(size_t slot, std::deque<size_t>& pending, const std::vector<Job>& jobs,
+                                        std::map<std::string, size_t>* bound) {
+  auto next = std::find_if(pending.begin(), pending.end(), [&](size_t i) {
+    if (bound == nullptr || jobs[i].affinity.empty()) return true;
+    auto it = bound->find(jobs[i].affinity);
+    return it == bound->end() || it->second == slot;
+  });
+  if (next != pending.end() && bound != nullptr && !jobs[*next].affinity.empty()) bound->emplace(jobs[*next].affinity, slot);
+  return next;
+}
+
 void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const OnStart& on_start, const OnTick& on_tick) {
   std::deque<size_t> pending;
   for (size_t i = 0; i < jobs.size(); ++i) pending.push_back(i);
   std::vector<int> attempts(jobs.size(), 0);
   std::vector<bool> busy(slots_.size(), false);
   std::vector<Running> running;
+  std::map<std::string, size_t> bound;  // affinity -> the slot its first job ran in
   auto dir_of = [&](size_t i) {
     const fs::path& d = jobs[i].dir;
     return attempts[i] == 0 ? d : fs::path(d.string() + ".r" + std::to_string(attempts[i]));
@@ -333,8 +346,10 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
   while (!pending.empty() || !running.empty()) {
     for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
       if (busy[slot]) continue;
-      const size_t i = pending.front();
-      pending.pop_front();
+      auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
+      if (next == pending.end()) continue;  // what is left waits for its slot
+      const size_t i = *next;
+      pending.erase(next);
       if (on_start) on_start(i, dir_of(i));
       auto run = Start(jobs[i], dir_of(i), i, slot);
       if (run.ok()) {

@@ -23,8 +23,10 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +51,10 @@ struct Job {
   nlohmann::json spec;         // what the child reads (DIR/spec.json)
   std::filesystem::path dir;   // the child's dir (its scratch space)
   bool needs_worker = false;   // the child talks to its slot's Python worker ($PARITY_WORKER_SOCKET)
+  // With job servers, the jobs of one RunStream with the same non-empty affinity run in one slot,
+  // one after another (the same experiment again: the second finds what the first compiled in
+  // its process), while the other slots take other jobs.
+  std::string affinity;
 };
 
 // How a job ended.
@@ -123,6 +129,12 @@ class JobRunner {
   std::function<bool(const nlohmann::json&)> retire_;
   int servers_started_ = 0;
 };
+
+// The pending job (indices into `jobs`) free slot `slot` takes next: the first whose affinity is
+// empty, new, or bound to this slot (binding a new one to it); end() when all that is left waits
+// for other slots. `bound` (affinity -> slot) null: affinities are ignored (fresh children).
+std::deque<size_t>::iterator NextJobFor(size_t slot, std::deque<size_t>& pending, const std::vector<Job>& jobs,
+                                        std::map<std::string, size_t>* bound);
 
 // Driver side: the phase a running child is in ("" before its first).
 std::string CurrentPhase(const std::filesystem::path& dir);

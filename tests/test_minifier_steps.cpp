@@ -23,11 +23,13 @@ using verifier::ExperimentResult;
 class FakeRunner final : public verifier::ExperimentRunner {
  public:
   std::map<std::string, std::vector<Code>> codes;
-  std::vector<std::string> asked;
+  std::vector<std::string> asked, dirs;
+  int slots = 2;
   std::vector<ExperimentResult> RunMany(verifier::ExperimentBatch batch) override {
     std::vector<ExperimentResult> out;
     for (const auto& [spec, dir] : batch) {
       asked.push_back(spec.backend);
+      dirs.push_back(dir.filename().string());
       auto& list = codes[spec.backend];
       ExperimentResult r;
       r.code = list.empty() ? Code::kPass : list[(seen_[spec.backend]++) % list.size()];
@@ -35,7 +37,7 @@ class FakeRunner final : public verifier::ExperimentRunner {
     }
     return out;
   }
-  int jobs() const override { return 2; }
+  int jobs() const override { return slots; }
 
  private:
   std::map<std::string, size_t> seen_;
@@ -388,6 +390,94 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
       EXPECT_EQ(f.scans, 0);
       EXPECT_EQ(f.state.localization["path"], "bisection");
     }
+  }
+}
+
+// The repro dir records an accuracy failure (as verify's failure dirs do), and its ops their
+// values' metadata (what the scan exposes).
+void RecordAccuracyFailure(Fixture& f) {
+  const auto path = f.dir.path() / "manifest.json";
+  auto m = nlohmann::json::parse(testing::Slurp(path));
+  m["failure"] = {{"kind", "accuracy"}, {"verification_code", "FAIL"}};
+  testing::Spit(path, m.dump());
+  const auto graph = f.dir.path() / "graphs" / "g.json";
+  auto g = nlohmann::json::parse(testing::Slurp(graph));
+  for (auto& n : g["nodes"])
+    if (n["name"] == "add" || n["name"] == "relu")
+      n["meta"] = {{"val", {{{"dtype", "float32"}, {"shape", {2, 3}}, {"stride", {3, 1}}}}}};
+  testing::Spit(graph, g.dump());
+  f.repro.emplace(ReproDir::Load(f.dir.path()).value());
+}
+
+struct AheadFixture : Fixture {
+  AheadRunner ahead{runner};
+  int written = 0;
+  StepContext AheadContext() {
+    StepContext ctx{*repro,  options,      ahead, log, [](size_t) { return std::make_unique<HasNode>("relu"); },
+                    nullptr, dir / "work", nullptr};
+    ctx.ahead = &ahead;
+    ctx.cpus = 4;  // two per slot: the scan runs ahead too
+    ctx.candidate_run = [this](const Graph& g) {
+      ++written;
+      EXPECT_GT(g.OutputValues().size(), 1u);  // the graph's output and the values it exposes
+      auto spec = state.base;
+      spec.repro = (dir / "work" / "scan").string();
+      return std::optional(std::make_pair(spec, dir / "work" / "scan-run"));
+    };
+    return ctx;
+  }
+};
+
+TEST(MinifySteps, RunAheadRunsTheScanFirstThenTheConfirmationsAndStagesInOneBatch) {
+  AheadFixture f;
+  RecordAccuracyFailure(f);
+  f.runner.codes["inductor"] = {Code::kFail};
+  auto ctx = f.AheadContext();
+  ASSERT_TRUE(RunAhead(ctx, f.state).ok());
+  EXPECT_EQ(f.runner.dirs, (std::vector<std::string>{"scan-run", "confirm0", "confirm1", "confirm2", "stage-aot_eager",
+                                                     "stage-aot_eager_decomp_partition"}));
+  // The steps get those results: no experiment runs again.
+  ASSERT_TRUE(Confirm(ctx, f.state).ok());
+  ASSERT_TRUE(StageBisect(ctx, f.state).ok());
+  EXPECT_EQ(f.runner.dirs.size(), 6u);
+  EXPECT_EQ(f.state.confirm["failing"], 3);
+  EXPECT_EQ(f.state.first_failing_stage, "inductor");
+  EXPECT_EQ(f.ahead.DropUnused(), 1);  // the scan's (this test runs no scan)
+}
+
+TEST(MinifySteps, RunAheadLeavesOutWhatItCannotKnowAndRunsNothingWithOneJob) {
+  {  // no recorded accuracy failure: the scan may not run, so it is not run ahead
+    AheadFixture f;
+    auto ctx = f.AheadContext();
+    ASSERT_TRUE(RunAhead(ctx, f.state).ok());
+    EXPECT_EQ(f.written, 0);
+    EXPECT_EQ(f.runner.dirs.front(), "confirm0");
+  }
+  {  // --no-scan and --no-stage-bisect: only the confirmations
+    AheadFixture f;
+    RecordAccuracyFailure(f);
+    f.options.scan = false;
+    f.options.stage_bisect = false;
+    auto ctx = f.AheadContext();
+    ASSERT_TRUE(RunAhead(ctx, f.state).ok());
+    EXPECT_EQ(f.runner.dirs, (std::vector<std::string>{"confirm0", "confirm1", "confirm2"}));
+  }
+  {  // one core per slot: the scan's compile would only slow the others; the rest runs ahead
+    AheadFixture f;
+    RecordAccuracyFailure(f);
+    auto ctx = f.AheadContext();
+    ctx.cpus = 2;
+    ASSERT_TRUE(RunAhead(ctx, f.state).ok());
+    EXPECT_EQ(f.written, 0);
+    EXPECT_EQ(f.runner.dirs.size(), 5u);
+  }
+  {  // one job: nothing to overlap, nothing run ahead
+    AheadFixture f;
+    RecordAccuracyFailure(f);
+    f.runner.slots = 1;
+    auto ctx = f.AheadContext();
+    ASSERT_TRUE(RunAhead(ctx, f.state).ok());
+    EXPECT_TRUE(f.runner.dirs.empty());
   }
 }
 

@@ -36,5 +36,30 @@ TEST(Jobs, CpuSlotsSplitTheThreads) {
   EXPECT_EQ(SlotEnvironments(4, false, 0, "", 2)[3], (std::vector<std::string>{"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"}));
 }
 
+// Three runs of one experiment and two others on two slots: the three in the slot the first took,
+// one after another; the others in the other slot; jobs without affinity anywhere.
+TEST(Jobs, RunsOfOneExperimentStayInTheSlotTheFirstTook) {
+  std::vector<Job> jobs = {{{}, "c0", false, "same"}, {{}, "c1", false, "same"}, {{}, "c2", false, "same"},
+                           {{}, "s0", false, "stage0"}, {{}, "x", false, ""}};
+  std::deque<size_t> pending = {0, 1, 2, 3, 4};
+  std::map<std::string, size_t> bound;
+  auto take = [&](size_t slot) {
+    auto it = NextJobFor(slot, pending, jobs, &bound);
+    if (it == pending.end()) return std::string("-");
+    const std::string dir = jobs[*it].dir.string();
+    pending.erase(it);
+    return dir;
+  };
+  EXPECT_EQ(take(0), "c0");
+  EXPECT_EQ(take(1), "s0");  // c1 and c2 wait for slot 0
+  EXPECT_EQ(take(1), "x");
+  EXPECT_EQ(take(1), "-");  // only slot 0's are left
+  EXPECT_EQ(take(0), "c1");
+  EXPECT_EQ(take(0), "c2");
+  // Without job servers (a fresh child per job) nothing binds: the next in line.
+  std::deque<size_t> fresh = {1, 2};
+  EXPECT_EQ(*NextJobFor(1, fresh, jobs, nullptr), 1u);
+}
+
 }  // namespace
 }  // namespace parity::runtime

@@ -18,7 +18,8 @@ bool NeedsWorker(const ExperimentSpec& spec) {
 
 std::vector<runtime::Job> JobsOf(const ExperimentBatch& batch) {
   std::vector<runtime::Job> jobs;
-  for (const auto& [spec, dir] : batch) jobs.push_back({spec.ToJson(), dir, NeedsWorker(spec)});
+  // The same experiment twice (a failure's confirmations): one slot, one after the other.
+  for (const auto& [spec, dir] : batch) jobs.push_back({spec.ToJson(), dir, NeedsWorker(spec), spec.ToJson().dump()});
   return jobs;
 }
 

@@ -21,15 +21,19 @@ Status ConfirmWithCheck(StepContext& ctx, ReductionState& state) {
 
 }  // namespace
 
-Status Confirm(StepContext& ctx, ReductionState& state) {
-  if (ctx.check) return ConfirmWithCheck(ctx, state);
+verifier::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state) {
   verifier::ExperimentBatch batch;
   for (int i = 0; i < std::max(1, ctx.options.confirm_runs); ++i) {
     auto s = state.base;
     s.repro = state.source;
     batch.emplace_back(s, ctx.scratch / ("confirm" + std::to_string(i)));
   }
-  const auto results = ctx.runner.RunMany(std::move(batch));
+  return batch;
+}
+
+Status Confirm(StepContext& ctx, ReductionState& state) {
+  if (ctx.check) return ConfirmWithCheck(ctx, state);
+  const auto results = ctx.runner.RunMany(ConfirmBatch(ctx, state));
   const int runs = static_cast<int>(results.size());
   state.backend_runs += runs;
   std::map<std::string, std::pair<int, Signature>> seen;  // signature -> (count, signature)

@@ -73,6 +73,12 @@ void Fallback(StepContext& ctx, ReductionState& state, const std::string& why, i
 
 }  // namespace
 
+std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<const ir::Node*>* exposed) {
+  const auto values = Exposed(g, max);
+  if (exposed != nullptr) *exposed = values;
+  return values.empty() ? std::nullopt : Exposing(g, values);
+}
+
 Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test) {
   const char* skip = !ctx.options.scan                               ? "off (--no-scan)"
                      : !ctx.run_candidate                            ? "not with --check"
@@ -84,8 +90,8 @@ Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& 
     return Status::Ok();
   }
   const ir::Graph& g = *state.current;
-  const auto values = Exposed(g, ctx.options.scan_max);
-  auto scan = values.empty() ? std::nullopt : Exposing(g, values);
+  std::vector<const ir::Node*> values;
+  auto scan = ScanGraph(g, ctx.options.scan_max, &values);
   if (!scan) {
     Fallback(ctx, state, "no value to expose", 0);
     return Status::Ok();

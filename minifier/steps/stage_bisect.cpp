@@ -18,17 +18,22 @@ std::string Layer(const std::string& stage, const std::string& backend) {
 
 }  // namespace
 
-Status StageBisect(StepContext& ctx, ReductionState& state) {
-  const std::string& backend = state.base.backend;
+verifier::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state) {
   verifier::ExperimentBatch batch;
   for (const char* stage : kStages) {
-    if (stage == backend) break;
+    if (stage == state.base.backend) break;
     auto s = state.base;
     s.backend = stage;
     s.backend_options = nlohmann::json::object();
     s.repro = state.source;
     batch.emplace_back(s, ctx.scratch / (std::string("stage-") + stage));
   }
+  return batch;
+}
+
+Status StageBisect(StepContext& ctx, ReductionState& state) {
+  const std::string& backend = state.base.backend;
+  verifier::ExperimentBatch batch = StageBatch(ctx, state);
   std::vector<std::string> names;
   for (const auto& [spec, dir] : batch) names.push_back(spec.backend);
   const auto results = ctx.runner.RunMany(std::move(batch));

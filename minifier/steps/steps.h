@@ -7,6 +7,17 @@
 
 namespace parity::minifier {
 
+// Before the other steps, with -j 2 or more: the runs whose experiments are known now, in one
+// batch through ctx.ahead: the divergence scan's run of the original graph first (the longest:
+// one slot compiles it; only for one eval graph the repro dir says failed on accuracy, without
+// calls to inline, on a machine with two cores per slot), then the confirmations (in one slot,
+// one after another: the later ones find the first's compile) and the stage runs in the others.
+// The steps that judge them get these results when they ask (minifier/ahead.h).
+[[nodiscard]] Status RunAhead(StepContext& ctx, ReductionState& state);
+
+// The confirmations' experiments (Confirm runs them; RunAhead may run them first).
+verifier::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state);
+
 // The original must fail, the same way, reliably: options.confirm_runs runs (or the --check
 // command once). Sets original, confirm. Flaky originals stop unless --majority.
 [[nodiscard]] Status Confirm(StepContext& ctx, ReductionState& state);
@@ -14,6 +25,8 @@ namespace parity::minifier {
 // eager -> aot_eager -> aot_eager_decomp_partition -> the backend on the original: the first
 // stage that fails the same way names the layer at fault. Sets stages, first_failing_stage.
 [[nodiscard]] Status StageBisect(StepContext& ctx, ReductionState& state);
+// Its experiments, one per stage before the backend.
+verifier::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state);
 
 // The first graph that fails alone on its captured inputs (the only one if there is one).
 // Sets graph_index and current.
@@ -43,6 +56,9 @@ std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culpri
 // Leaves culprit unset (node bisection's turn) when exposing the values changes the failure
 // (fusion changed), no exposed value fails, or the confirmation does not reproduce; says why.
 [[nodiscard]] Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test);
+// The graph the scan runs: `g` returning its outputs, then each value it exposes (`exposed`, when
+// given, gets them); nullopt when there is none to expose.
+std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<const ir::Node*>* exposed = nullptr);
 
 // The shortest failing prefix of `current` (k-ary search, options.jobs probes at a time): its
 // last op is the culprit. Sets culprit and cuts `current` to the smallest of the culprit alone,

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue 33 on a GPU (docs/gpu.md "Minify candidates"): the resnet suite model with Triton's relu
+# knob, `parity verify` (writes the failure's repro dir), then `parity minify -j 4` with the
+# defaults (kept runners, runs made ahead), then `--fresh-runners` on the same repro dir, each
+# from a copy of the Inductor cache the verify left (where a user's minify starts). With
+# PYTORCH=SECONDS, PyTorch's minifier on the same model and knob (bench/pytorch_minifier.py),
+# stopped after SECONDS (its time is then a lower bound); PARITY_RUNS=0 leaves parity's runs out
+# (PyTorch's alone, in a call of its own). One JSON line per run in $OUT/minify.jsonl.
+#   scripts/gpu_minify.sh [PYTHON] [HEADERS_DIR]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${1:-python3}
+OUTDIR=${OUT:-$PWD/gpu-out}
+PARITY=${PARITY:-build-gpu/parity}
+MODEL=${MODEL:-resnet}
+mkdir -p "$OUTDIR"
+[ -x "$PARITY" ] || OUTDIR="$OUTDIR" scripts/gpu_build.sh "$PY" "${2:-}" || exit 1
+export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
+work=/tmp/gpu-minify; rm -rf "$work"; mkdir -p "$work"
+if [ "${PARITY_RUNS:-1}" = 1 ]; then
+export TORCHINDUCTOR_CACHE_DIR=$work/inductor-verify PARITY_CACHE_DIR=$work/parity-cache
+knob=(--backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy --device cuda)
+t0=$(date +%s.%N)
+"$PARITY" verify --model "$MODEL" "${knob[@]}" --output-dir "$work/v" >"$OUTDIR/verify.log" 2>&1
+echo "{\"run\": \"verify\", \"seconds\": $(awk "BEGIN{print $(date +%s.%N) - $t0}")}" | tee -a "$OUTDIR/minify.jsonl"
+repro=$(ls -d "$work"/v/repros/*/ 2>/dev/null | head -1)
+[ -n "$repro" ] || { tail -20 "$OUTDIR/verify.log"; exit 1; }
+for mode in kept fresh; do
+  cp -r "$work/inductor-verify" "$work/inductor-$mode"
+  extra=(); [ $mode = fresh ] && extra=(--fresh-runners)
+  t0=$(date +%s.%N)
+  TORCHINDUCTOR_CACHE_DIR=$work/inductor-$mode "$PARITY" minify "${repro%/}" -j 4 --out "$work/m-$mode" "${extra[@]}" \
+    >"$OUTDIR/minify-$mode.log" 2>&1
+  rc=$?
+  s=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
+  "$PY" - "$work/m-$mode/summary.json" "$mode" "$s" "$rc" <<'PYEOF' | tee -a "$OUTDIR/minify.jsonl"
+import json, sys
+path, mode, s, rc = sys.argv[1:]
+try:
+    m = json.load(open(path))
+except OSError:
+    m = {}
+print(json.dumps({"run": "minify-" + mode, "seconds": float(s), "rc": int(rc), "backend_runs": m.get("backend_runs"),
+                  "seconds_per_run": m.get("seconds_per_backend_run"), "culprit": (m.get("culprit") or {}).get("target"),
+                  "ops": [m.get("ops_before"), m.get("ops_after")], "path": (m.get("localization") or {}).get("path"),
+                  "runners_started": m.get("runners_started"),
+                  "compiler": (m.get("compiler_culprit") or {}).get("sentence")}))
+PYEOF
+done
+fi
+if [ -n "${PYTORCH:-}" ]; then
+  unset TORCHINDUCTOR_CACHE_DIR
+  "$PY" bench/pytorch_minifier.py --model "$MODEL" --device cuda --workdir "$work/pytorch" --timeout "$PYTORCH" \
+    2>"$OUTDIR/pytorch.log" | tail -1 | tee -a "$OUTDIR/minify.jsonl"
+fi
