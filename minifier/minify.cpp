@@ -145,7 +145,14 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return Error::BadInput("--out " + out.string() + ": " + ec.message());
-  Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.experiment.timeout_s, opts.experiment.jobs), {}, {}};
+  // On CUDA the slots' environments verify's runs have (their GPU, a share of host threads). On
+  // the CPU every candidate keeps the machine's threads, as a failing `verify -j 1` ran: Inductor
+  // generates its CPU kernels for the thread count (and its caches key on it), so a split would
+  // compile every candidate afresh, and otherwise than the failure was compiled.
+  const bool cuda = base.device.rfind("cuda", 0) == 0;
+  auto slot_env = cuda ? verifier::SlotEnvironmentsHere(opts.experiment.jobs, true)
+                       : std::vector<std::vector<std::string>>(static_cast<size_t>(std::max(1, opts.experiment.jobs)));
+  Pipeline p{opts, repro, out, verifier::IsolatedRunner(out / "work", opts.experiment.timeout_s, std::move(slot_env)), {}, {}};
   // Candidates run one after another in each slot's job server: what a process start costs
   // (libtorch and CUDA initialized, kernels loaded) is paid once per slot, not per candidate.
   if (!opts.fresh_runners) p.runner.UsePersistentRunners();

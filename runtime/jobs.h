@@ -40,10 +40,12 @@ namespace parity::runtime {
 // The hidden subcommand of a job's child (cli/cmd_experiment.cpp registers it).
 inline constexpr const char* kJobCommand = "_experiment";
 
-// The extra environment of each of `jobs` slots. On CUDA with several GPUs (`gpus`, the ids in
-// `visible_devices` = $CUDA_VISIBLE_DEVICES when set, else 0..gpus-1) slot i is pinned to GPU
-// i mod n; on the CPU with jobs > 1 each slot gets cpus/jobs threads (OMP_NUM_THREADS,
-// MKL_NUM_THREADS). One slot gets nothing.
+// The extra environment of each of `jobs` slots. On CUDA each slot gets cpus/jobs threads, at
+// most 4 (OMP_NUM_THREADS, MKL_NUM_THREADS: the host side of a CUDA run is small, and full
+// thread pools in a slot's processes were measured to slow it), and with several GPUs (`gpus`,
+// the ids in `visible_devices` = $CUDA_VISIBLE_DEVICES when set, else 0..gpus-1) and several
+// slots slot i is pinned to GPU i mod n; on the CPU with jobs > 1 each slot gets cpus/jobs
+// threads. One CPU slot gets nothing.
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
                                                        int cpus);
 

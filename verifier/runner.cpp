@@ -2,8 +2,12 @@
 
 #include "verifier/backend.h"
 
+#include <ATen/Context.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
+#include <thread>
 
 namespace parity::verifier {
 namespace fs = std::filesystem;
@@ -70,6 +74,12 @@ Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, co
 int ExperimentChildMain(const fs::path& dir) { return runtime::JobChildMain(dir, &RunJob); }
 
 int ExperimentServerMain(const std::string& socket) { return runtime::JobServerMain(socket, &RunJob); }
+
+std::vector<std::vector<std::string>> SlotEnvironmentsHere(int jobs, bool cuda) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const int gpus = cuda && jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 bool PoisonsItsProcess(const ExperimentResult& r) {
   if (r.code == results::Code::kPass || r.code == results::Code::kFail) return false;

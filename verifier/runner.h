@@ -58,6 +58,11 @@ class IsolatedRunner final : public ExperimentRunner {
   runtime::JobRunner jobs_;
 };
 
+// The slots' environments for `jobs` experiments at once, on CUDA or the CPU, on this machine
+// (runtime::SlotEnvironments with its GPUs, $CUDA_VISIBLE_DEVICES and cores): what verify's and
+// minify's runners start their processes with.
+std::vector<std::vector<std::string>> SlotEnvironmentsHere(int jobs, bool cuda);
+
 // The result of a job's outcome: its result.json, else VERIFIER_DIDNT_RUN saying how it ended.
 ExperimentResult ResultOf(const runtime::JobOutcome& outcome);
 

@@ -43,11 +43,7 @@ std::string AcceleratorModel(Session& s, const std::string& device) {
 }
 
 std::vector<std::vector<std::string>> SlotEnv(const VerifyOptions& o) {
-  const bool cuda = UsesCuda(o);
-  const int jobs = o.experiment.jobs;
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const int gpus = cuda && jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
-  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
+  return verifier::SlotEnvironmentsHere(o.experiment.jobs, UsesCuda(o));
 }
 
 // This shard's part of the matrix, balanced by the costs of earlier runs.
