@@ -428,6 +428,7 @@ def bench_minify(tmp: str, quick: bool) -> dict:
             s = json.load(open(os.path.join(work, f"pmin-{key}", "summary.json")))
             row["ops_before"] = s["ops_before"]
             row[key] = {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
+                        "step_seconds": s.get("step_seconds"),
                         "culprit": s.get("culprit", {}).get("target"), "path": s.get("localization", {}).get("path"),
                         "seconds_per_run": s.get("seconds_per_backend_run"), "runners_started": s.get("runners_started")}
         pm = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_minifier.py"), "--model", model,
@@ -467,9 +468,10 @@ def render_minify(mn: dict) -> list:
               "its cost (the minify's wall time over its backend runs, the compiler bisection included). PyTorch's",
               "queries run the compiled candidate against eager in the launcher's process.", ""]
     if any("parity_fresh" in row for row in mn["models"].values()):
-        lines += ["Candidates in each slot's kept runner (the default since issue 33) against a fresh child process per",
-                  "candidate (`--fresh-runners`), the same repro dir, each from a copy of the Inductor cache the verify",
-                  "left, same run:", "",
+        lines += ["Candidates in each slot's kept runner (the default since issue 33; runs of one experiment, the",
+                  "confirmations, in one runner one after another) against a fresh child process per candidate",
+                  "(`--fresh-runners`), the same repro dir, each from a copy of the Inductor cache the verify left, same",
+                  "run. On this machine's two cores with `-j 2` the scan's run is not made ahead (docs/minify.md):", "",
                   "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run |",
                   "|---|---|---|"]
         for model, row in mn["models"].items():

@@ -173,13 +173,15 @@ def programs(tmp_path_factory):
         "ckpt-train": dumped(CheckpointedBlocks(), root / "ckpt-train", (torch.randn(8, 16, requires_grad=True),), train=True),
         "ckpt-dynamic": dumped(CheckpointedBlocks(), root / "ckpt-dynamic", *[(torch.randn(n, 16),) for n in (8, 8, 5)]),
         "ckpt-amp": dumped(CheckpointedBlocks(), root / "ckpt-amp", (torch.randn(8, 16),), train=True, amp=True),
+        "ckpt-capture": capture(CheckpointedBlocks(), (torch.randn(8, 16),), str(root / "ckpt-capture"), mode="train",
+                                loss_fn=lambda out: out.pow(2).mean()),
     }
 
 
 EXPECTED_OPS = {"cond": "hop::cond", "cond-dynamic": "hop::cond", "cond-train": "hop::cond",
                 "flex": "hop::flex_attention", "invoke": "hop::invoke_subgraph", "while": "hop::while_loop",
                 "scan": "hop::scan", "ascan": "hop::associative_scan",
-                "ckpt-train": "hop::tag_activation_checkpoint", "ckpt-dynamic": "hop::tag_activation_checkpoint", "ckpt-amp": "hop::tag_activation_checkpoint"}
+                "ckpt-train": "hop::tag_activation_checkpoint", "ckpt-dynamic": "hop::tag_activation_checkpoint", "ckpt-capture": "hop::tag_activation_checkpoint", "ckpt-amp": "hop::tag_activation_checkpoint"}
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_OPS))
@@ -189,7 +191,7 @@ def test_higher_order_ops_are_recorded_with_their_subgraphs(programs, name):
     assert not m.get("skipped_graphs"), m.get("skipped_graphs")
     assert m["version"] == 3
     assert EXPECTED_OPS[name] in hop_targets(d), hop_targets(d)
-    if name in ("cond-train", "ckpt-train", "ckpt-amp"):
+    if name in ("cond-train", "ckpt-train", "ckpt-amp", "ckpt-capture"):
         assert m["graphs"][0]["mode"] == "train", m["graphs"][0]
     if name.startswith("ckpt"):  # the nested block is a checkpoint call inside the outer one's body
         assert hop_targets(d).count("hop::tag_activation_checkpoint") == 3 * len(m["graphs"]), hop_targets(d)
@@ -247,6 +249,16 @@ def test_a_backend_recomputes_the_checkpointed_blocks_in_its_backward(programs, 
     torch.manual_seed(0)
     plain = dumped(Plain(), tmp_path / "plain", (torch.randn(8, 16, requires_grad=True),), train=True)
     assert "aten.addmm.default" not in _backward_of(plain)
+
+
+def test_capture_of_a_checkpointed_train_step_leaves_the_model_as_it_was(tmp_path):
+    """capture() records a checkpointed train step through torch.compile (above); the model's
+    gradients are untouched, as capture() of any model leaves them."""
+    torch.manual_seed(0)
+    model = CheckpointedBlocks()
+    capture(model, (torch.randn(8, 16),), str(tmp_path / "c"), mode="train", loss_fn=lambda out: out.pow(2).mean())
+    assert all(p.grad is None for p in model.parameters())
+    assert manifest(tmp_path / "c")["mode"] == "train"
 
 
 def test_flex_attention_replays_as_pytorchs_eager_flex_attention(parity_bin, programs):

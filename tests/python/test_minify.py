@@ -174,6 +174,11 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     assert "divergence" not in bis
     assert scan["backend_runs"] < bis["backend_runs"], (scan["backend_runs"], bis["backend_runs"])
     assert scan["seconds_per_backend_run"] > 0
+    # Where the time went, step by step in the order they ran (the terminal's "time:" line too).
+    steps = [s["step"] for s in scan["step_seconds"]]
+    assert steps[:3] == ["run_ahead", "confirm", "stage_bisect"] and "divergence_scan" in steps and "node_bisect" not in steps
+    assert "node_bisect" in [s["step"] for s in bis["step_seconds"]]
+    assert sum(s["seconds"] for s in scan["step_seconds"]) <= scan["wall_time_s"]
     # The HTML report plots the map along the graph, for the scan's run only.
     html = tmp_path / "report.html"
     r = run_parity(parity_bin, "report", str(tmp_path / "scan"), str(tmp_path / "bisect" / "summary.json"), "-o", str(html))

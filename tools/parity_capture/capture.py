@@ -2,8 +2,10 @@
 holding the graph, the real parameters, buffers and inputs, and the eager outputs."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import warnings
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
@@ -31,6 +33,67 @@ class WithLoss(torch.nn.Module):
     def forward(self, *args, **kwargs):
         out = self.model(*args, **kwargs)
         return self.loss_fn(out), out
+
+
+@contextlib.contextmanager
+def _checkpoints_seen():
+    """Yields {"seen": bool}: whether the code run inside called torch.utils.checkpoint
+    (use_reentrant=False, the variant torch.compile keeps as a checkpoint call)."""
+    import torch.utils.checkpoint as ckpt
+    flag = {"seen": False}
+    original = getattr(ckpt, "_checkpoint_without_reentrant_generator", None)
+    if original is None:  # a torch without it: nothing seen
+        yield flag
+        return
+
+    def spy(*a, **k):
+        flag["seen"] = True
+        return original(*a, **k)
+    ckpt._checkpoint_without_reentrant_generator = spy
+    try:
+        yield flag
+    finally:
+        ckpt._checkpoint_without_reentrant_generator = original
+
+
+def _capture_checkpointed(model, args, kwargs, out_dir, name, extra_manifest, imports) -> Optional[str]:
+    """A train step whose model checkpoints activations, recorded through torch.compile with the
+    dump backend (fullgraph), where each checkpointed block stays a checkpoint call (torch.export
+    traces the Python and records the blocks inlined): the forward and the loss's backward run
+    once (the buffers left as one forward leaves them, as the eager call did; the gradients as
+    they were). None when dynamo cannot take the step whole (the caller records it inlined)."""
+    grads = {p: p.grad for p in model.parameters()}
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=dump_backend(out_dir, name, imports=imports), fullgraph=True)
+        loss, _ = compiled(*args, **kwargs)
+        loss.backward()
+        manifest = json.load(open(os.path.join(out_dir, "manifest.json")))
+        graphs = manifest.get("graphs") or []
+        if len(graphs) != 1 or graphs[0].get("mode") != "train" or manifest.get("skipped_graphs"):
+            return None
+    except Exception as e:  # dynamo could not take it: export below
+        warnings.warn(f"parity capture: the checkpointed train step could not be compiled whole ({type(e).__name__}: "
+                      f"{str(e)[:200]}); its checkpointed blocks are recorded inlined")
+        return None
+    finally:
+        torch._dynamo.reset()
+        for p, g in grads.items():
+            p.grad = g
+    _extend_manifest(out_dir, dict(extra_manifest or {}, mode="train"))
+    return out_dir
+
+
+def _extend_manifest(out_dir: str, extra: Dict[str, Any]) -> None:
+    if not extra:
+        return
+    path = os.path.join(out_dir, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest.update(extra)
+    with open(path + ".tmp", "w") as f:
+        json.dump(manifest, f, indent=2)
+    os.replace(path + ".tmp", path)
 
 
 def _run_eager(model, args, kwargs, mode: str):
@@ -82,7 +145,15 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     # count, a custom op's mutates_args) leaves them changed, and the graph's inputs are what the
     # recorded call read.
     before = {k: v.detach().clone() for k, v in model.named_buffers(remove_duplicate=False)}
-    eager = _run_eager(model, args, kwargs, mode)
+    with _checkpoints_seen() as checkpoints:
+        eager = _run_eager(model, args, kwargs, mode)
+    if mode == "train" and checkpoints["seen"] and method == "export":
+        with torch.no_grad():  # the buffers as the call found them, for the compiled call
+            for k, v in model.named_buffers(remove_duplicate=False):
+                v.copy_(before[k])
+        done = _capture_checkpointed(model, args, kwargs, out_dir, name or type(model.model).__name__, extra_manifest, imports)
+        if done is not None:
+            return done
     eager_names, eager_leaves = flatten_outputs(eager)
     if mode == "train":  # (loss, outputs): "0" -> "loss", "1.logits" -> "logits"
         eager_names = ["loss" if n == "0" else (n[2:] if n.startswith("1.") else "output") for n in eager_names]
@@ -154,12 +225,5 @@ def _capture_dynamic(model, args, out_dir, dynamic_shapes, *, mode, name, exampl
             compiled(*args, **dict(example_kwargs or {}))
     finally:
         torch._dynamo.reset()
-    if extra_manifest:
-        path = os.path.join(out_dir, "manifest.json")
-        with open(path) as f:
-            manifest = json.load(f)
-        manifest.update(extra_manifest)
-        with open(path + ".tmp", "w") as f:
-            json.dump(manifest, f, indent=2)
-        os.replace(path + ".tmp", path)
+    _extend_manifest(out_dir, extra_manifest or {})
     return out_dir
