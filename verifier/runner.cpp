@@ -23,7 +23,11 @@ bool NeedsWorker(const ExperimentSpec& spec) {
 std::vector<runtime::Job> JobsOf(const ExperimentBatch& batch) {
   std::vector<runtime::Job> jobs;
   // The same experiment twice (a failure's confirmations): one slot, one after the other.
-  for (const auto& [spec, dir] : batch) jobs.push_back({spec.ToJson(), dir, NeedsWorker(spec), spec.ToJson().dump()});
+  for (const auto& [spec, dir] : batch) {
+    nlohmann::json j = spec.ToJson();
+    std::string affinity = j.dump();
+    jobs.push_back({std::move(j), dir, NeedsWorker(spec), std::move(affinity)});
+  }
   return jobs;
 }
 

@@ -4,10 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <ostream>
 #include <set>
-#include <thread>
 
 #include "repro/repro_dir.h"
 #include "runtime/jobs.h"

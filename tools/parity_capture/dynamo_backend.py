@@ -75,8 +75,7 @@ def _add_note(entry: Dict[str, Any], note: str) -> None:
 
 
 def _drop_note(entry: Dict[str, Any], note: str) -> None:
-    notes = entry.get("note", "")
-    kept = notes.replace(note + "; ", "", 1) if notes.startswith(note + "; ") else notes.replace("; " + note, "").replace(note, "")
+    kept = "; ".join(p.strip("; ") for p in entry.get("note", "").split(note) if p.strip("; "))
     if kept:
         entry["note"] = kept
     else:
