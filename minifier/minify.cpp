@@ -52,7 +52,7 @@ struct Pipeline {
     if (!o.check_command.empty())
       ctx.check = CheckCommandJudge(o.check_command, o.experiment.jobs, o.experiment.timeout_s);
     else {
-      ctx.run_candidate = [this](const ir::Graph& g) { return RunCandidate(g); };
+      ctx.run_candidates = [this](const std::vector<const ir::Graph*>& gs) { return RunCandidates(gs); };
       ctx.candidate_run = [this](const ir::Graph& g) { return CandidateRun(g); };
       ctx.ahead = &ahead;
     }
@@ -78,17 +78,24 @@ struct Pipeline {
     if (!ahead.Has(spec, scratch) && !Writer(state.graph_index).Write(g, dir, state.original.ToJson()).ok()) return std::nullopt;
     return std::make_pair(spec, scratch);
   }
-  // One candidate of the graph being reduced through the backend, the whole result.
-  verifier::ExperimentResult RunCandidate(const ir::Graph& g) {
-    auto run = CandidateRun(g);
-    if (!run) {
-      verifier::ExperimentResult r;
-      r.error = "minify: the candidate could not be written";
-      return r;
-    }
+  // Candidates of the graph being reduced through the backend as one batch, the whole results
+  // in order (a candidate that cannot be written: an error result).
+  std::vector<verifier::ExperimentResult> RunCandidates(const std::vector<const ir::Graph*>& gs) {
     verifier::ExperimentBatch batch;
-    batch.push_back(std::move(*run));
-    return ahead.RunMany(std::move(batch)).at(0);
+    std::vector<size_t> at;  // each candidate's place in the batch (npos: not written)
+    for (const ir::Graph* g : gs) {
+      auto run = CandidateRun(*g);
+      at.push_back(run ? batch.size() : std::string::npos);
+      if (run) batch.push_back(std::move(*run));
+    }
+    auto results = ahead.RunMany(std::move(batch));
+    std::vector<verifier::ExperimentResult> out(gs.size());
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (at[i] == std::string::npos)
+        out[i].error = "minify: the candidate could not be written";
+      else
+        out[i] = std::move(results.at(at[i]));
+    return out;
   }
   AheadRunner ahead{runner};  // what every step runs through (runs made ahead, then the runner)
 };
@@ -108,14 +115,20 @@ Status Timed(ReductionState& state, const char* name, Fn&& step) {
 Status Bisect(Pipeline& p, std::ostream& log) {
   StepContext ctx = p.Context(log);
   ReductionState& s = p.state;
+  // The reference's values of the graph reduced feed cut candidates (the scan's segments made
+  // ahead among them): known at once when the repro dir has one graph, else after graph bisection.
+  auto reference_values = [&] {
+    const GraphEntry& entry = p.repro.graphs()[s.graph_index];
+    return Timed(s, "reference_values", [&] { return AddReferenceValues(p.repro, entry, s.base.device, p.tensors); });
+  };
+  const bool one_graph = p.repro.graphs().size() == 1;
+  if (one_graph) PARITY_RETURN_IF_ERROR(reference_values());
   PARITY_RETURN_IF_ERROR(Timed(s, "run_ahead", [&] { return RunAhead(ctx, s); }));
   PARITY_RETURN_IF_ERROR(Timed(s, "confirm", [&] { return Confirm(ctx, s); }));
   if (p.o.stage_bisect && p.o.check_command.empty())
     PARITY_RETURN_IF_ERROR(Timed(s, "stage_bisect", [&] { return StageBisect(ctx, s); }));
   PARITY_RETURN_IF_ERROR(Timed(s, "graph_bisect", [&] { return GraphBisect(ctx, s); }));
-  const GraphEntry& entry = p.repro.graphs()[s.graph_index];
-  PARITY_RETURN_IF_ERROR(
-      Timed(s, "reference_values", [&] { return AddReferenceValues(p.repro, entry, s.base.device, p.tensors); }));
+  if (!one_graph) PARITY_RETURN_IF_ERROR(reference_values());
   auto test = p.Test(s.graph_index, "nodes");
   PARITY_RETURN_IF_ERROR(Timed(s, "inline_subgraphs", [&] { return InlineSubgraphsStep(ctx, s, *test); }));
   PARITY_RETURN_IF_ERROR(Timed(s, "divergence_scan", [&] { return DivergenceScan(ctx, s, *test); }));

@@ -66,10 +66,10 @@ struct StepContext {
   // --check as a judge of written dirs (unset without --check).
   DirJudge check;
   std::filesystem::path scratch;
-  // One candidate of the graph being reduced run through the backend, the whole result (the
-  // per-output verdicts and errors); unset with --check.
-  std::function<verifier::ExperimentResult(const ir::Graph&)> run_candidate;
-  // The experiment run_candidate runs for a graph (the candidate written; the same spec and dir
+  // Candidates of the graph being reduced run through the backend as one batch (-j at a time),
+  // each one's whole result (the per-output verdicts and errors), in order; unset with --check.
+  std::function<std::vector<verifier::ExperimentResult>(const std::vector<const ir::Graph*>&)> run_candidates;
+  // The experiment run_candidates runs for a graph (the candidate written; the same spec and dir
   // for the same graph), for a run made ahead; nullopt when it cannot be written.
   std::function<std::optional<std::pair<verifier::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run;
   // Where runs made ahead go (RunAhead); nullptr: none are.

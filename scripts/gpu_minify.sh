@@ -43,7 +43,8 @@ except OSError:
 print(json.dumps({"run": "minify-" + mode, "seconds": float(s), "rc": int(rc), "backend_runs": m.get("backend_runs"),
                   "seconds_per_run": m.get("seconds_per_backend_run"), "culprit": (m.get("culprit") or {}).get("target"),
                   "ops": [m.get("ops_before"), m.get("ops_after")], "path": (m.get("localization") or {}).get("path"),
-                  "runners_started": m.get("runners_started"),
+                  "runners_started": m.get("runners_started"), "localization": m.get("localization"),
+                  "steps": {x["step"]: round(x["seconds"], 2) for x in m.get("step_seconds") or []},
                   "compiler": (m.get("compiler_culprit") or {}).get("sentence")}))
 PYEOF
 done

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "minifier/steps/loss.h"
+#include "repro/graph_json.h"
 #include "test_helpers.h"
 
 namespace parity::minifier {
@@ -304,15 +305,40 @@ ExperimentResult ScanResult(int n, int first_bad, Code code = Code::kFail) {
   return r;
 }
 
+// A segment's run (ScanSegments) of a Chain: each value it returns (opK) fails same() from
+// op`first_bad` on; FAIL where one does.
+ExperimentResult SegmentResult(const Graph& g, int first_bad) {
+  ExperimentResult r;
+  r.code = Code::kPass;
+  for (const ir::Node* o : g.OutputValues()) {
+    const bool pass = std::stoi(o->name().substr(2)) < first_bad;
+    if (!pass) r.code = Code::kFail;
+    r.outputs.push_back({{"path", "output"},
+                         {"pass", pass},
+                         {"stats", {{"max_abs_err", pass ? 0.0 : 1.0}, {"rmse_ref_vs_fp64", 1e-7}, {"rmse_res_vs_fp64", pass ? 1e-7 : 0.5}}}});
+  }
+  return r;
+}
+
 struct ScanFixture : Fixture {
   int scans = 0;
-  ExperimentResult answer;
+  ExperimentResult answer;  // the whole graph's run
+  // A segment's run (a graph not ending in the chain's last op); unset: segments are not expected.
+  std::function<ExperimentResult(const Graph&)> segment;
+  std::vector<size_t> batches;
+  size_t chain = 10;
   StepContext ScanContext() {
     StepContext ctx = Context();
-    ctx.run_candidate = [this](const Graph& g) {
-      ++scans;
-      EXPECT_EQ(g.OutputValues().size(), 11u);  // the output (op9) and op0..op9
-      return answer;
+    ctx.run_candidates = [this](const std::vector<const Graph*>& gs) {
+      batches.push_back(gs.size());
+      std::vector<ExperimentResult> out;
+      for (const Graph* g : gs) {
+        ++scans;
+        const bool whole = g->OutputValues().size() == chain + 1;  // the output and op0..op{n-1}
+        EXPECT_TRUE(whole || segment) << ir::GraphToText(*g);
+        out.push_back(whole || !segment ? answer : segment(*g));
+      }
+      return out;
     };
     return ctx;
   }
@@ -391,6 +417,137 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
       EXPECT_EQ(f.state.localization["path"], "bisection");
     }
   }
+}
+
+// On a graph big enough to split (40 values, -j 2: 4 segments of 10), the segments run two at a
+// time in graph order until one fails; its first failing value, confirmed alone and against its
+// segment's part before it, is the culprit, and the whole graph never runs.
+TEST(MinifySteps, DivergenceScanFindsTheCulpritSegmentBySegment) {
+  for (const int bad : {12, 35}) {
+    ScanFixture f;
+    f.chain = 40;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(40);
+    f.segment = [bad](const Graph& g) { return SegmentResult(g, bad); };
+    const std::string culprit = "op" + std::to_string(bad);
+    HasNode test(culprit);
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    const size_t ran = bad < 20 ? 2 : 4;  // op12 is in the first pair of segments, op35 in the second
+    EXPECT_EQ(f.batches, std::vector<size_t>(ran / 2, 2));
+    EXPECT_EQ(test.runs(), 2);  // alone, and the segment's part before it: one batch
+    EXPECT_EQ(f.state.culprit["node"], culprit);
+    EXPECT_EQ(f.state.current->ops().size(), 1u);
+    EXPECT_EQ(f.state.localization["path"], "scan");
+    EXPECT_EQ(f.state.localization["segments"]["count"], 4);
+    EXPECT_EQ(f.state.localization["segments"]["run"], ran);
+    EXPECT_EQ(f.state.localization["segments"]["failing"], bad / 10 + 1);
+    EXPECT_EQ(f.state.localization["scan_runs"], ran + 2);
+    EXPECT_EQ(f.state.backend_runs, static_cast<int>(ran));  // the probes count in the test's runs
+    ASSERT_EQ(f.state.divergence.size(), ran * 10);  // the values of the segments run, in order
+    EXPECT_EQ(f.state.divergence[bad]["node"], culprit);
+    EXPECT_FALSE(f.state.divergence[bad]["pass"].get<bool>());
+    EXPECT_TRUE(f.state.divergence[bad - 1]["pass"].get<bool>());
+  }
+}
+
+// Where the segments cannot decide, the whole graph's run does.
+TEST(MinifySteps, DivergenceScanFallsBackToTheWholeGraph) {
+  {  // every segment passes on the reference's values (the error builds up across them)
+    ScanFixture f;
+    f.chain = 40;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(40);
+    f.segment = [](const Graph& g) { return SegmentResult(g, 1000); };
+    f.answer = ScanResult(40, 12);
+    HasNode test("op12");
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    EXPECT_EQ(f.batches, (std::vector<size_t>{2, 2, 1}));
+    EXPECT_EQ(f.state.culprit["node"], "op12");
+    EXPECT_FALSE(f.state.localization.contains("segments"));
+    EXPECT_EQ(f.state.localization["scan_runs"], 4 + 1 + 2);
+    EXPECT_EQ(f.state.divergence.size(), 40u);  // the whole graph's map
+    EXPECT_NE(f.log.str().find("no segment fails"), std::string::npos);
+  }
+  {  // a segment that crashes leaves the values after it unjudged
+    ScanFixture f;
+    f.chain = 40;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(40);
+    f.segment = [](const Graph& g) {
+      ExperimentResult r = SegmentResult(g, 35);
+      if (g.Find("op0") != nullptr) r = ExperimentResult{};  // VERIFIER_DIDNT_RUN
+      return r;
+    };
+    f.answer = ScanResult(40, 35);
+    HasNode test("op35");
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    EXPECT_EQ(f.batches, (std::vector<size_t>{2, 1}));
+    EXPECT_EQ(f.state.culprit["node"], "op35");
+    EXPECT_FALSE(f.state.localization.contains("segments"));
+  }
+  {  // the candidate does not fail alone: not confirmed on its segment, the whole graph's run
+    ScanFixture f;
+    f.chain = 40;
+    f.state.original.kind = FailureKind::kAccuracy;
+    f.state.current = Chain(40);
+    f.segment = [](const Graph& g) { return SegmentResult(g, 12); };
+    f.answer = ScanResult(40, 12);
+    HasNode test("op12", "op11");  // op12 fails only with op11 computed before it
+    auto ctx = f.ScanContext();
+    ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
+    EXPECT_EQ(f.batches, (std::vector<size_t>{2, 1}));
+    EXPECT_EQ(f.state.culprit["node"], "op12");
+    EXPECT_EQ(f.state.current->ops().size(), 13u);  // the whole run's answer: its prefix
+  }
+}
+
+// Segments cut at their values; what a segment reads from before it is a placeholder, except
+// parameters and values that are no single tensor (a tuple its getitem takes apart), which come
+// along with what they read.
+TEST(MinifySteps, ScanSegmentsCutsTheGraphAtItsValues) {
+  Graph g("g");
+  ir::TensorMeta meta;
+  meta.shape = {4};
+  meta.stride = {1};
+  ir::Node* prev = g.Append(NodeKind::kPlaceholder, "x", "x");
+  prev->meta = {meta};
+  ir::Node* w = g.Append(NodeKind::kGetAttr, "w", "w");
+  w->meta = {meta};
+  auto op = [&](const std::string& name, const std::string& target, std::vector<Arg> args) {
+    ir::Node* n = g.Append(NodeKind::kCallFunction, name, target);
+    n->args = std::move(args);
+    n->meta = {meta};
+    return n;
+  };
+  for (int i = 0; i < 7; ++i) prev = op("op" + std::to_string(i), "aten::neg", {Arg::Ref(prev)});
+  ir::Node* tup = op("tup", "aten::unbind.int", {Arg::Ref(prev)});
+  tup->meta = {meta, meta};  // two values: no single tensor
+  op("g0", ir::kGetItem, {Arg::Ref(tup), Arg::Int(0)});
+  prev = op("g1", ir::kGetItem, {Arg::Ref(tup), Arg::Int(1)});
+  for (int i = 7; i < 14; ++i) prev = op("op" + std::to_string(i), i == 10 ? "aten::mul.Tensor" : "aten::neg",
+                                         i == 10 ? std::vector<Arg>{Arg::Ref(prev), Arg::Ref(w)} : std::vector<Arg>{Arg::Ref(prev)});
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(prev)})};
+  ASSERT_TRUE(g.Lint().ok());
+
+  std::vector<std::vector<const ir::Node*>> exposed;
+  const auto segs = ScanSegments(g, 4, 1024, &exposed);
+  ASSERT_EQ(segs.size(), 2u);  // 16 values: two segments of 8 at most
+  ASSERT_EQ(exposed.size(), 2u);
+  EXPECT_EQ(exposed[0].back()->name(), "g0");
+  EXPECT_EQ(exposed[1].front()->name(), "g1");
+  const Graph& second = segs[1];
+  EXPECT_EQ(second.OutputValues().size(), 8u);
+  EXPECT_EQ(second.Find("op6")->kind(), NodeKind::kPlaceholder);  // fed with the reference's value
+  EXPECT_EQ(second.Find("tup")->kind(), NodeKind::kCallFunction);  // the tuple comes along
+  EXPECT_EQ(second.Find("w")->kind(), NodeKind::kGetAttr);        // the parameter stays one
+  EXPECT_EQ(second.Find("op5"), nullptr);
+  EXPECT_EQ(segs[0].Find("op13"), nullptr);
+  EXPECT_TRUE(ScanSegments(g, 1, 1024).empty());  // one segment is the whole graph's run
+  EXPECT_TRUE(ScanSegments(Chain(15), 4, 1024).empty());  // under 16 values: too small to split
+  EXPECT_EQ(ScanSegments(Chain(40), 8, 1024).size(), 5u);  // 8 values a segment at least
 }
 
 // The repro dir records an accuracy failure (as verify's failure dirs do), and its ops their

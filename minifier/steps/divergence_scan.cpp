@@ -2,6 +2,7 @@
 #include <ostream>
 #include <set>
 
+#include "minifier/signature.h"
 #include "minifier/steps/steps.h"
 
 namespace parity::minifier {
@@ -9,6 +10,10 @@ namespace parity::minifier {
 namespace {
 
 using nlohmann::json;
+
+// Exposed values per segment at least: below this a segment's run costs more in its experiment
+// (eager, fp64, the backend's start) than its compile saves.
+constexpr size_t kValuesPerSegment = 8;
 
 bool FloatingValue(const ir::Node* n) {
   return n->kind() == ir::NodeKind::kCallFunction && n->meta.size() == 1 && n->meta[0] &&
@@ -37,13 +42,36 @@ std::optional<ir::Graph> Exposing(const ir::Graph& g, const std::vector<const ir
   return c;
 }
 
+// The nodes of `g` with indices in [from, to] that compute, and what they read that cannot be
+// fed as a captured value: parameters (get_attr) and values that are no single tensor (a tuple a
+// getitem takes apart, a list), each with what it reads in turn. Sizes stay cut: a cut size is
+// bound from the symbols.
+std::set<std::string> SegmentNodes(const ir::Graph& g, size_t from, size_t to) {
+  std::set<std::string> keep;
+  std::vector<const ir::Node*> work;
+  for (const ir::Node* n : g.nodes())
+    if (n->index() >= from && n->index() <= to && n->kind() == ir::NodeKind::kCallFunction) work.push_back(n);
+  for (const ir::Node* n : work) keep.insert(n->name());
+  while (!work.empty()) {
+    const ir::Node* n = work.back();
+    work.pop_back();
+    for (const ir::Node* in : n->Inputs()) {
+      const bool whole_value = in->meta.size() == 1 && in->meta[0];
+      const bool pull = in->kind() == ir::NodeKind::kGetAttr ||
+                        (in->kind() == ir::NodeKind::kCallFunction && !whole_value && in->sym.empty());
+      if (pull && keep.insert(in->name()).second) work.push_back(in);
+    }
+  }
+  return keep;
+}
+
 double Num(const json& stats, const char* key) {
   return stats.contains(key) && stats[key].is_number() ? stats[key].get<double>() : NAN;
 }
 
-// One map entry per exposed value, from the scan's per-output verdicts (after the graph's own
-// outputs): max abs error vs eager, RMSE vs fp64 of eager and of the backend, and how many times
-// the eager error the backend's is (where the error leaves the fp64 envelope).
+// One map entry per exposed value, from a scan run's per-output verdicts (from output `first`
+// on): max abs error vs eager, RMSE vs fp64 of eager and of the backend, and how many times the
+// eager error the backend's is (where the error leaves the fp64 envelope).
 json DivergenceMap(const std::vector<const ir::Node*>& values, const json& outputs, size_t first) {
   json map = json::array();
   for (size_t k = 0; k < values.size() && first + k < outputs.size(); ++k) {
@@ -66,56 +94,53 @@ json DivergenceMap(const std::vector<const ir::Node*>& values, const json& outpu
   return map;
 }
 
+// The first entry of `map` that fails same(); nullptr when none does.
+const json* FirstFailing(const json& map) {
+  for (const auto& e : map)
+    if (!e["pass"].get<bool>()) return &e;
+  return nullptr;
+}
+
 void Fallback(StepContext& ctx, ReductionState& state, const std::string& why, int runs) {
   state.localization = {{"path", "bisection"}, {"why", why}, {"scan_runs", runs}};
   ctx.log << "divergence scan: " << why << "; node bisection\n";
 }
 
-}  // namespace
-
-std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<const ir::Node*>* exposed) {
-  const auto values = Exposed(g, max);
-  if (exposed != nullptr) *exposed = values;
-  return values.empty() ? std::nullopt : Exposing(g, values);
+void Found(StepContext& ctx, ReductionState& state, const ir::Node* culprit, ir::Graph reduced, json localization,
+           const std::string& how) {
+  state.culprit = NodeInfo(culprit);
+  state.localization = std::move(localization);
+  ctx.log << "divergence scan: first divergent node %" << culprit->name() << " (" << culprit->target() << ")"
+          << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << ", confirmed; " << how << "\n";
+  if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
+  state.current = std::move(reduced);
 }
 
-Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test) {
-  const char* skip = !ctx.options.scan                               ? "off (--no-scan)"
-                     : !ctx.run_candidate                            ? "not with --check"
-                     : state.original.kind != FailureKind::kAccuracy ? "not an accuracy failure"
-                     : state.base.test == "train"                    ? "train mode compares loss and gradients, not values"
-                                                                     : nullptr;
-  if (skip != nullptr) {
-    state.localization = {{"path", "bisection"}, {"why", std::string("scan ") + skip}, {"scan_runs", 0}};
-    return Status::Ok();
-  }
+// The whole graph returning its outputs and every value (today's one-run scan; level two, or the
+// only level on a graph too small to split): the first value that fails same() is the candidate,
+// confirmed by one batch (alone it fails the same way, the prefix before it does not; its own
+// prefix is tried when it does not fail alone).
+void WholeGraph(StepContext& ctx, ReductionState& state, Interestingness& test, int runs) {
   const ir::Graph& g = *state.current;
   std::vector<const ir::Node*> values;
   auto scan = ScanGraph(g, ctx.options.scan_max, &values);
   if (!scan) {
-    Fallback(ctx, state, "no value to expose", 0);
-    return Status::Ok();
+    Fallback(ctx, state, "no value to expose", runs);
+    return;
   }
-  const verifier::ExperimentResult r = ctx.run_candidate(*scan);
+  const verifier::ExperimentResult r = ctx.run_candidates({&*scan}).at(0);
   ++state.backend_runs;
+  ++runs;
   if (!Signature::FromResult(r).Matches(state.original)) {
-    Fallback(ctx, state, "exposing the values changed the failure (" + Signature::FromResult(r).Describe() + ")", 1);
-    return Status::Ok();
+    Fallback(ctx, state, "exposing the values changed the failure (" + Signature::FromResult(r).Describe() + ")", runs);
+    return;
   }
-  const size_t first = g.OutputValues().size();
-  state.divergence = DivergenceMap(values, r.outputs, first);
-  const json* cand = nullptr;
-  for (const auto& e : state.divergence)
-    if (!e["pass"].get<bool>()) {
-      cand = &e;
-      break;
-    }
+  state.divergence = DivergenceMap(values, r.outputs, g.OutputValues().size());
+  const json* cand = FirstFailing(state.divergence);
   if (cand == nullptr) {
-    Fallback(ctx, state, "no exposed value fails same()", 1);
-    return Status::Ok();
+    Fallback(ctx, state, "no exposed value fails same()", runs);
+    return;
   }
-  // Confirm: the prefix before the candidate does not fail the same way, and the candidate does,
-  // alone on its input values (then that is the reduced graph) or else as its prefix.
   const auto ops = g.ops();
   const ir::Node* culprit = g.Find((*cand)["node"].get<std::string>());
   const ir::Node* before = nullptr;
@@ -136,21 +161,137 @@ Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& 
     auto at = SinksPrefix(g, culprit->index(), false);
     if (at && test.Test({&*at})[0]) reduced = std::move(at);
   }
-  const int confirm_runs = test.runs() - runs_before;
+  runs += test.runs() - runs_before;
   if (prev_fails || !reduced) {
     Fallback(ctx, state,
              "the candidate %" + culprit->name() +
                  (prev_fails ? " is not the first failing node" : " does not fail the same way, alone or as its prefix"),
-             1 + confirm_runs);
+             runs);
+    return;
+  }
+  Found(ctx, state, culprit, std::move(*reduced), {{"path", "scan"}, {"scan_runs", runs}, {"exposed", values.size()}},
+        std::to_string(runs) + " backend runs (" + std::to_string(values.size()) + " values exposed)");
+}
+
+// Level one: the segments in graph order, -j at a time, until one fails the same way; the first
+// value of it that fails same() is the candidate, confirmed by one batch: alone on its input
+// values it fails the same way, and the part of its segment before it does not. True when
+// confirmed (the culprit alone is then the reduced graph); `runs` counts the backend runs made
+// either way, and the divergence map holds the values of the segments run.
+bool BySegments(StepContext& ctx, ReductionState& state, Interestingness& test, int& runs) {
+  const ir::Graph& g = *state.current;
+  const size_t jobs = static_cast<size_t>(std::max(1, ctx.runner.jobs()));
+  std::vector<std::vector<const ir::Node*>> exposed;
+  const auto segments = ScanSegments(g, static_cast<int>(2 * jobs), ctx.options.scan_max, &exposed);
+  if (segments.empty()) return false;
+  json map = json::array(), part;
+  size_t failing = segments.size(), values = 0, run = 0;
+  for (size_t from = 0; from < segments.size() && failing == segments.size(); from += jobs) {
+    std::vector<const ir::Graph*> batch;
+    for (size_t k = from; k < std::min(segments.size(), from + jobs); ++k) batch.push_back(&segments[k]);
+    const auto results = ctx.run_candidates(batch);
+    state.backend_runs += static_cast<int>(batch.size());
+    runs += static_cast<int>(batch.size());
+    run = from + batch.size();
+    for (size_t i = 0; i < results.size() && failing == segments.size(); ++i) {
+      const size_t k = from + i;
+      const Signature sig = Signature::FromResult(results[i]);
+      const bool same_failure = sig.Matches(state.original);
+      part = DivergenceMap(exposed[k], results[i].outputs, 0);
+      // A segment that neither passes nor fails on a value leaves the values after it unjudged.
+      if (part.size() != exposed[k].size() || (!same_failure && results[i].code != results::Code::kPass)) {
+        ctx.log << "divergence scan: segment " << k + 1 << " of " << segments.size() << " ran as " << sig.Describe()
+                << "; the whole graph's values\n";
+        return false;
+      }
+      for (const auto& e : part) map.push_back(e);
+      values += part.size();
+      if (same_failure && FirstFailing(part) != nullptr) failing = k;
+    }
+  }
+  state.divergence = map;
+  if (failing == segments.size()) {
+    ctx.log << "divergence scan: no segment fails on the reference's values (" << segments.size()
+            << " segments); the whole graph's values\n";
+    return false;
+  }
+  const ir::Graph& seg = segments[failing];
+  const ir::Node* culprit = g.Find((*FirstFailing(part))["node"].get<std::string>());
+  const ir::Node* at = seg.Find(culprit->name());
+  const ir::Node* before = nullptr;
+  for (const ir::Node* n : seg.ops())
+    if (n->index() < at->index()) before = n;
+  auto alone = CulpritAlone(g, *culprit, false);
+  std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(seg, before->index(), false) : std::nullopt;
+  if (!alone) return false;
+  std::vector<const ir::Graph*> probes{&*alone};
+  if (prev) probes.push_back(&*prev);
+  const int runs_before = test.runs();
+  const auto ok = test.Test(probes);
+  runs += test.runs() - runs_before;
+  if (!ok[0] || (prev && ok[1])) {
+    ctx.log << "divergence scan: %" << culprit->name() << " of segment " << failing + 1
+            << (ok[0] ? " is not its segment's first failing node" : " does not fail the same way alone")
+            << "; the whole graph's values\n";
+    return false;
+  }
+  const std::string where = "segment " + std::to_string(failing + 1) + " of " + std::to_string(segments.size());
+  Found(ctx, state, culprit, std::move(*alone),
+        {{"path", "scan"},
+         {"scan_runs", runs},
+         {"exposed", values},
+         {"segments", {{"count", segments.size()}, {"run", run}, {"failing", failing + 1}}}},
+        std::to_string(runs) + " backend runs (" + where + ", " + std::to_string(run) + " segments run, " +
+            std::to_string(values) + " values exposed)");
+  return true;
+}
+
+}  // namespace
+
+std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<const ir::Node*>* exposed) {
+  const auto values = Exposed(g, max);
+  if (exposed != nullptr) *exposed = values;
+  return values.empty() ? std::nullopt : Exposing(g, values);
+}
+
+std::vector<ir::Graph> ScanSegments(const ir::Graph& g, int count, int max,
+                                    std::vector<std::vector<const ir::Node*>>* exposed) {
+  const auto values = Exposed(g, max);
+  count = std::min(count, static_cast<int>(values.size() / kValuesPerSegment));
+  if (count < 2) return {};
+  std::vector<ir::Graph> out;
+  std::vector<std::vector<const ir::Node*>> groups;
+  size_t from = 0;
+  for (size_t k = 0; k < static_cast<size_t>(count); ++k) {
+    const size_t n = values.size(), c = static_cast<size_t>(count);
+    std::vector<const ir::Node*> vals(values.begin() + static_cast<std::ptrdiff_t>(n * k / c),
+                                      values.begin() + static_cast<std::ptrdiff_t>(n * (k + 1) / c));
+    std::vector<std::string> outs;
+    for (const ir::Node* v : vals) outs.push_back(v->name());
+    auto seg = g.Extract(SegmentNodes(g, from, vals.back()->index()), outs);
+    if (!seg.ok()) return {};
+    seg->EliminateDeadCode();
+    if (!seg->Lint().ok()) return {};
+    from = vals.back()->index() + 1;
+    out.push_back(std::move(*seg));
+    groups.push_back(std::move(vals));
+  }
+  if (exposed != nullptr) *exposed = std::move(groups);
+  return out;
+}
+
+Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test) {
+  const char* skip = !ctx.options.scan                               ? "off (--no-scan)"
+                     : !ctx.run_candidates                           ? "not with --check"
+                     : state.original.kind != FailureKind::kAccuracy ? "not an accuracy failure"
+                     : state.base.test == "train"                    ? "train mode compares loss and gradients, not values"
+                                                                     : nullptr;
+  if (skip != nullptr) {
+    state.localization = {{"path", "bisection"}, {"why", std::string("scan ") + skip}, {"scan_runs", 0}};
     return Status::Ok();
   }
-  state.culprit = NodeInfo(culprit);
-  state.localization = {{"path", "scan"}, {"scan_runs", 1 + confirm_runs}, {"exposed", values.size()}};
-  ctx.log << "divergence scan: first divergent node %" << culprit->name() << " (" << culprit->target() << ")"
-          << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << ", confirmed; " << 1 + confirm_runs
-          << " backend runs (" << values.size() << " values exposed)\n";
-  if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
-  state.current = std::move(*reduced);
+  int runs = 0;
+  if (!BySegments(ctx, state, test, runs)) WholeGraph(ctx, state, test, runs);
   return Status::Ok();
 }
 

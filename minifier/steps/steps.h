@@ -8,9 +8,10 @@
 namespace parity::minifier {
 
 // Before the other steps, with -j 2 or more: the runs whose experiments are known now, in one
-// batch through ctx.ahead: the divergence scan's run of the original graph first (the longest:
-// one slot compiles it; only for one eval graph the repro dir says failed on accuracy, without
-// calls to inline, on a machine with two cores per slot), then the confirmations (in one slot,
+// batch through ctx.ahead: the divergence scan's first runs on the original graph first (its
+// first -j segments, or, on a machine with two cores per slot, the whole graph's run of a graph
+// too small to split: the longest compiles; only for one eval graph the repro dir says failed on
+// accuracy, without calls to inline), then the confirmations (in one slot,
 // one after another: the later ones find the first's compile) and the stage runs in the others.
 // The steps that judge them get these results when they ask (minifier/ahead.h).
 [[nodiscard]] Status RunAhead(StepContext& ctx, ReductionState& state);
@@ -46,19 +47,33 @@ std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culpri
 // needs stays. Sets current and inlined.
 [[nodiscard]] Status InlineSubgraphsStep(StepContext& ctx, ReductionState& state, Interestingness& test);
 
-// Before node bisection (eval, accuracy failures, the backend as judge): one backend run of
-// `current` returning every single floating tensor value it computes (an evenly spaced sample of
+// Before node bisection (eval, accuracy failures, the backend as judge): backend runs returning
+// every single floating tensor value `current` computes (an evenly spaced sample of
 // options.scan_max of them on bigger graphs), compared node by node with eager and fp64; the
-// first value that fails same() is the candidate culprit, confirmed by one batch of two runs (the
-// candidate alone on its input values fails the same way, the prefix before it does not; its
-// own prefix is tried when it does not fail alone). Sets divergence (the per-node errors),
+// first value that fails same() is the candidate culprit. In two levels: first the graph's
+// segments (ScanSegments, 2 x -j of them), each fed with the reference's values, -j at a time in
+// graph order until one fails the same way (a segment compiles in a fraction of the graph's time,
+// and a culprit early in the graph needs only the first); its candidate is confirmed when alone
+// on its input values it fails the same way and its segment's part before it does not. Where the
+// graph is too small to split, no segment fails (the error builds up across them) or the
+// confirmation does not hold, the whole graph's values in one run, its candidate confirmed by
+// one batch (alone it fails the same way, the prefix before it does not; its own prefix is tried
+// when it does not fail alone). Sets divergence (the per-node errors of the runs that decided),
 // localization and, when confirmed, culprit and current (the culprit alone, or its prefix).
 // Leaves culprit unset (node bisection's turn) when exposing the values changes the failure
 // (fusion changed), no exposed value fails, or the confirmation does not reproduce; says why.
 [[nodiscard]] Status DivergenceScan(StepContext& ctx, ReductionState& state, Interestingness& test);
-// The graph the scan runs: `g` returning its outputs, then each value it exposes (`exposed`, when
-// given, gets them); nullopt when there is none to expose.
+// The graph the scan's whole-graph run runs: `g` returning its outputs, then each value it
+// exposes (`exposed`, when given, gets them); nullopt when there is none to expose.
 std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<const ir::Node*>* exposed = nullptr);
+// The scan's segments of `g`: its exposed values cut into `count` consecutive groups (fewer where
+// a group would have under 8 values; none below 2), each group with the nodes from the previous
+// group's last value to its own last (and the parameters and tuple values they read) returning
+// that group; a value made before the segment becomes a placeholder, fed with the reference's
+// value. `exposed`, when given, gets the groups. Empty when `g` is too small to split or a
+// segment cannot be cut.
+std::vector<ir::Graph> ScanSegments(const ir::Graph& g, int count, int max,
+                                    std::vector<std::vector<const ir::Node*>>* exposed = nullptr);
 
 // The shortest failing prefix of `current` (k-ary search, options.jobs probes at a time): its
 // last op is the culprit. Sets culprit and cuts `current` to the smallest of the culprit alone,

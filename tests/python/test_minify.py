@@ -164,6 +164,10 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     r, bis = minify(parity_bin, relunet, tmp_path / "bisect", *knob, "--no-scan")
     assert r.returncode == 0, r.stdout + r.stderr
     assert scan["localization"]["path"] == "scan" and bis["localization"]["path"] == "bisection"
+    # The scan ran the graph's segments (-j 2: four, fewer where one would hold under 8 values),
+    # -j at a time, up to the failing one
+    segs = scan["localization"]["segments"]
+    assert 2 <= segs["count"] <= 4 and segs["failing"] <= segs["run"] <= segs["count"], segs
     assert scan["culprit"]["node"] == bis["culprit"]["node"] and scan["culprit"]["target"] == "aten::relu"
     # The divergence map: every floating value, the first failing one the culprit, its error far
     # outside the fp64 envelope eager's error sets (the values before it inside it).
@@ -176,7 +180,8 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     assert scan["seconds_per_backend_run"] > 0
     # Where the time went, step by step in the order they ran (the terminal's "time:" line too).
     steps = [s["step"] for s in scan["step_seconds"]]
-    assert steps[:3] == ["run_ahead", "confirm", "stage_bisect"] and "divergence_scan" in steps and "node_bisect" not in steps
+    assert steps[:4] == ["reference_values", "run_ahead", "confirm", "stage_bisect"], steps
+    assert "divergence_scan" in steps and "node_bisect" not in steps
     assert "node_bisect" in [s["step"] for s in bis["step_seconds"]]
     assert sum(s["seconds"] for s in scan["step_seconds"]) <= scan["wall_time_s"]
     # The HTML report plots the map along the graph, for the scan's run only.
