@@ -471,14 +471,18 @@ def render_minify(mn: dict) -> list:
         lines += ["Candidates in each slot's kept runner (the default since issue 33; runs of one experiment, the",
                   "confirmations, in one runner one after another) against a fresh child process per candidate",
                   "(`--fresh-runners`), the same repro dir, each from a copy of the Inductor cache the verify left, same",
-                  "run. On this machine's two cores with `-j 2` the scan's run is not made ahead (docs/minify.md):", "",
-                  "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run |",
-                  "|---|---|---|"]
+                  "run. The divergence scan runs the graph's segments, the first two made ahead with the confirmations",
+                  "and the stage runs (docs/minify.md); where the kept runners' minify spent its time, step by step",
+                  "(`step_seconds` in summary.json; steps under 0.05 s left out):", "",
+                  "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run "
+                  "| kept runners' steps |",
+                  "|---|---|---|---|"]
         for model, row in mn["models"].items():
             k, f = row["parity"], row.get("parity_fresh")
             if f:
+                steps = ", ".join(f"{x['step']} {x['seconds']:.1f} s" for x in k.get("step_seconds") or [] if x["seconds"] >= 0.05)
                 lines.append(f"| {model} | {k['minify_s']:.1f} s, {k['seconds_per_run']:.2f} s, {k['runners_started']} "
-                             f"| {f['minify_s']:.1f} s, {f['seconds_per_run']:.2f} s |")
+                             f"| {f['minify_s']:.1f} s, {f['seconds_per_run']:.2f} s | {steps or '-'} |")
         lines.append("")
     return lines
 
