@@ -419,15 +419,20 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
   }
 }
 
+// A 40-op chain (40 values: four segments of 10 at -j 2) that failed on accuracy.
+void FortyOps(ScanFixture& f) {
+  f.chain = 40;
+  f.state.original.kind = FailureKind::kAccuracy;
+  f.state.current = Chain(40);
+}
+
 // On a graph big enough to split (40 values, -j 2: 4 segments of 10), the segments run two at a
 // time in graph order until one fails; its first failing value, confirmed alone and against its
 // segment's part before it, is the culprit, and the whole graph never runs.
 TEST(MinifySteps, DivergenceScanFindsTheCulpritSegmentBySegment) {
   for (const int bad : {12, 35}) {
     ScanFixture f;
-    f.chain = 40;
-    f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(40);
+    FortyOps(f);
     f.segment = [bad](const Graph& g) { return SegmentResult(g, bad); };
     const std::string culprit = "op" + std::to_string(bad);
     HasNode test(culprit);
@@ -455,9 +460,7 @@ TEST(MinifySteps, DivergenceScanFindsTheCulpritSegmentBySegment) {
 TEST(MinifySteps, DivergenceScanFallsBackToTheWholeGraph) {
   {  // every segment passes on the reference's values (the error builds up across them)
     ScanFixture f;
-    f.chain = 40;
-    f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(40);
+    FortyOps(f);
     f.segment = [](const Graph& g) { return SegmentResult(g, 1000); };
     f.answer = ScanResult(40, 12);
     HasNode test("op12");
@@ -472,9 +475,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToTheWholeGraph) {
   }
   {  // a segment that crashes leaves the values after it unjudged
     ScanFixture f;
-    f.chain = 40;
-    f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(40);
+    FortyOps(f);
     f.segment = [](const Graph& g) {
       ExperimentResult r = SegmentResult(g, 35);
       if (g.Find("op0") != nullptr) r = ExperimentResult{};  // VERIFIER_DIDNT_RUN
@@ -490,9 +491,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToTheWholeGraph) {
   }
   {  // the candidate does not fail alone: not confirmed on its segment, the whole graph's run
     ScanFixture f;
-    f.chain = 40;
-    f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(40);
+    FortyOps(f);
     f.segment = [](const Graph& g) { return SegmentResult(g, 12); };
     f.answer = ScanResult(40, 12);
     HasNode test("op12", "op11");  // op12 fails only with op11 computed before it
