@@ -412,15 +412,16 @@ def bench_minify(tmp: str, quick: bool) -> dict:
         if len(repros) != 1:
             raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
         row = {}
-        # parity's minify with each slot's kept runner (the default), then with a fresh child per
-        # candidate (--fresh-runners, as before issue 33), each from a copy of the Inductor cache
-        # the verify left (where a user's minify starts), so neither sees the other's compiles
-        for key, extra in (("parity", []), ("parity_fresh", ["--fresh-runners"])):
+        # parity's minify as a user runs it (`parity minify DIR`: -j 1, a kept runner), then -j 2
+        # with each slot's kept runner and with a fresh child per candidate (--fresh-runners, as
+        # before issue 33), each from a copy of the Inductor cache the verify left (where a user's
+        # minify starts), so none sees another's compiles
+        for key, extra in (("parity", ["-j", "1"]), ("parity_j2", ["-j", "2"]), ("parity_fresh", ["-j", "2", "--fresh-runners"])):
             cache = os.path.join(work, f"inductor-{key}-minify")
             shutil.copytree(env["TORCHINDUCTOR_CACHE_DIR"], cache, dirs_exist_ok=True)
             menv = dict(env, TORCHINDUCTOR_CACHE_DIR=cache)
             t0 = time.perf_counter()
-            r = subprocess.run([parity, "minify", repros[0], "-j", "2", "--out", os.path.join(work, f"pmin-{key}"), *extra],
+            r = subprocess.run([parity, "minify", repros[0], "--out", os.path.join(work, f"pmin-{key}"), *extra],
                                env=menv, capture_output=True, text=True)
             minify_s = time.perf_counter() - t0
             if r.returncode != 0:
@@ -451,8 +452,8 @@ def render_minify(mn: dict) -> list:
              "the resnet suite model (relus from the stem on), and `tests/python/block_model.py` (two transformer blocks,",
              "the only relu in the head, late in the graph). PyTorch: `TORCHDYNAMO_REPRO_AFTER=aot`,",
              "`TORCHDYNAMO_REPRO_LEVEL=4` (the failing run dumps `minifier_launcher.py`), then `python",
-             "minifier_launcher.py minify`. parity: `parity verify` (writes the repro dir), then `parity minify -j 2`",
-             "(divergence scan, delta passes, collapse-dims/shrink-shapes, the compiler bisection). Each side has",
+             "minifier_launcher.py minify`. parity: `parity verify` (writes the repro dir), then `parity minify DIR`",
+             "(its defaults: -j 1; divergence scan, delta passes, collapse-dims/shrink-shapes, the compiler bisection). Each side has",
              "its own fresh caches; parity's minify starts from the Inductor cache its verify left, as a user's does.", "",
              "| model | ATen ops | detection parity / PyTorch | minify parity | minify PyTorch | ratio (PyTorch / parity) "
              "| backend runs parity / PyTorch queries | final call_function nodes parity / PyTorch | culprit found by |",
@@ -467,21 +468,24 @@ def render_minify(mn: dict) -> list:
               "backend with its compile), isolated from the minify process; `seconds_per_backend_run` in the summary is",
               "its cost (the minify's wall time over its backend runs, the compiler bisection included). PyTorch's",
               "queries run the compiled candidate against eager in the launcher's process.", ""]
-    if any("parity_fresh" in row for row in mn["models"].values()):
-        lines += ["Candidates in each slot's kept runner (the default since issue 33; runs of one experiment, the",
-                  "confirmations, in one runner one after another) against a fresh child process per candidate",
+    if any("parity_j2" in row for row in mn["models"].values()):
+        lines += ["With `-j 2`, candidates in each slot's kept runner (the default since issue 33; runs of one experiment,",
+                  "the confirmations, in one runner one after another) against a fresh child process per candidate",
                   "(`--fresh-runners`), the same repro dir, each from a copy of the Inductor cache the verify left, same",
-                  "run. The divergence scan runs the graph's segments, the first two made ahead with the confirmations",
-                  "and the stage runs (docs/minify.md); where the kept runners' minify spent its time, step by step",
-                  "(`step_seconds` in summary.json; steps under 0.05 s left out):", "",
-                  "| model | kept runners: minify, s per run, runners started | fresh children: minify, s per run "
-                  "| kept runners' steps |",
-                  "|---|---|---|---|"]
+                  "run. The divergence scan runs the graph's segments (docs/minify.md); with `-j 2` the first two are made",
+                  "ahead with the confirmations and the stage runs. On this machine's two cores `-j 2` is no faster than",
+                  "`-j 1`: each slot's worker pays its own start and first compile, and the two share the cores. Where",
+                  "the default minify (`-j 1`) spent its time, step by step (`step_seconds` in summary.json; steps under",
+                  "0.05 s left out):", "",
+                  "| model | `-j 1` (default): minify, s per run | `-j 2` kept runners: minify, s per run, runners started "
+                  "| `-j 2` fresh children: minify, s per run | default minify's steps |",
+                  "|---|---|---|---|---|"]
         for model, row in mn["models"].items():
-            k, f = row["parity"], row.get("parity_fresh")
-            if f:
-                steps = ", ".join(f"{x['step']} {x['seconds']:.1f} s" for x in k.get("step_seconds") or [] if x["seconds"] >= 0.05)
-                lines.append(f"| {model} | {k['minify_s']:.1f} s, {k['seconds_per_run']:.2f} s, {k['runners_started']} "
+            d, k, f = row["parity"], row.get("parity_j2"), row.get("parity_fresh")
+            if k and f:
+                steps = ", ".join(f"{x['step']} {x['seconds']:.1f} s" for x in d.get("step_seconds") or [] if x["seconds"] >= 0.05)
+                lines.append(f"| {model} | {d['minify_s']:.1f} s, {d['seconds_per_run']:.2f} s "
+                             f"| {k['minify_s']:.1f} s, {k['seconds_per_run']:.2f} s, {k['runners_started']} "
                              f"| {f['minify_s']:.1f} s, {f['seconds_per_run']:.2f} s | {steps or '-'} |")
         lines.append("")
     return lines
