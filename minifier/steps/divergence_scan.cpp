@@ -101,6 +101,15 @@ const json* FirstFailing(const json& map) {
   return nullptr;
 }
 
+// The last ATen op of `g` before node `index` (nullptr: none): where the prefix that must not
+// fail ends.
+const ir::Node* OpBefore(const ir::Graph& g, size_t index) {
+  const ir::Node* before = nullptr;
+  for (const ir::Node* n : g.ops())
+    if (n->index() < index) before = n;
+  return before;
+}
+
 void Fallback(StepContext& ctx, ReductionState& state, const std::string& why, int runs) {
   state.localization = {{"path", "bisection"}, {"why", why}, {"scan_runs", runs}};
   ctx.log << "divergence scan: " << why << "; node bisection\n";
@@ -141,11 +150,8 @@ void WholeGraph(StepContext& ctx, ReductionState& state, Interestingness& test, 
     Fallback(ctx, state, "no exposed value fails same()", runs);
     return;
   }
-  const auto ops = g.ops();
   const ir::Node* culprit = g.Find((*cand)["node"].get<std::string>());
-  const ir::Node* before = nullptr;
-  for (const ir::Node* n : ops)
-    if (n->index() < culprit->index()) before = n;
+  const ir::Node* before = OpBefore(g, culprit->index());
   auto alone = CulpritAlone(g, *culprit, false);
   std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(g, before->index(), false) : std::nullopt;
   std::vector<const ir::Graph*> probes;
@@ -217,10 +223,7 @@ bool BySegments(StepContext& ctx, ReductionState& state, Interestingness& test, 
   }
   const ir::Graph& seg = segments[failing];
   const ir::Node* culprit = g.Find((*FirstFailing(part))["node"].get<std::string>());
-  const ir::Node* at = seg.Find(culprit->name());
-  const ir::Node* before = nullptr;
-  for (const ir::Node* n : seg.ops())
-    if (n->index() < at->index()) before = n;
+  const ir::Node* before = OpBefore(seg, seg.Find(culprit->name())->index());
   auto alone = CulpritAlone(g, *culprit, false);
   std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(seg, before->index(), false) : std::nullopt;
   if (!alone) return false;
