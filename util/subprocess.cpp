@@ -58,17 +58,21 @@ Expected<Child> Child::Spawn(const std::vector<std::string>& argv, const SpawnOp
   pid_t pid = ::fork();
   if (pid < 0) return Error::Runtime(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
-    ::setpgid(0, 0);
-    // Die with the parent: a killed `parity verify` must not leave a hung experiment behind.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
+    if (options.outlive_parent) {
+      ::setsid();  // its own session and process group, away from the terminal's signals
+    } else {
+      ::setpgid(0, 0);
+      // Die with the parent: a killed `parity verify` must not leave a hung experiment behind.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+    }
     if (out_fd >= 0) ::dup2(out_fd, 1);
     if (err_fd >= 0) ::dup2(err_fd, 2);
     if (in_fd >= 0) ::dup2(in_fd, 0);
     ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also from the parent, to win the race with Kill()
+  if (!options.outlive_parent) ::setpgid(pid, pid);  // also from the parent, to win the race with Kill()
   for (int fd : {out_fd, err_fd, in_fd})
     if (fd >= 0) ::close(fd);
   return Child(pid);
@@ -84,6 +88,12 @@ Child& Child::operator=(Child&& o) noexcept {
 }
 
 Child::~Child() { Kill(); }
+
+pid_t Child::Release() {
+  const pid_t pid = pid_;
+  pid_ = -1;
+  return pid;
+}
 
 void Child::Kill() {
   if (pid_ <= 0) return;

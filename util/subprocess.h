@@ -25,6 +25,9 @@ struct SpawnOptions {
   std::optional<std::string> stdout_path;  // redirect (append) to a file; else inherit
   std::optional<std::string> stderr_path;
   bool stdin_null = true;
+  // The child lives on when this process ends (its own session, no death signal): for a process
+  // meant to outlive the invocation that started it (a kept worker, runtime/worker_pool.h).
+  bool outlive_parent = false;
 };
 
 class Child {
@@ -40,6 +43,9 @@ class Child {
   // Non-blocking: set when the child has ended.
   std::optional<ExitInfo> Poll();
   void Kill();
+  // Forgets the child without killing it (it lives on; once it ends it stays a zombie until this
+  // process ends). Returns its pid.
+  pid_t Release();
 
  private:
   explicit Child(pid_t pid) : pid_(pid) {}
