@@ -304,7 +304,10 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
     auto text = ReadFile(run.dir / kResult);
     auto j = text.ok() ? json::parse(*text, nullptr, false) : json();
     if (j.is_object()) {
-      if (served && retire_ && retire_(j)) StopServer(run.slot);  // poisoned (a CUDA error, out of memory)
+      if (retire_ && retire_(j)) {  // poisoned (a CUDA error, out of memory): its processes are never used again
+        if (served) StopServer(run.slot);
+        if (job.needs_worker) RestartWorker(run.slot);
+      }
       o.result = std::move(j);
       return o;
     }

@@ -20,6 +20,8 @@ TEST(Runner, ACudaErrorOrOutOfMemoryPoisonsItsProcess) {
   EXPECT_TRUE(PoisonsItsProcess(With(Code::kExceptionRaised, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")));
   EXPECT_TRUE(PoisonsItsProcess(With(Code::kEagerFailed, "eager 1st run: CUBLAS_STATUS_EXECUTION_FAILED when calling cublasSgemm")));
   EXPECT_TRUE(PoisonsItsProcess(With(Code::kExceptionRaised, "fault injected: DefaultCPUAllocator: can't allocate memory: failed to allocate 1 TB")));
+  // The CPU allocator's own words (an allocation the machine cannot hold).
+  EXPECT_TRUE(PoisonsItsProcess(With(Code::kExceptionRaised, "DefaultCPUAllocator: can't allocate memory: you tried to allocate 4503599627370496 bytes")));
   // A failure of the backend's values, or an ordinary exception, leaves the process as it was.
   EXPECT_FALSE(PoisonsItsProcess(With(Code::kFail, "CUDA error in the message of a FAIL is only text")));
   EXPECT_FALSE(PoisonsItsProcess(With(Code::kExceptionRaised, "InductorError: CppCompileError: C++ compile error")));

@@ -89,13 +89,15 @@ bool PoisonsItsProcess(const ExperimentResult& r) {
   if (r.code == results::Code::kPass || r.code == results::Code::kFail) return false;
   static const char* const kMarks[] = {"CUDA error", "CUDA out of memory", "out of memory", "CUBLAS_STATUS", "CUDNN_STATUS",
                                        "cuDNN error", "device-side assert", "illegal memory access", "NCCL error",
-                                       "failed to allocate", "std::bad_alloc"};
+                                       "failed to allocate", "can't allocate memory", "std::bad_alloc"};
   return std::any_of(std::begin(kMarks), std::end(kMarks), [&](const char* m) { return r.error.find(m) != std::string::npos; });
 }
 
-void IsolatedRunner::UsePersistentRunners() {
-  jobs_.set_persistent(true);
+IsolatedRunner::IsolatedRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
+    : jobs_(std::move(scratch), timeout_s, std::move(slot_env)) {
   jobs_.set_retire([](const nlohmann::json& j) { return PoisonsItsProcess(ExperimentResult::FromJson(j)); });
 }
+
+void IsolatedRunner::UsePersistentRunners() { jobs_.set_persistent(true); }
 
 }  // namespace parity::verifier

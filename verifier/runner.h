@@ -30,8 +30,8 @@ class ExperimentRunner {
 class IsolatedRunner final : public ExperimentRunner {
  public:
   // `slot_env`: one entry per slot (runtime::SlotEnvironments); empty: one slot.
-  IsolatedRunner(std::filesystem::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
-      : jobs_(std::move(scratch), timeout_s, std::move(slot_env)) {}
+  // A job whose result poisons its process (PoisonsItsProcess) retires the processes that ran it.
+  IsolatedRunner(std::filesystem::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env);
   IsolatedRunner(std::filesystem::path scratch, int timeout_s, int jobs = 1)
       : IsolatedRunner(std::move(scratch), timeout_s, std::vector<std::vector<std::string>>(std::max(1, jobs))) {}
 
