@@ -398,7 +398,8 @@ def bench_minify(tmp: str, quick: bool) -> dict:
     for model in (["relunet"] if quick else MINIFY_MODELS):
         work = os.path.join(tmp, f"minify-{model}")
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor-parity"),
-                   PARITY_CACHE_DIR=os.path.join(work, "parity-cache"))
+                   PARITY_CACHE_DIR=os.path.join(work, "parity-cache"), PARITY_WORKER_POOL=os.path.join(work, "pool"))
+        env.pop("PARITY_KEEP_WORKERS", None)
         if model == "relunet":
             what = [capture_relu(os.path.join(work, "relunet"), blocks)]
         elif model == "block":
@@ -406,20 +407,26 @@ def bench_minify(tmp: str, quick: bool) -> dict:
         else:
             what = ["--model", model]
         t0 = time.perf_counter()
-        subprocess.run([parity, "verify", *what, *opt, "--output-dir", os.path.join(work, "vout")], env=env, capture_output=True)
+        # --keep-workers: the verify's worker stays for the minify that follows it ("parity_kept")
+        subprocess.run([parity, "verify", *what, *opt, "--output-dir", os.path.join(work, "vout"), "--keep-workers", "600"],
+                       env=env, capture_output=True)
         detect_s = time.perf_counter() - t0
         repros = glob.glob(os.path.join(work, "vout", "repros", "*"))
         if len(repros) != 1:
             raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
         row = {}
+        caches = {}
+        for key in ("parity", "parity_j2", "parity_fresh"):  # copies of the cache as the verify left it
+            caches[key] = os.path.join(work, f"inductor-{key}-minify")
+            shutil.copytree(env["TORCHINDUCTOR_CACHE_DIR"], caches[key], dirs_exist_ok=True)
         # parity's minify as a user runs it (`parity minify DIR`: -j 1, a kept runner), then -j 2
         # with each slot's kept runner and with a fresh child per candidate (--fresh-runners, as
         # before issue 33), each from a copy of the Inductor cache the verify left (where a user's
         # minify starts), so none sees another's compiles
-        for key, extra in (("parity", ["-j", "1"]), ("parity_j2", ["-j", "2"]), ("parity_fresh", ["-j", "2", "--fresh-runners"])):
-            cache = os.path.join(work, f"inductor-{key}-minify")
-            shutil.copytree(env["TORCHINDUCTOR_CACHE_DIR"], cache, dirs_exist_ok=True)
-            menv = dict(env, TORCHINDUCTOR_CACHE_DIR=cache)
+        # and first, in the verify's own environment, the minify that adopts the worker it kept
+        for key, extra in (("parity_kept", ["-j", "1"]), ("parity", ["-j", "1"]), ("parity_j2", ["-j", "2"]),
+                           ("parity_fresh", ["-j", "2", "--fresh-runners"])):
+            menv = env if key == "parity_kept" else dict(env, TORCHINDUCTOR_CACHE_DIR=caches[key])
             t0 = time.perf_counter()
             r = subprocess.run([parity, "minify", repros[0], "--out", os.path.join(work, f"pmin-{key}"), *extra],
                                env=menv, capture_output=True, text=True)
@@ -431,7 +438,10 @@ def bench_minify(tmp: str, quick: bool) -> dict:
             row[key] = {"detect_s": detect_s, "minify_s": minify_s, "backend_runs": s["backend_runs"], "final_ops": s["ops_after"],
                         "step_seconds": s.get("step_seconds"),
                         "culprit": s.get("culprit", {}).get("target"), "path": s.get("localization", {}).get("path"),
-                        "seconds_per_run": s.get("seconds_per_backend_run"), "runners_started": s.get("runners_started")}
+                        "seconds_per_run": s.get("seconds_per_backend_run"), "runners_started": s.get("runners_started"),
+                        "workers_adopted": s.get("workers_adopted")}
+            if key == "parity_kept":
+                subprocess.run([parity, "workers", "--stop"], env=env, capture_output=True)
         pm = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "pytorch_minifier.py"), "--model", model,
                              "--blocks", str(blocks), "--workdir", os.path.join(work, "pytorch-minifier")],
                             capture_output=True, text=True)
@@ -454,14 +464,22 @@ def render_minify(mn: dict) -> list:
              "`TORCHDYNAMO_REPRO_LEVEL=4` (the failing run dumps `minifier_launcher.py`), then `python",
              "minifier_launcher.py minify`. parity: `parity verify` (writes the repro dir), then `parity minify DIR`",
              "(its defaults: -j 1; divergence scan, delta passes, collapse-dims/shrink-shapes, the compiler bisection). Each side has",
-             "its own fresh caches; parity's minify starts from the Inductor cache its verify left, as a user's does.", "",
-             "| model | ATen ops | detection parity / PyTorch | minify parity | minify PyTorch | ratio (PyTorch / parity) "
+             "its own fresh caches; parity's minify starts from the Inductor cache its verify left, as a user's does.",
+             "*Worker kept*: the same minify right after a `parity verify --keep-workers 600`, which adopts the Python",
+             "worker the verify kept warm (torch imported, Inductor's first compile paid; docs/worker.md), in the",
+             "verify's own environment and Inductor cache; the other parity columns start their own worker.", "",
+             "| model | ATen ops | detection parity / PyTorch | minify parity | minify parity, worker kept | minify PyTorch "
+             "| ratio (PyTorch / parity) | ratio, worker kept | s per run parity / worker kept "
              "| backend runs parity / PyTorch queries | final call_function nodes parity / PyTorch | culprit found by |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for model, row in mn["models"].items():
-        p, t = row["parity"], row["pytorch"]
+        p, t, w = row["parity"], row["pytorch"], row.get("parity_kept")
+        kept = f"{w['minify_s']:.1f} s ({w['workers_adopted']} adopted)" if w else "-"
+        kept_ratio = ratio(t.get("minify_s"), w["minify_s"]) if w else "-"
+        per_run = f"{p['seconds_per_run']:.2f} s / " + (f"{w['seconds_per_run']:.2f} s" if w else "-")
         lines.append(f"| {model} | {row['ops_before']} | {p['detect_s']:.0f} s / {t.get('detect_s', 0):.0f} s "
-                     f"| {p['minify_s']:.0f} s | {t.get('minify_s', 0):.0f} s | **{ratio(t.get('minify_s'), p['minify_s'])}** "
+                     f"| {p['minify_s']:.1f} s | {kept} | {t.get('minify_s', 0):.0f} s "
+                     f"| **{ratio(t.get('minify_s'), p['minify_s'])}** | **{kept_ratio}** | {per_run} "
                      f"| {p['backend_runs']} / {t.get('queries')} | {p['final_ops']} ({p['culprit']}) / "
                      f"{t.get('final_call_functions')} | {p['path']} |")
     lines += ["", "A parity backend run is a candidate run as `parity verify` runs an experiment (eager twice, fp64, the",

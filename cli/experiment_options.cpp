@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "runtime/host_ops.h"
 #include "runtime/worker.h"
+#include "runtime/worker_pool.h"
 #include "verifier/backend.h"
 
 namespace parity::cli {
@@ -47,6 +48,12 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                     "its noise budget, measured from eager reruns that move only the rounding; docs/verify.md) (default "
                     "same; a failure repro dir: the rule it failed by)")
         ->check(CLI::IsMember({verifier::kRuleSame, verifier::kRuleCalibrated}));
+  if (has(kKeepWorkers))
+    cmd->add_option("--keep-workers", a.keep_workers,
+                    "leave this run's Python workers warm for SECONDS once idle: the next parity run with the same "
+                    "environment (a minify after its verify) adopts them instead of starting its own (default $" +
+                        std::string(runtime::kKeepWorkersEnv) + ", else 0; docs/worker.md)")
+        ->check(CLI::NonNegativeNumber);
   if (has(kImports))
     cmd->add_option("--import", a.imports,
                     "import MODULE in every Python process that compiles or runs the graph (a backend plugin that "
@@ -61,6 +68,10 @@ verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
   if (!a.rule.empty()) o.rule = a.rule;
   o.imports = Unwrap(runtime::ApprovedImports(a.imports));
   Unwrap(o.Check());
+  if (const char* e = std::getenv(runtime::kKeepWorkersEnv); e && *e && std::string(e).find_first_not_of("0123456789") != std::string::npos)
+    throw Failure{Error::BadInput(std::string("$") + runtime::kKeepWorkersEnv + "=" + e + ": not a number of seconds")};
+  if (a.keep_workers >= 0) runtime::SetKeepWorkers(a.keep_workers);
+  if (runtime::KeepWorkers() > 0) Unwrap(runtime::PoolDir(true));  // a pool this user cannot own: exit 2 now
   runtime::SetImportModules(a.imports);
   Unwrap(runtime::CheckImportModules());
   return o;

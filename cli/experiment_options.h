@@ -28,7 +28,8 @@ enum ExperimentFlag : unsigned {
   kImports = 1u << 9,         // --import
   kShapes = 1u << 10,         // --shapes
   kRule = 1u << 11,           // --rule
-  kAllExperimentFlags = (1u << 12) - 1,
+  kKeepWorkers = 1u << 12,    // --keep-workers
+  kAllExperimentFlags = (1u << 13) - 1,
 };
 
 // What the parser fills; the defaults are `options`' (a command may set its own first, as
@@ -39,6 +40,7 @@ struct ExperimentArgs {
   std::vector<std::string> backend_options, imports;
   std::string device, cache_dir, rule;
   double tol = 0;  // --tol's value; options.tol is set when it is given
+  int keep_workers = -1;  // --keep-workers; unset: $PARITY_KEEP_WORKERS (runtime/worker_pool.h)
 };
 
 void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which = kAllExperimentFlags);

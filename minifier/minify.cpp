@@ -197,7 +197,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   }
   const CandidateWriter writer = p.Writer(p.state.graph_index);
   OutputContext octx{repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(),
-                     started, p.runner.runners_started()};
+                     started, p.runner.runners_started(), p.runner.workers_adopted()};
   PARITY_ASSIGN_OR_RETURN(json summary, WriteOutputs(octx, p.state, log));
   RemoveAll(out / "work");
   return MinifyResult{summary};

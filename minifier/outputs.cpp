@@ -57,6 +57,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
             {"backend_runs", s.backend_runs + ctx.test_runs},
             {"cache_hits", ctx.cache_hits},
             {"runners_started", ctx.runners_started},
+            {"workers_adopted", ctx.workers_adopted},
             {"passes", s.passes},
             {"minified_dir", fs::absolute(minified).string()},
             {"graph_text", ir::GraphToText(g)}};

@@ -23,6 +23,7 @@ struct OutputContext {
   int test_runs = 0, cache_hits = 0;
   std::chrono::steady_clock::time_point started;
   int runners_started = 0;  // job servers started (one per slot, plus one per replacement); 0: a child per run
+  int workers_adopted = 0;  // slots whose Python worker an earlier run kept warm (--keep-workers)
 };
 
 // The failure a minified dir records: the signature plus the tolerance it was judged at.

@@ -131,20 +131,25 @@ JobRunner::~JobRunner() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     StopServer(i);
     slots_[i].client.reset();
-    if (slots_[i].worker) slots_[i].worker->Stop();
+    slots_[i].worker.reset();  // stopped, or (a pool entry's, live) left for the pool's next user
   }
 }
 
 void JobRunner::Prestart(bool workers) {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (workers) {
-      if (!slots_[i].worker)
-        slots_[i].worker = std::make_unique<WorkerProcess>((scratch_ / ("worker" + std::to_string(i) + ".sock")).string(),
-                                                           (scratch_ / ("worker" + std::to_string(i) + ".log")).string(), slots_[i].env);
-      (void)slots_[i].worker->Launch();  // a failed start shows when a job needs it
-    }
+    if (workers) (void)WorkerOf(i).Launch();  // a failed start shows when a job needs it
     if (persistent_) (void)LaunchServer(i);
   }
+}
+
+WorkerProcess& JobRunner::WorkerOf(size_t i) {
+  Slot& s = slots_[i];
+  if (!s.worker) {
+    s.worker = WorkerProcess::ForSlot((scratch_ / ("worker" + std::to_string(i) + ".sock")).string(),
+                                      (scratch_ / ("worker" + std::to_string(i) + ".log")).string(), s.env);
+    if (s.worker->adopted()) ++workers_adopted_;
+  }
+  return *s.worker;
 }
 
 static std::string ServerSocket(const fs::path& scratch, size_t i) {
@@ -160,7 +165,7 @@ Status JobRunner::LaunchServer(size_t i) {
   fs::remove(socket, ec);
   SpawnOptions so;
   so.env = s.env;
-  so.env.push_back("PARITY_WORKER_SOCKET=" + UsableSocketPath((scratch_ / ("worker" + std::to_string(i) + ".sock")).string()));
+  so.env.push_back("PARITY_WORKER_SOCKET=" + WorkerOf(i).socket_path());
   so.stdout_path = (scratch_ / ("server" + std::to_string(i) + ".log")).string();
   so.stderr_path = so.stdout_path;
   PARITY_ASSIGN_OR_RETURN(Child child, Child::Spawn({SelfExe(), kJobCommand, "--serve", socket}, so));
@@ -224,10 +229,7 @@ std::optional<ExitInfo> JobRunner::PollServed(size_t slot) {
 
 Status JobRunner::EnsureWorker(size_t i) {
   Slot& s = slots_[i];
-  if (!s.worker)
-    s.worker = std::make_unique<WorkerProcess>((scratch_ / ("worker" + std::to_string(i) + ".sock")).string(),
-                                               (scratch_ / ("worker" + std::to_string(i) + ".log")).string(), s.env);
-  if (s.worker->Check()) s.client.reset();
+  if (WorkerOf(i).Check()) s.client.reset();
   return s.worker->Ensure();
 }
 

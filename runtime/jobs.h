@@ -94,10 +94,13 @@ class JobRunner {
   // Starts each slot's server (with persistent runners) and, with `workers`, its Python worker,
   // without waiting: their start-up overlaps with what the driver does before its first jobs.
   void Prestart(bool workers);
-  // Whether a job's result leaves its server unfit for the next job.
+  // Whether a job's result leaves the processes that ran it unfit for the next job: its server,
+  // and its slot's worker when the job used it (a CUDA error in a Python backend is the worker's).
   void set_retire(std::function<bool(const nlohmann::json& result)> retire) { retire_ = std::move(retire); }
   // Servers started so far (a fresh one per slot, plus one per retirement).
   int servers_started() const { return servers_started_; }
+  // Slots whose worker was found warm in the pool (runtime/worker_pool.h).
+  int workers_adopted() const { return workers_adopted_; }
 
  private:
   struct Server {
@@ -112,6 +115,9 @@ class JobRunner {
     std::unique_ptr<Server> server;
   };
   struct Running;
+  // The slot's worker (a pool entry's when there is one: runtime/worker_pool.h), made on first
+  // use without starting it.
+  WorkerProcess& WorkerOf(size_t slot);
   [[nodiscard]] Status EnsureWorker(size_t slot);
   void RestartWorker(size_t slot);
   [[nodiscard]] Status EnsureServer(size_t slot);
@@ -130,6 +136,7 @@ class JobRunner {
   bool persistent_ = false;
   std::function<bool(const nlohmann::json&)> retire_;
   int servers_started_ = 0;
+  int workers_adopted_ = 0;
 };
 
 // The pending job (indices into `jobs`) free slot `slot` takes next: the first whose affinity is

@@ -4,6 +4,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -74,17 +76,38 @@ Status CheckImportModules() {
 WorkerProcess::WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env)
     : socket_path_(UsableSocketPath(socket_path)), log_path_(std::move(log_path)), env_(std::move(env)) {}
 
-WorkerProcess::~WorkerProcess() { Stop(); }
+WorkerProcess::WorkerProcess(PoolClaim claim, std::vector<std::string> env)
+    : socket_path_(claim.socket_path()), log_path_(claim.log_path()), env_(std::move(env)), pid_(claim.warm_pid()),
+      claim_(std::move(claim)) {}
+
+std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, std::string log_path, std::vector<std::string> env) {
+  if (auto claim = PoolClaim::Claim(env)) return std::make_unique<WorkerProcess>(std::move(*claim), std::move(env));
+  return std::make_unique<WorkerProcess>(std::move(socket_path), std::move(log_path), std::move(env));
+}
+
+WorkerProcess::~WorkerProcess() {
+  if (claim_ && (child_ || pid_ > 0) && !Check()) {
+    if (child_) child_->Release();  // it lives on, for the pool's next user
+    return;                         // claim_ releases the entry
+  }
+  Stop();
+}
 
 std::optional<ExitInfo> WorkerProcess::Check() {
-  if (!child_) return std::nullopt;
-  auto done = child_->Poll();
-  if (done) child_.reset();
-  return done;
+  if (child_) {
+    auto done = child_->Poll();
+    if (done) child_.reset();
+    return done;
+  }
+  if (pid_ > 0 && !IsLiveWorker(pid_)) {
+    pid_ = 0;
+    return ExitInfo{};  // not this process's child: how it ended is not known here
+  }
+  return std::nullopt;
 }
 
 Status WorkerProcess::Launch() {
-  if (child_ && !Check()) return Status::Ok();
+  if ((child_ || pid_ > 0) && !Check()) return Status::Ok();
   std::error_code ec;
   fs::remove(socket_path_, ec);
   SpawnOptions so;
@@ -92,15 +115,21 @@ Status WorkerProcess::Launch() {
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
   for (auto& e : PythonEnv()) so.env.push_back(e);
-  auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_}, so);
+  std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_};
+  if (claim_) {  // a pool entry's worker: it outlives this process, for KeepWorkers() idle seconds
+    argv.insert(argv.end(), {"--keep-idle", std::to_string(KeepWorkers()), "--pool-lock", claim_->lock_path()});
+    so.outlive_parent = true;
+    fs::remove(log_path_, ec);
+  }
+  auto child = Child::Spawn(argv, so);
   if (!child.ok()) return child.error();
+  if (claim_) claim_->Started(child->pid(), KeepWorkers());
   child_.emplace(std::move(*child));
-  ++restarts_;
   return Status::Ok();
 }
 
 Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
-  if (child_ && !Check() && fs::exists(socket_path_)) return Status::Ok();
+  if ((child_ || pid_ > 0) && !Check() && fs::exists(socket_path_)) return Status::Ok();
   PARITY_RETURN_IF_ERROR(Launch());
   const auto deadline = std::chrono::steady_clock::now() + startup_timeout;
   while (!fs::exists(socket_path_)) {
@@ -119,6 +148,11 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
 void WorkerProcess::Stop() {
   if (child_) child_->Kill();
   child_.reset();
+  if (pid_ > 0 && IsLiveWorker(pid_)) {
+    ::kill(-pid_, SIGKILL);  // its session's group: the worker and what it started
+    ::kill(pid_, SIGKILL);
+  }
+  pid_ = 0;
   std::error_code ec;
   fs::remove(socket_path_, ec);
 }

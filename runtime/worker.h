@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/worker_pool.h"
 #include "util/status.h"
 #include "util/subprocess.h"
 
@@ -24,7 +25,14 @@ class WorkerProcess {
  public:
   // `log_path`: the worker's stdout/stderr go there; `env`: extra NAME=VALUE entries.
   WorkerProcess(std::string socket_path, std::string log_path, std::vector<std::string> env = {});
+  // The worker of a pool entry (runtime/worker_pool.h): its warm worker, adopted, or one started
+  // there that outlives this process for KeepWorkers() idle seconds.
+  WorkerProcess(PoolClaim claim, std::vector<std::string> env);
+  // Without a pool entry, stops the worker; with one, leaves a live worker running and releases
+  // the entry (a worker that must not be reused was stopped before: Stop()).
   ~WorkerProcess();
+  // A pool entry's worker when one is there for `env`, else a private one at `socket_path`.
+  static std::unique_ptr<WorkerProcess> ForSlot(std::string socket_path, std::string log_path, std::vector<std::string> env);
   // Starts the worker unless it is running; waits until it listens.
   [[nodiscard]] Status Ensure(std::chrono::seconds startup_timeout = std::chrono::seconds(120));
   // Starts the worker unless it is running, without waiting (a later Ensure waits): its start-up
@@ -34,13 +42,15 @@ class WorkerProcess {
   std::optional<ExitInfo> Check();
   void Stop();
   const std::string& socket_path() const { return socket_path_; }
-  int restarts() const { return restarts_; }
+  // Whether this process found the worker warm in the pool (and has not restarted it since).
+  bool adopted() const { return pid_ > 0; }
 
  private:
   std::string socket_path_, log_path_;
   std::vector<std::string> env_;
-  std::optional<Child> child_;
-  int restarts_ = -1;
+  std::optional<Child> child_;   // a worker this process started
+  pid_t pid_ = 0;                // a worker adopted from the pool (another process's child)
+  std::optional<PoolClaim> claim_;
 };
 
 // The exception_type of a transport failure: the worker died or the connection broke (the

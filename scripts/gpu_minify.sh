@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Issue 33 on a GPU (docs/gpu.md "Minify candidates"): the resnet suite model with Triton's relu
-# knob, `parity verify` (writes the failure's repro dir), then `parity minify -j 4` with the
-# defaults (kept runners, runs made ahead), then `--fresh-runners` on the same repro dir, each
-# from a copy of the Inductor cache the verify left (where a user's minify starts). With
+# knob, `parity verify --keep-workers 600` (writes the failure's repro dir, keeps its worker),
+# then `parity minify -j 4` in the verify's environment (adopting the worker it kept, keeping the
+# three it starts: "worker-kept"), the same minify again (adopting all four: "again"), then, with
+# the kept workers stopped, `parity minify -j 4` with the defaults (kept runners, runs made
+# ahead) and `--fresh-runners` on the same repro dir, each from a copy of the Inductor cache the
+# verify left (where a user's minify starts). With
 # PYTORCH=SECONDS, PyTorch's minifier on the same model and knob (bench/pytorch_minifier.py),
 # stopped after SECONDS (its time is then a lower bound); PARITY_RUNS=0 leaves parity's runs out
 # (PyTorch's alone, in a call of its own). One JSON line per run in $OUT/minify.jsonl.
@@ -18,19 +21,21 @@ mkdir -p "$OUTDIR"
 export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
 work=/tmp/gpu-minify; rm -rf "$work"; mkdir -p "$work"
 if [ "${PARITY_RUNS:-1}" = 1 ]; then
-export TORCHINDUCTOR_CACHE_DIR=$work/inductor-verify PARITY_CACHE_DIR=$work/parity-cache
+export TORCHINDUCTOR_CACHE_DIR=$work/inductor-verify PARITY_CACHE_DIR=$work/parity-cache PARITY_WORKER_POOL=$work/pool
 knob=(--backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy --device cuda)
 t0=$(date +%s.%N)
-"$PARITY" verify --model "$MODEL" "${knob[@]}" --output-dir "$work/v" >"$OUTDIR/verify.log" 2>&1
+"$PARITY" verify --model "$MODEL" "${knob[@]}" --output-dir "$work/v" --keep-workers 600 >"$OUTDIR/verify.log" 2>&1
 echo "{\"run\": \"verify\", \"seconds\": $(awk "BEGIN{print $(date +%s.%N) - $t0}")}" | tee -a "$OUTDIR/minify.jsonl"
 repro=$(ls -d "$work"/v/repros/*/ 2>/dev/null | head -1)
 [ -n "$repro" ] || { tail -20 "$OUTDIR/verify.log"; exit 1; }
-for mode in kept fresh; do
-  cp -r "$work/inductor-verify" "$work/inductor-$mode"
+for mode in kept fresh; do cp -r "$work/inductor-verify" "$work/inductor-$mode"; done
+for mode in worker-kept again kept fresh; do
+  [ $mode = kept ] && "$PARITY" workers --stop
   extra=(); [ $mode = fresh ] && extra=(--fresh-runners)
+  cache=$work/inductor-$mode; [ $mode = worker-kept ] || [ $mode = again ] && cache=$work/inductor-verify
   t0=$(date +%s.%N)
-  TORCHINDUCTOR_CACHE_DIR=$work/inductor-$mode "$PARITY" minify "${repro%/}" -j 4 --out "$work/m-$mode" "${extra[@]}" \
-    >"$OUTDIR/minify-$mode.log" 2>&1
+  TORCHINDUCTOR_CACHE_DIR=$cache "$PARITY" minify "${repro%/}" -j 4 --out "$work/m-$mode" "${extra[@]}" --keep-workers \
+    "$([ $mode = worker-kept ] || [ $mode = again ] && echo 600 || echo 0)" >"$OUTDIR/minify-$mode.log" 2>&1
   rc=$?
   s=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
   "$PY" - "$work/m-$mode/summary.json" "$mode" "$s" "$rc" <<'PYEOF' | tee -a "$OUTDIR/minify.jsonl"
@@ -43,11 +48,13 @@ except OSError:
 print(json.dumps({"run": "minify-" + mode, "seconds": float(s), "rc": int(rc), "backend_runs": m.get("backend_runs"),
                   "seconds_per_run": m.get("seconds_per_backend_run"), "culprit": (m.get("culprit") or {}).get("target"),
                   "ops": [m.get("ops_before"), m.get("ops_after")], "path": (m.get("localization") or {}).get("path"),
-                  "runners_started": m.get("runners_started"), "localization": m.get("localization"),
+                  "runners_started": m.get("runners_started"), "workers_adopted": m.get("workers_adopted"),
+                  "localization": m.get("localization"),
                   "steps": {x["step"]: round(x["seconds"], 2) for x in m.get("step_seconds") or []},
                   "compiler": (m.get("compiler_culprit") or {}).get("sentence")}))
 PYEOF
 done
+"$PARITY" workers --stop
 fi
 if [ -n "${PYTORCH:-}" ]; then
   unset TORCHINDUCTOR_CACHE_DIR

@@ -42,6 +42,8 @@ class IsolatedRunner final : public ExperimentRunner {
   // Starts the slots' runners (and, with `workers`, their Python workers) now, without waiting.
   void Prestart(bool workers) { jobs_.Prestart(workers); }
   int runners_started() const { return jobs_.servers_started(); }
+  // Slots whose Python worker was found warm (kept by an earlier run: --keep-workers).
+  int workers_adopted() const { return jobs_.workers_adopted(); }
 
   // One request to slot 0's Python worker.
   [[nodiscard]] Expected<nlohmann::json> Ask(const nlohmann::json& request) { return jobs_.Ask(request); }

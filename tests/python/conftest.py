@@ -3,6 +3,10 @@ import subprocess
 
 import pytest
 
+# Tests keep no workers across runs unless one asks (test_worker_pool.py, in a pool of its own):
+# a developer's $PARITY_KEEP_WORKERS would leave the suite's workers in their pool.
+os.environ.pop("PARITY_KEEP_WORKERS", None)
+
 
 @pytest.fixture(scope="session")
 def parity_bin():

@@ -135,3 +135,31 @@ def test_frames_and_lines_share_one_connection(seg, tmp_path):
         proc.wait(timeout=30)
     finally:
         proc.kill()
+
+
+def test_a_pool_entrys_worker_ends_only_when_its_entry_is_free(tmp_path, monkeypatch):
+    """_Pool (the worker of a pool entry, runtime/worker_pool.h): never ends while a parity process
+    holds the entry's lock; once free, after its idle seconds, at once when it imported a client's
+    modules; ending, it takes the lock and removes its socket, so no process adopts it."""
+    import fcntl
+    lock, sock = tmp_path / "k-0.lock", tmp_path / "k-0.sock"
+    lock.write_text("")
+    sock.write_text("")
+    clock = [100.0]
+    pool = worker._Pool(str(lock), 5.0, str(sock))
+    pool.clock = lambda: clock[0]
+    holder = os.open(lock, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    clock[0] += 60
+    assert not pool.should_end()  # held: however long
+    os.close(holder)
+    assert not pool.should_end()  # free from now
+    clock[0] += 4
+    assert not pool.should_end()
+    clock[0] += 2
+    assert pool.should_end() and not sock.exists()
+    os.close(pool.held)  # as the worker's exit does
+    sock.write_text("")
+    fresh = worker._Pool(str(lock), 5.0, str(sock))
+    monkeypatch.setattr(worker, "_TAINTED", True)
+    assert fresh.should_end() and not sock.exists()  # tainted: at once

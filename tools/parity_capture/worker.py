@@ -1,7 +1,12 @@
 """The persistent Python worker parity drives: torch is imported once; requests arrive as JSON
 lines over a Unix socket, one connection at a time, each answered by one JSON line.
 
-    python -m parity_capture.worker --socket PATH
+    python -m parity_capture.worker --socket PATH [--keep-idle SECONDS --pool-lock LOCK]
+
+With --pool-lock the worker is a pool entry's (runtime/worker_pool.h): it outlives the parity
+process that started it, serving whichever parity process holds LOCK (flock), and ends once no
+process has held LOCK for SECONDS, or as soon as none holds it after it imported a repro dir's
+host-op modules (import_modules: state the next user did not approve).
 
 Protocol (docs/worker.md). Every request has "cmd" and an "id" echoed back; every answer has
 "ok". A host op plan repeat may come as an 8-byte frame instead (FRAME below). Failures answer
@@ -90,6 +95,8 @@ def cmd_list_backends(req) -> Dict[str, Any]:
 def cmd_import_modules(req) -> Dict[str, Any]:
     """Imports the modules that register a repro's host ops (parity approved them)."""
     from .host_ops import import_modules
+    global _TAINTED
+    _TAINTED = _TAINTED or bool(req.get("modules"))
     failed = import_modules(req.get("modules", []))
     if failed:
         m, err = next(iter(failed.items()))
@@ -240,15 +247,69 @@ def _repeat(frame: bytes) -> bytes:
     return (json.dumps(resp) + "\n").encode()
 
 
-def serve(sock_path: str) -> None:
+# Set once the worker imported modules a client named (import_modules): a pool entry's worker then
+# ends as soon as no parity process holds it.
+_TAINTED = False
+
+
+class _Pool:
+    """A pool entry's side of the worker: when to end. `lock` is the entry's lock file, held (flock)
+    by the parity process using the entry; `keep_idle` the seconds the worker stays once none does."""
+
+    POLL_S = 1.0  # how often an idle worker looks whether its entry is free
+
+    def __init__(self, lock: str, keep_idle: float, sock_path: str):
+        import time
+        self.lock, self.keep_idle, self.sock_path = lock, keep_idle, sock_path
+        self.clock = time.monotonic
+        self.free_since = None  # when the entry was first seen free, since the last connection
+
+    def should_end(self) -> bool:
+        """True when the entry has been free for keep_idle seconds (at once when tainted); then
+        this worker holds the entry's lock and its socket is gone, so no process adopts it."""
+        import fcntl
+        try:
+            fd = os.open(self.lock, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            return True  # the entry was removed (parity workers --stop)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            self.free_since = None  # a parity process holds it
+            return False
+        if self.free_since is None:
+            self.free_since = self.clock()
+        if _TAINTED or self.clock() - self.free_since >= self.keep_idle:
+            try:
+                os.unlink(self.sock_path)
+            except OSError:
+                pass
+            self.held = fd  # kept until the process exits, which releases the lock
+            return True
+        os.close(fd)
+        return False
+
+
+def serve(sock_path: str, pool: "_Pool | None" = None) -> None:
     if os.path.exists(sock_path):
         os.unlink(sock_path)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path + ".tmp")
     srv.listen(1)
     os.replace(sock_path + ".tmp", sock_path)  # the socket appears only once it listens
+    if pool:
+        srv.settimeout(pool.POLL_S)
     while True:
-        conn, _ = srv.accept()
+        try:
+            conn, _ = srv.accept()
+        except socket.timeout:
+            if pool.should_end():
+                return
+            continue
+        conn.settimeout(None)
+        if pool:
+            pool.free_since = None
         _PLANS.clear()  # plans belong to one client
         with conn, conn.makefile("rb") as r, conn.makefile("wb") as w:
             while True:
@@ -268,6 +329,8 @@ def serve(sock_path: str) -> None:
                 resp["id"] = req.get("id")
                 w.write((json.dumps(resp) + "\n").encode())
                 w.flush()
+        if pool and _TAINTED and pool.should_end():
+            return
 
 
 def deterministic_setup() -> None:
@@ -303,13 +366,15 @@ def tune_malloc() -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
+    ap.add_argument("--keep-idle", type=float, default=0.0)
+    ap.add_argument("--pool-lock")
     a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
     tune_malloc()
     deterministic_setup()
     _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
-    serve(a.socket)
+    serve(a.socket, _Pool(a.pool_lock, a.keep_idle, a.socket) if a.pool_lock else None)
     return 0
 
 

@@ -1,0 +1,272 @@
+#include "runtime/worker_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "runtime/worker.h"
+#include "util/digest.h"
+#include "util/files.h"
+#include "util/subprocess.h"
+
+extern char** environ;
+
+namespace parity::runtime {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Entries per key: more than any -j on one machine needs.
+constexpr int kMaxEntries = 64;
+
+int& KeepSetting() {
+  static int keep = [] {
+    const char* e = std::getenv(kKeepWorkersEnv);
+    return e && *e ? std::max(0, std::atoi(e)) : 0;
+  }();
+  return keep;
+}
+
+// Variables that differ between two invocations of one user's shell without changing a worker.
+bool Ignored(const std::string& name) {
+  static const char* const kNames[] = {"_", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "PARITY_WORKER_SOCKET"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
+std::string Stamp(const fs::path& p) {
+  std::error_code ec;
+  const auto size = fs::file_size(p, ec);
+  const auto time = fs::last_write_time(p, ec).time_since_epoch().count();
+  return p.string() + " " + std::to_string(ec ? 0 : size) + " " + std::to_string(time) + "\n";
+}
+
+int TryLock(const std::string& path, bool create) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+nlohmann::json ReadMeta(const std::string& base) {
+  auto text = ReadFile(base + ".json");
+  if (!text.ok()) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+pid_t MetaPid(const nlohmann::json& meta) { return meta.contains("pid") && meta["pid"].is_number_integer() ? meta["pid"].get<pid_t>() : 0; }
+
+// The entry's worker, when it is live and listening.
+pid_t WarmPid(const std::string& base) {
+  const pid_t pid = MetaPid(ReadMeta(base));
+  std::error_code ec;
+  return pid > 0 && IsLiveWorker(pid) && fs::exists(base + ".sock", ec) ? pid : 0;
+}
+
+void ClearEntry(const std::string& base) {
+  std::error_code ec;
+  fs::remove(base + ".sock", ec);
+  fs::remove(base + ".json", ec);
+}
+
+std::string NowUtc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The entries of the pool dir: (key, index) of each `<key>-<n>.lock`.
+std::vector<std::pair<std::string, int>> Entries(const fs::path& dir) {
+  std::vector<std::pair<std::string, int>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".lock") continue;
+    const std::string stem = e.path().stem().string();
+    const auto dash = stem.rfind('-');
+    if (dash == std::string::npos) continue;
+    try {
+      out.emplace_back(stem.substr(0, dash), std::stoi(stem.substr(dash + 1)));
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void SetKeepWorkers(int seconds) { KeepSetting() = std::max(0, seconds); }
+int KeepWorkers() { return KeepSetting(); }
+
+Expected<fs::path> PoolDir(bool create) {
+  fs::path dir;
+  if (const char* e = std::getenv(kWorkerPoolEnv); e && *e)
+    dir = e;
+  else
+    dir = fs::temp_directory_path() / ("parity-workers-" + std::to_string(::getuid()));
+  // An entry's socket, <dir>/<16 hex>-<n>.sock, must fit a Unix socket address (108 bytes).
+  if (dir.string().size() > 80)
+    return Error::BadInput("worker pool " + dir.string() + " (" + kWorkerPoolEnv + "): longer than 80 characters (its sockets must fit 108)");
+  if (create) ::mkdir(dir.c_str(), 0700);  // exists already: checked below
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (!create) return dir;  // no pool: nothing to adopt
+    return Error::BadInput("worker pool " + dir.string() + " (" + kWorkerPoolEnv + "): cannot create: " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    return Error::BadInput("worker pool " + dir.string() + " (" + kWorkerPoolEnv +
+                           "): must be a dir of this user's that no one else may enter (mode 0700)");
+  return dir;
+}
+
+std::string PoolKey(const std::vector<std::string>& extra_env) {
+  std::map<std::string, std::string> env;
+  auto put = [&env](const std::string& kv) {
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  };
+  for (char** e = environ; *e; ++e) put(*e);
+  for (const auto& kv : extra_env) put(kv);  // as WorkerProcess::Launch merges them
+  for (const auto& kv : PythonEnv()) put(kv);
+  std::string text = "python " + WorkerPython() + "\n";
+  std::error_code ec;
+  text += "cwd " + fs::current_path(ec).string() + "\n";
+  for (const auto& [k, v] : env)
+    if (!Ignored(k)) text += "env " + k + "=" + v + "\n";
+  text += Stamp(SelfExe());
+  const fs::path sources = fs::path(PARITY_SOURCE_DIR) / "tools" / "parity_capture";
+  std::vector<std::string> stamps;
+  for (auto it = fs::recursive_directory_iterator(sources, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().extension() == ".py") stamps.push_back(Stamp(it->path()));
+  std::sort(stamps.begin(), stamps.end());
+  for (const auto& s : stamps) text += s;
+  return Sha256Hex(text).substr(0, 16);
+}
+
+namespace {
+// A /proc file (its size reads as 0: read to its end).
+std::optional<std::string> ReadProc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+bool IsLiveWorker(pid_t pid) {
+  if (pid <= 0) return false;
+  auto stat = ReadProc("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return false;
+  const char state = (*stat)[close + 2];
+  if (state == 'Z' || state == 'X') return false;
+  auto cmdline = ReadProc("/proc/" + std::to_string(pid) + "/cmdline");
+  return cmdline && cmdline->find("parity_capture.worker") != std::string::npos;
+}
+
+std::optional<PoolClaim> PoolClaim::Claim(const std::vector<std::string>& extra_env) {
+  const bool keep = KeepWorkers() > 0;
+  auto dir = PoolDir(keep);
+  std::error_code ec;
+  if (!dir.ok() || !fs::is_directory(*dir, ec)) return std::nullopt;
+  const std::string prefix = (*dir / (PoolKey(extra_env) + "-")).string();
+  std::optional<PoolClaim> fresh;  // the first free entry, for a new worker
+  for (int n = 0; n < kMaxEntries; ++n) {
+    const std::string base = prefix + std::to_string(n);
+    int fd = TryLock(base + ".lock", false);
+    if (fd < 0 && keep && !fresh && !fs::exists(base + ".lock", ec)) fd = TryLock(base + ".lock", true);
+    if (fd < 0) continue;  // in use, or no such entry
+    if (const pid_t pid = WarmPid(base)) return PoolClaim(base, fd, pid);
+    if (keep && !fresh) {
+      ClearEntry(base);
+      fresh.emplace(PoolClaim(base, fd, 0));
+    } else {
+      ::close(fd);
+    }
+  }
+  return fresh;
+}
+
+PoolClaim::~PoolClaim() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void PoolClaim::Started(pid_t pid, int keep_idle_s) {
+  std::error_code ec;
+  nlohmann::json meta{{"pid", pid},
+                      {"keep_idle_s", keep_idle_s},
+                      {"launches", ++launches_},
+                      {"started", NowUtc()},
+                      {"cwd", fs::current_path(ec).string()},
+                      {"python", WorkerPython()}};
+  (void)WriteFileAtomic(base_ + ".json", meta.dump());
+}
+
+Expected<std::vector<PooledWorker>> ListPool() {
+  PARITY_ASSIGN_OR_RETURN(fs::path dir, PoolDir(false));
+  std::vector<PooledWorker> out;
+  for (const auto& [key, n] : Entries(dir)) {
+    const std::string base = (dir / (key + "-" + std::to_string(n))).string();
+    PooledWorker w;
+    w.key = key;
+    w.index = n;
+    const nlohmann::json meta = ReadMeta(base);
+    w.pid = MetaPid(meta);
+    w.live = IsLiveWorker(w.pid);
+    w.keep_idle_s = meta.value("keep_idle_s", 0);
+    w.launches = meta.value("launches", 0);
+    w.started = meta.value("started", "");
+    w.cwd = meta.value("cwd", "");
+    w.python = meta.value("python", "");
+    const int fd = TryLock(base + ".lock", false);
+    w.in_use = fd < 0;
+    if (fd >= 0) ::close(fd);
+    out.push_back(std::move(w));
+  }
+  std::sort(out.begin(), out.end(), [](const PooledWorker& a, const PooledWorker& b) { return std::tie(a.key, a.index) < std::tie(b.key, b.index); });
+  return out;
+}
+
+Expected<int> StopPool() {
+  PARITY_ASSIGN_OR_RETURN(fs::path dir, PoolDir(false));
+  int stopped = 0;
+  for (const auto& [key, n] : Entries(dir)) {
+    const std::string base = (dir / (key + "-" + std::to_string(n))).string();
+    const int fd = TryLock(base + ".lock", false);
+    if (fd < 0) continue;  // in use: its user ends it or hands it back
+    const pid_t pid = MetaPid(ReadMeta(base));
+    if (IsLiveWorker(pid)) {
+      ::kill(-pid, SIGKILL);  // its session's group: the worker and what it started
+      ::kill(pid, SIGKILL);
+      ++stopped;
+    }
+    ClearEntry(base);
+    std::error_code ec;
+    fs::remove(base + ".lock", ec);
+    ::close(fd);
+  }
+  return stopped;
+}
+
+}  // namespace parity::runtime

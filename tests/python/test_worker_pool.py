@@ -1,0 +1,119 @@
+"""Workers kept warm across runs (--keep-workers, runtime/worker_pool.h), end to end: a verify
+leaves its worker idle in the pool, the minify that follows adopts it and finds the same culprit,
+hands it back, and `parity workers --stop` ends it; a kept worker ends itself after its idle
+seconds; a worker a job poisoned is never handed back; a pool others may enter and a malformed
+$PARITY_KEEP_WORKERS are bad input. Every test has a pool dir of its own and stops what it kept."""
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from conftest import run_parity
+
+sys.path.insert(0, os.path.dirname(__file__))
+from relu_model import capture_relu  # noqa: E402
+
+KNOB = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+
+
+@pytest.fixture
+def pool(tmp_path, monkeypatch):
+    """A pool dir of this test's (mode 0700, as parity makes it); its workers ended afterwards."""
+    d = tmp_path / "pool"
+    monkeypatch.setenv("PARITY_WORKER_POOL", str(d))
+    monkeypatch.setenv("PARITY_CACHE_DIR", str(tmp_path / "cache"))
+    yield d
+    if d.exists():
+        os.chmod(d, 0o700)  # as a test may have left it
+    for w in workers(os.environ["PARITY_BIN"]) if os.environ.get("PARITY_BIN") else []:
+        if w["live"]:
+            os.kill(w["pid"], signal.SIGKILL)
+
+
+def workers(parity_bin):
+    r = run_parity(parity_bin, "workers", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def wait_until(cond, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.25)
+    return cond()
+
+
+def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
+    src = capture_relu(str(tmp_path / "relunet"), 4)
+    r = run_parity(parity_bin, "verify", src, *KNOB, "--output-dir", str(tmp_path / "v"), "--keep-workers", "120")
+    assert r.returncode == 1, r.stdout + r.stderr  # the knob's wrong relu fails
+    kept = workers(parity_bin)
+    assert [(w["live"], w["in_use"], w["keep_idle_s"]) for w in kept] == [(True, False, 120)], kept
+    assert oct(os.stat(pool).st_mode & 0o777) == "0o700"
+    repro = os.path.join(tmp_path, "v", "repros", os.listdir(tmp_path / "v" / "repros")[0])
+    r = run_parity(parity_bin, "minify", repro, "--out", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert s["workers_adopted"] == 1, s
+    assert s["culprit"]["target"] == "aten::relu" and s["ops_after"] == 1, s["graph_text"]
+    # Handed back: the same worker, idle again.
+    after = workers(parity_bin)
+    assert [(w["pid"], w["live"], w["in_use"]) for w in after] == [(kept[0]["pid"], True, False)], after
+    # A minify in another environment (another Inductor cache) does not adopt it.
+    other = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "other-inductor"))
+    import subprocess
+    r = subprocess.run([parity_bin, "minify", repro, "--out", str(tmp_path / "m2"), "--no-compiler-bisect"],
+                       capture_output=True, text=True, env=other)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.load(open(tmp_path / "m2" / "summary.json"))["workers_adopted"] == 0
+    r = run_parity(parity_bin, "workers", "--stop")
+    assert r.returncode == 0 and "stopped 1 idle worker" in r.stdout, r.stdout
+    assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 10)
+
+
+def test_a_kept_worker_ends_after_its_idle_seconds(parity_bin, pool, tmp_path, test_data):
+    # A C++ backend with an --import: the experiment's child talks to the slot's worker.
+    r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "fault", "--backend-option",
+                   "op=aten::gelu", "--backend-option", "kind=perturb", "--import", "json", "--output-dir",
+                   str(tmp_path / "v"), "--keep-workers", "2")
+    assert r.returncode == 1, r.stdout + r.stderr
+    kept = workers(parity_bin)
+    assert [w["live"] for w in kept] == [True], kept
+    assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 15), workers(parity_bin)
+
+
+@pytest.mark.parametrize("kind,poisons", [("oom", True), ("perturb", False)])
+def test_a_poisoned_worker_is_never_handed_back(parity_bin, pool, tmp_path, test_data, kind, poisons):
+    # kind=oom: the result says the process is out of memory; the slot's worker goes with it (what
+    # is left is a fresh one, started for what verify asked after: launches 2, or none).
+    r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "fault", "--backend-option",
+                   "op=aten::gelu", "--backend-option", f"kind={kind}", "--import", "json", "--output-dir",
+                   str(tmp_path / "v"), "--keep-workers", "120")
+    assert r.returncode == 1, r.stdout + r.stderr
+    kept = workers(parity_bin)
+    assert len(kept) == 1, kept
+    if poisons:
+        assert not kept[0]["live"] or kept[0]["launches"] >= 2, kept
+    else:
+        assert kept[0]["live"] and kept[0]["launches"] == 1, kept
+
+
+def test_a_pool_others_may_enter_is_bad_input(parity_bin, pool, tmp_path, test_data):
+    os.makedirs(pool, mode=0o755)
+    os.chmod(pool, 0o755)
+    r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "eager", "--output-dir",
+                   str(tmp_path / "v"), "--keep-workers", "5")
+    assert r.returncode == 2 and str(pool) in r.stderr and "0700" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "v" / "results.jsonl")
+
+
+def test_a_malformed_keep_workers_variable_is_bad_input(parity_bin, pool, tmp_path, test_data, monkeypatch):
+    monkeypatch.setenv("PARITY_KEEP_WORKERS", "ten")
+    r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "eager", "--output-dir",
+                   str(tmp_path / "v"))
+    assert r.returncode == 2 and "PARITY_KEEP_WORKERS=ten" in r.stderr, r.stderr

@@ -1,0 +1,129 @@
+// The pool of kept workers against its files, with a fake worker (a process whose command line
+// names parity_capture.worker): entries are claimed one process-wide lock at a time, a live
+// entry is adopted, a new one made only when this process keeps workers, the pool dir is this
+// user's alone, and the key changes with anything a worker's behaviour depends on.
+#include "runtime/worker_pool.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "test_helpers.h"
+#include "util/subprocess.h"
+
+namespace parity::runtime {
+namespace {
+namespace fs = std::filesystem;
+
+// The pool at a temp dir for the test's life, and this process's keep setting back after.
+class Pool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.path() / "pool";
+    ::setenv(kWorkerPoolEnv, dir_.c_str(), 1);
+    keep_ = KeepWorkers();
+  }
+  void TearDown() override {
+    SetKeepWorkers(keep_);
+    ::unsetenv(kWorkerPoolEnv);
+  }
+  testing::TempDir tmp_;
+  fs::path dir_;
+  int keep_ = 0;
+};
+
+TEST_F(Pool, NoPoolDirNoKeepNothingToAdopt) {
+  SetKeepWorkers(0);
+  EXPECT_FALSE(PoolClaim::Claim({}).has_value());
+  EXPECT_FALSE(fs::exists(dir_));  // looking does not create it
+}
+
+TEST_F(Pool, TheDirIsCreatedClosedAndRefusedWhenOthersMayEnter) {
+  ASSERT_TRUE(PoolDir(true).ok());
+  EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
+  ::chmod(dir_.c_str(), 0755);
+  auto bad = PoolDir(true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(bad.error().message.find(dir_.string()), std::string::npos);
+  EXPECT_NE(bad.error().message.find(kWorkerPoolEnv), std::string::npos);
+}
+
+TEST_F(Pool, KeepingMakesNewEntriesOneHolderEach) {
+  SetKeepWorkers(30);
+  auto a = PoolClaim::Claim({"OMP_NUM_THREADS=1"});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->warm_pid(), 0);  // nothing warm: a new entry
+  auto b = PoolClaim::Claim({"OMP_NUM_THREADS=1"});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_NE(a->socket_path(), b->socket_path());  // a is held: b gets the next entry
+  const std::string first = a->socket_path();
+  a.reset();
+  auto c = PoolClaim::Claim({"OMP_NUM_THREADS=1"});
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->socket_path(), first);  // released: free again
+}
+
+TEST_F(Pool, AWarmEntryIsAdoptedAlsoWithoutKeeping) {
+  SetKeepWorkers(30);
+  std::string sock;
+  auto fake = Child::Spawn({"/bin/sh", "-c", "sleep 60; :", "parity_capture.worker"});
+  ASSERT_TRUE(fake.ok());
+  {
+    auto made = PoolClaim::Claim({});
+    ASSERT_TRUE(made.has_value());
+    made->Started(fake->pid(), 30);
+    sock = made->socket_path();
+    std::ofstream(sock) << "";  // as if listening
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // /bin/sh has exec'd
+  ASSERT_TRUE(IsLiveWorker(fake->pid()));
+  SetKeepWorkers(0);
+  auto warm = PoolClaim::Claim({});
+  ASSERT_TRUE(warm.has_value());
+  EXPECT_EQ(warm->warm_pid(), fake->pid());
+  EXPECT_EQ(warm->socket_path(), sock);
+  auto listed = ListPool();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE((*listed)[0].live);
+  EXPECT_TRUE((*listed)[0].in_use);
+  EXPECT_EQ((*listed)[0].keep_idle_s, 30);
+  EXPECT_EQ(*StopPool(), 0);  // in use: left to its holder
+  warm.reset();
+  EXPECT_EQ(*StopPool(), 1);
+  EXPECT_TRUE(fake->Wait(std::chrono::milliseconds(5000)).signal != 0);
+  EXPECT_FALSE(PoolClaim::Claim({}).has_value());  // nothing warm, not keeping
+}
+
+TEST_F(Pool, ADeadEntryIsNotAdopted) {
+  SetKeepWorkers(30);
+  {
+    auto made = PoolClaim::Claim({});
+    ASSERT_TRUE(made.has_value());
+    made->Started(::getpid(), 30);  // this test process is no worker
+    std::ofstream(made->socket_path()) << "";
+  }
+  SetKeepWorkers(0);
+  EXPECT_FALSE(PoolClaim::Claim({}).has_value());
+  EXPECT_FALSE(IsLiveWorker(::getpid()));
+}
+
+TEST_F(Pool, TheKeyFollowsTheWorkersEnvironment) {
+  const std::string base = PoolKey({});
+  EXPECT_EQ(PoolKey({}), base);
+  EXPECT_NE(PoolKey({"OMP_NUM_THREADS=1"}), base);
+  EXPECT_NE(PoolKey({"CUDA_VISIBLE_DEVICES=1"}), PoolKey({"CUDA_VISIBLE_DEVICES=0"}));
+  EXPECT_EQ(PoolKey({"_=/usr/bin/other"}), base);  // the shell's last command changes nothing
+  ::setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/elsewhere", 1);
+  EXPECT_NE(PoolKey({}), base);
+  ::unsetenv("TORCHINDUCTOR_CACHE_DIR");
+  EXPECT_EQ(PoolKey({}), base);
+}
+
+}  // namespace
+}  // namespace parity::runtime
