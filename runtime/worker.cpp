@@ -1,6 +1,7 @@
 #include "runtime/worker.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -80,8 +81,41 @@ WorkerProcess::WorkerProcess(PoolClaim claim, std::vector<std::string> env)
     : socket_path_(claim.socket_path()), log_path_(claim.log_path()), env_(std::move(env)), pid_(claim.warm_pid()),
       claim_(std::move(claim)) {}
 
+namespace {
+// Whether the worker at `socket` answers a ping within `timeout`: an adopted worker still busy
+// with a request of a run that was killed (a hung compile) would not.
+bool Answers(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const std::string ping = "{\"cmd\": \"ping\", \"id\": 0}\n";
+  ok = ok && ::send(fd, ping.data(), ping.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(ping.size());
+  std::string line;
+  char buf[4096];
+  while (ok && line.find('\n') == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) ok = false;
+    else line.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!ok) return false;
+  const auto answer = nlohmann::json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  return answer.is_object() && answer.value("ok", false);
+}
+}  // namespace
+
 std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, std::string log_path, std::vector<std::string> env) {
-  if (auto claim = PoolClaim::Claim(env)) return std::make_unique<WorkerProcess>(std::move(*claim), std::move(env));
+  if (auto claim = PoolClaim::Claim(env)) {
+    auto w = std::make_unique<WorkerProcess>(std::move(*claim), std::move(env));
+    if (w->adopted() && !Answers(w->socket_path(), std::chrono::seconds(5)))
+      w->Stop();  // busy or stuck: never trusted; a fresh one starts in its entry when needed
+    return w;
+  }
   return std::make_unique<WorkerProcess>(std::move(socket_path), std::move(log_path), std::move(env));
 }
 

@@ -128,7 +128,11 @@ Expected<fs::path> PoolDir(bool create) {
   // An entry's socket, <dir>/<16 hex>-<n>.sock, must fit a Unix socket address (108 bytes).
   if (dir.string().size() > 80)
     return Error::BadInput("worker pool " + dir.string() + " (" + kWorkerPoolEnv + "): longer than 80 characters (its sockets must fit 108)");
-  if (create) ::mkdir(dir.c_str(), 0700);  // exists already: checked below
+  if (create) {
+    std::error_code ec;
+    fs::create_directories(dir.parent_path(), ec);
+    ::mkdir(dir.c_str(), 0700);  // exists already: checked below
+  }
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {
     if (!create) return dir;  // no pool: nothing to adopt

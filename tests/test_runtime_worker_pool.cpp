@@ -1,7 +1,8 @@
 // The pool of kept workers against its files, with a fake worker (a process whose command line
 // names parity_capture.worker): entries are claimed one process-wide lock at a time, a live
-// entry is adopted, a new one made only when this process keeps workers, the pool dir is this
-// user's alone, and the key changes with anything a worker's behaviour depends on.
+// entry is adopted, one that does not answer is ended instead, a new one made only when this
+// process keeps workers, the pool dir is this user's alone, and the key changes with anything a
+// worker's behaviour depends on.
 #include "runtime/worker_pool.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "runtime/worker.h"
 #include "test_helpers.h"
 #include "util/subprocess.h"
 
@@ -23,7 +25,7 @@ namespace fs = std::filesystem;
 class Pool : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = tmp_.path() / "pool";
+    dir_ = tmp_.path() / "not-yet" / "pool";  // its parents are made too
     ::setenv(kWorkerPoolEnv, dir_.c_str(), 1);
     keep_ = KeepWorkers();
   }
@@ -98,6 +100,22 @@ TEST_F(Pool, AWarmEntryIsAdoptedAlsoWithoutKeeping) {
   EXPECT_EQ(*StopPool(), 1);
   EXPECT_TRUE(fake->Wait(std::chrono::milliseconds(5000)).signal != 0);
   EXPECT_FALSE(PoolClaim::Claim({}).has_value());  // nothing warm, not keeping
+}
+
+TEST_F(Pool, AWorkerThatDoesNotAnswerIsNotAdoptedButEnded) {
+  SetKeepWorkers(30);
+  auto fake = Child::Spawn({"/bin/sh", "-c", "sleep 60; :", "parity_capture.worker"});
+  ASSERT_TRUE(fake.ok());
+  {
+    auto made = PoolClaim::Claim({});
+    ASSERT_TRUE(made.has_value());
+    made->Started(fake->pid(), 30);
+    std::ofstream(made->socket_path()) << "";  // a socket no one answers on
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto w = WorkerProcess::ForSlot((tmp_.path() / "w.sock").string(), (tmp_.path() / "w.log").string(), {});
+  EXPECT_FALSE(w->adopted());
+  EXPECT_TRUE(fake->Wait(std::chrono::milliseconds(5000)).signal != 0);  // a busy or stuck worker is never trusted
 }
 
 TEST_F(Pool, ADeadEntryIsNotAdopted) {
