@@ -270,9 +270,15 @@ Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& di
   return Running{index, slot, std::move(child), deadline, std::nullopt, dir};
 }
 
-size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick) {
+size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick, const std::vector<size_t>& starting) {
   auto next_tick = std::chrono::steady_clock::now();
+  auto next_look = next_tick;
   while (true) {
+    if (!starting.empty() && std::chrono::steady_clock::now() >= next_look) {
+      for (size_t slot : starting)
+        if (!WorkerStarting(slot)) return running.size();  // it listens (or ended): it can take a job now
+      next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    }
     if (on_tick && std::chrono::steady_clock::now() >= next_tick) {
       on_tick();
       next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
@@ -354,25 +360,39 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
     }
   };
   while (!pending.empty() || !running.empty()) {
-    for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
-      if (busy[slot]) continue;
-      auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
-      if (next == pending.end()) continue;  // what is left waits for its slot
-      const size_t i = *next;
-      pending.erase(next);
-      if (on_start) on_start(i, dir_of(i));
-      auto run = Start(jobs[i], dir_of(i), i, slot);
-      if (run.ok()) {
-        running.push_back(std::move(*run));
-        busy[slot] = true;
-      } else {
-        JobOutcome failed;
-        failed.failure = run.error().message;
-        done(i, failed);
+    // A slot whose worker is still starting takes a job only when no other slot runs one:
+    // starting its job would hold the driver (and every slot's next job) until that worker
+    // listens. So slots whose worker listens (an adopted one, or one that started) take jobs
+    // first (pass 0), a starting one only when nothing runs (pass 1); it joins once it listens
+    // (WaitAny wakes for it).
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
+        if (busy[slot]) continue;
+        const bool cold = WorkerStarting(slot);
+        if (cold != (pass == 1) || (cold && !running.empty())) continue;
+        auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
+        if (next == pending.end()) continue;  // what is left waits for its slot
+        const size_t i = *next;
+        pending.erase(next);
+        if (on_start) on_start(i, dir_of(i));
+        auto run = Start(jobs[i], dir_of(i), i, slot);
+        if (run.ok()) {
+          running.push_back(std::move(*run));
+          busy[slot] = true;
+        } else {
+          JobOutcome failed;
+          failed.failure = run.error().message;
+          done(i, failed);
+        }
       }
     }
     if (running.empty()) continue;
-    const size_t k = WaitAny(running, on_tick);
+    std::vector<size_t> starting;  // free slots left waiting for their worker's start
+    if (!pending.empty())
+      for (size_t slot = 0; slot < slots_.size(); ++slot)
+        if (!busy[slot] && WorkerStarting(slot)) starting.push_back(slot);
+    const size_t k = WaitAny(running, on_tick, starting);
+    if (k == running.size()) continue;  // a starting slot is ready: dispatch again
     Running run = std::move(running[k]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
     busy[run.slot] = false;

@@ -18,6 +18,11 @@
 // would), hangs (killed at the job's deadline), is poisoned (`set_retire` says so of a job's
 // result: a CUDA error, an out-of-memory) or whose slot's worker was restarted is never used
 // again: the next job of the slot starts a fresh one.
+//
+// A slot's worker may be one an earlier run kept warm (runtime/worker_pool.h, --keep-workers):
+// adopted when the slot first needs one, handed back when the runner ends unless it was retired.
+// A slot whose worker is still starting takes no job while another slot runs one (its job would
+// hold the driver until that worker listens); it joins as soon as its worker listens.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -127,8 +132,11 @@ class JobRunner {
   std::optional<ExitInfo> PollServed(size_t slot);
   // Starts `job` in `slot` in `dir`; why it could not start otherwise.
   Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot);
-  // Waits until one of `running` ends (or passes its deadline) and returns its position.
-  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick);
+  // Waits until one of `running` ends (or passes its deadline) and returns its position; or,
+  // when one of the `starting` slots' worker now listens, returns running.size().
+  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick, const std::vector<size_t>& starting);
+  // Whether the slot's worker was launched and does not listen yet.
+  bool WorkerStarting(size_t slot) { return slots_[slot].worker && slots_[slot].worker->Starting(); }
   JobOutcome Finish(const Job& job, Running& run);
   std::filesystem::path scratch_;
   int timeout_s_;

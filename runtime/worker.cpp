@@ -140,6 +140,12 @@ std::optional<ExitInfo> WorkerProcess::Check() {
   return std::nullopt;
 }
 
+bool WorkerProcess::Starting() {
+  if (!child_ && pid_ <= 0) return false;
+  if (Check()) return false;
+  return !fs::exists(socket_path_);
+}
+
 Status WorkerProcess::Launch() {
   if ((child_ || pid_ > 0) && !Check()) return Status::Ok();
   std::error_code ec;

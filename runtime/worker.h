@@ -40,6 +40,8 @@ class WorkerProcess {
   [[nodiscard]] Status Launch();
   // How it ended, if it is no longer running (the next Ensure starts a new one).
   std::optional<ExitInfo> Check();
+  // Launched and alive, not listening yet (an Ensure now would wait for its start).
+  bool Starting();
   void Stop();
   const std::string& socket_path() const { return socket_path_; }
   // Whether this process found the worker warm in the pool (and has not restarted it since).
