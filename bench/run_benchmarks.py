@@ -408,12 +408,12 @@ def bench_minify(tmp: str, quick: bool) -> dict:
             what = ["--model", model]
         t0 = time.perf_counter()
         # --keep-workers: the verify's worker stays for the minify that follows it ("parity_kept")
-        subprocess.run([parity, "verify", *what, *opt, "--output-dir", os.path.join(work, "vout"), "--keep-workers", "600"],
-                       env=env, capture_output=True)
+        v = subprocess.run([parity, "verify", *what, *opt, "--output-dir", os.path.join(work, "vout"), "--keep-workers", "600"],
+                           env=env, capture_output=True, text=True)
         detect_s = time.perf_counter() - t0
         repros = glob.glob(os.path.join(work, "vout", "repros", "*"))
         if len(repros) != 1:
-            raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}")
+            raise RuntimeError(f"parity verify {model}: expected one failure repro, found {repros}: {v.stdout[-3000:]} {v.stderr[-3000:]}")
         row = {}
         caches = {}
         for key in ("parity", "parity_j2", "parity_fresh"):  # copies of the cache as the verify left it
