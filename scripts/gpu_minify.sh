@@ -28,24 +28,31 @@ t0=$(date +%s.%N)
 echo "{\"run\": \"verify\", \"seconds\": $(awk "BEGIN{print $(date +%s.%N) - $t0}")}" | tee -a "$OUTDIR/minify.jsonl"
 repro=$(ls -d "$work"/v/repros/*/ 2>/dev/null | head -1)
 [ -n "$repro" ] || { tail -20 "$OUTDIR/verify.log"; exit 1; }
-for mode in kept fresh; do cp -r "$work/inductor-verify" "$work/inductor-$mode"; done
-for mode in worker-kept again kept fresh; do
-  [ $mode = kept ] && "$PARITY" workers --stop
-  extra=(); [ $mode = fresh ] && extra=(--fresh-runners)
-  cache=$work/inductor-$mode; [ $mode = worker-kept ] || [ $mode = again ] && cache=$work/inductor-verify
+# MODES: mode:jobs ... (worker-kept and again in the verify's environment, the rest from copies)
+MODES=${MODES:-worker-kept:4 again:4 kept:4 fresh:4}
+for mj in $MODES; do mode=${mj%%:*}; case $mode in worker-kept*|again*) ;; *) cp -r "$work/inductor-verify" "$work/inductor-$mode";; esac; done
+stopped=0
+for mj in $MODES; do
+  mode=${mj%%:*}; jobs=${mj##*:}
+  extra=(--keep-workers 0); cache=$work/inductor-$mode
+  case $mode in
+    worker-kept*|again*) extra=(--keep-workers 600); cache=$work/inductor-verify ;;
+    *) [ $stopped = 1 ] || "$PARITY" workers --stop; stopped=1 ;;
+  esac
+  case $mode in fresh*) extra+=(--fresh-runners) ;; esac
   t0=$(date +%s.%N)
-  TORCHINDUCTOR_CACHE_DIR=$cache "$PARITY" minify "${repro%/}" -j 4 --out "$work/m-$mode" "${extra[@]}" --keep-workers \
-    "$([ $mode = worker-kept ] || [ $mode = again ] && echo 600 || echo 0)" >"$OUTDIR/minify-$mode.log" 2>&1
+  TORCHINDUCTOR_CACHE_DIR=$cache "$PARITY" minify "${repro%/}" -j "$jobs" --out "$work/m-$mode" "${extra[@]}" \
+    >"$OUTDIR/minify-$mode.log" 2>&1
   rc=$?
   s=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
-  "$PY" - "$work/m-$mode/summary.json" "$mode" "$s" "$rc" <<'PYEOF' | tee -a "$OUTDIR/minify.jsonl"
+  "$PY" - "$work/m-$mode/summary.json" "$mode" "$s" "$rc" "$jobs" <<'PYEOF' | tee -a "$OUTDIR/minify.jsonl"
 import json, sys
-path, mode, s, rc = sys.argv[1:]
+path, mode, s, rc, jobs = sys.argv[1:]
 try:
     m = json.load(open(path))
 except OSError:
     m = {}
-print(json.dumps({"run": "minify-" + mode, "seconds": float(s), "rc": int(rc), "backend_runs": m.get("backend_runs"),
+print(json.dumps({"run": "minify-" + mode, "jobs": int(jobs), "seconds": float(s), "rc": int(rc), "backend_runs": m.get("backend_runs"),
                   "seconds_per_run": m.get("seconds_per_backend_run"), "culprit": (m.get("culprit") or {}).get("target"),
                   "ops": [m.get("ops_before"), m.get("ops_after")], "path": (m.get("localization") or {}).get("path"),
                   "runners_started": m.get("runners_started"), "workers_adopted": m.get("workers_adopted"),
