@@ -117,3 +117,20 @@ def test_a_malformed_keep_workers_variable_is_bad_input(parity_bin, pool, tmp_pa
     r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "eager", "--output-dir",
                    str(tmp_path / "v"))
     assert r.returncode == 2 and "PARITY_KEEP_WORKERS=ten" in r.stderr, r.stderr
+
+
+def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_path, test_data):
+    # A gate that regresses (mlp was a pass; the fault backend perturbs its gelu), minified in the
+    # same run: the minification adopts the worker the gate's verify used (--import: the
+    # experiments talk to it) and names the culprit.
+    exp = tmp_path / "expected"
+    exp.mkdir()
+    (exp / "cpu_fault_repro_inference.csv").write_text("name,accuracy,graph_breaks\nmlp,pass,0\n")
+    r = run_parity(parity_bin, "ci", "--expected", str(exp), "--output-dir", str(tmp_path / "out"),
+                   os.path.join(test_data, "models", "mlp"), "--backend", "fault", "--backend-option", "op=aten::gelu",
+                   "--backend-option", "kind=perturb", "--import", "json", "--minify", "--keep-workers", "60")
+    assert r.returncode == 1 and "culprit: aten::gelu" in r.stdout, r.stdout + r.stderr
+    row = json.load(open(tmp_path / "out" / "gate.json"))["rows"][0]
+    summary = json.load(open(os.path.join(os.path.dirname(row["minified_dir"]), "summary.json")))
+    assert summary["workers_adopted"] == 1 and summary["culprit"]["target"] == "aten::gelu", summary
+    assert [w["live"] for w in workers(parity_bin)] == [True]
