@@ -101,7 +101,6 @@ std::vector<std::pair<std::string, int>> Entries(const fs::path& dir) {
   std::vector<std::pair<std::string, int>> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
     if (e.path().extension() != ".lock") continue;
     const std::string stem = e.path().stem().string();
     const auto dash = stem.rfind('-');
@@ -267,6 +266,7 @@ Expected<int> StopPool() {
     }
     ClearEntry(base);
     std::error_code ec;
+    fs::remove(base + ".log", ec);
     fs::remove(base + ".lock", ec);
     ::close(fd);
   }

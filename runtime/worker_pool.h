@@ -91,8 +91,8 @@ struct PooledWorker {
   std::string cwd, python;
 };
 [[nodiscard]] Expected<std::vector<PooledWorker>> ListPool();
-// Ends every worker of the pool no process holds (and clears dead entries); returns how many
-// workers it ended.
+// Ends every worker of the pool no process holds and removes its entry (dead entries too); returns
+// how many workers it ended.
 [[nodiscard]] Expected<int> StopPool();
 
 }  // namespace parity::runtime

@@ -81,6 +81,7 @@ TEST_F(Pool, AWarmEntryIsAdoptedAlsoWithoutKeeping) {
     made->Started(fake->pid(), 30);
     sock = made->socket_path();
     std::ofstream(sock) << "";  // as if listening
+    std::ofstream(made->log_path()) << "its log";
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // /bin/sh has exec'd
   ASSERT_TRUE(IsLiveWorker(fake->pid()));
@@ -98,6 +99,7 @@ TEST_F(Pool, AWarmEntryIsAdoptedAlsoWithoutKeeping) {
   EXPECT_EQ(*StopPool(), 0);  // in use: left to its holder
   warm.reset();
   EXPECT_EQ(*StopPool(), 1);
+  EXPECT_TRUE(fs::is_empty(dir_));  // the entry is gone, its log too
   EXPECT_TRUE(fake->Wait(std::chrono::milliseconds(5000)).signal != 0);
   EXPECT_FALSE(PoolClaim::Claim({}).has_value());  // nothing warm, not keeping
 }
