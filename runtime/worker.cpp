@@ -85,27 +85,8 @@ namespace {
 // Whether the worker at `socket` answers a ping within `timeout`: an adopted worker still busy
 // with a request of a run that was killed (a hung compile) would not.
 bool Answers(const std::string& socket_path, std::chrono::milliseconds timeout) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  const std::string ping = "{\"cmd\": \"ping\", \"id\": 0}\n";
-  ok = ok && ::send(fd, ping.data(), ping.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(ping.size());
-  std::string line;
-  char buf[4096];
-  while (ok && line.find('\n') == std::string::npos) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) ok = false;
-    else line.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (!ok) return false;
-  const auto answer = nlohmann::json::parse(line.substr(0, line.find('\n')), nullptr, false);
-  return answer.is_object() && answer.value("ok", false);
+  auto client = WorkerClient::Connect(socket_path, timeout);
+  return client.ok() && client->Call({{"cmd", "ping"}}).ok();
 }
 }  // namespace
 
@@ -197,7 +178,7 @@ void WorkerProcess::Stop() {
   fs::remove(socket_path_, ec);
 }
 
-Expected<WorkerClient> WorkerClient::Connect(const std::string& socket_path) {
+Expected<WorkerClient> WorkerClient::Connect(const std::string& socket_path, std::optional<std::chrono::milliseconds> answer_timeout) {
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Error::Runtime(std::string("python worker: socket: ") + std::strerror(errno));
   sockaddr_un addr{};
@@ -210,6 +191,11 @@ Expected<WorkerClient> WorkerClient::Connect(const std::string& socket_path) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
     return Error::Runtime("python worker: cannot connect to " + socket_path + ": " + std::strerror(errno));
+  }
+  if (answer_timeout) {
+    const auto ms = answer_timeout->count();
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
   return WorkerClient(fd);
 }

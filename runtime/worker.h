@@ -63,7 +63,9 @@ inline bool IsWorkerLost(const Error& e) { return e.exception_type == kWorkerLos
 // The one client of the worker protocol.
 class WorkerClient {
  public:
-  [[nodiscard]] static Expected<WorkerClient> Connect(const std::string& socket_path);
+  // `answer_timeout`: how long a receive may wait before the worker counts as lost (none: forever).
+  [[nodiscard]] static Expected<WorkerClient> Connect(const std::string& socket_path,
+                                                      std::optional<std::chrono::milliseconds> answer_timeout = std::nullopt);
   WorkerClient(WorkerClient&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), next_id_(o.next_id_) { o.fd_ = -1; }
   ~WorkerClient();
   // Sends one request and waits for its answer. An {"ok": false} answer is a Runtime error
