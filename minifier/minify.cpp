@@ -169,9 +169,10 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   // Candidates run one after another in each slot's job server: what a process start costs
   // (libtorch and CUDA initialized, kernels loaded) is paid once per slot, not per candidate.
   if (!opts.fresh_runners) p.runner.UsePersistentRunners();
-  {
+  {  // while the references are computed; the workers of a dynamo backend warm up for its compile
     auto info = verifier::FindBackend(base.backend);
-    p.runner.Prestart(!info.ok() || info->needs_worker || !base.imports.empty());  // while the references are computed
+    const bool compiles = info.ok() && info->needs_worker && !info->dynamo.empty();
+    p.runner.Prestart(!info.ok() || info->needs_worker || !base.imports.empty(), compiles ? (cuda ? "cuda" : "cpu") : "");
   }
   for (const auto& info : repro.tensors().tensors()) p.tensors[info.name] = *repro.tensors().Get(info.name);
   // Host ops run in this process too (the reference values), through the runner's worker.

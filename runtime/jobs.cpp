@@ -135,9 +135,12 @@ JobRunner::~JobRunner() {
   }
 }
 
-void JobRunner::Prestart(bool workers) {
+void JobRunner::Prestart(bool workers, const std::string& warm_device) {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (workers) (void)WorkerOf(i).Launch();  // a failed start shows when a job needs it
+    if (workers) {
+      WorkerOf(i).set_warm(warm_device);
+      (void)WorkerOf(i).Launch();  // a failed start shows when a job needs it
+    }
     if (persistent_) (void)LaunchServer(i);
   }
 }

@@ -98,7 +98,10 @@ class JobRunner {
   void set_persistent(bool persistent) { persistent_ = persistent; }
   // Starts each slot's server (with persistent runners) and, with `workers`, its Python worker,
   // without waiting: their start-up overlaps with what the driver does before its first jobs.
-  void Prestart(bool workers);
+  // `warm_device`: the slots' workers (these and their restarts) prepare a backend's first compile
+  // on it before they listen (WorkerProcess::set_warm): a slot whose worker is still starting takes
+  // no job while another can, so no job waits for those imports while a warm slot could run it.
+  void Prestart(bool workers, const std::string& warm_device = {});
   // Whether a job's result leaves the processes that ran it unfit for the next job: its server,
   // and its slot's worker when the job used it (a CUDA error in a Python backend is the worker's).
   void set_retire(std::function<bool(const nlohmann::json& result)> retire) { retire_ = std::move(retire); }

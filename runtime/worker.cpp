@@ -137,6 +137,7 @@ Status WorkerProcess::Launch() {
   so.stderr_path = log_path_;
   for (auto& e : PythonEnv()) so.env.push_back(e);
   std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_};
+  if (!warm_.empty()) argv.insert(argv.end(), {"--warm", warm_});
   if (claim_) {  // a pool entry's worker: it outlives this process, for KeepWorkers() idle seconds
     argv.insert(argv.end(), {"--keep-idle", std::to_string(KeepWorkers()), "--pool-lock", claim_->lock_path()});
     so.outlive_parent = true;

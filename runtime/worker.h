@@ -44,11 +44,15 @@ class WorkerProcess {
   bool Starting();
   void Stop();
   const std::string& socket_path() const { return socket_path_; }
+  // Workers this object starts from now on prepare, before they listen, what a backend's first
+  // compile on `device` ("cpu" or "cuda") needs (worker.py --warm); empty: none. An adopted worker
+  // did that in its first run.
+  void set_warm(std::string device) { warm_ = std::move(device); }
   // Whether this process found the worker warm in the pool (and has not restarted it since).
   bool adopted() const { return pid_ > 0; }
 
  private:
-  std::string socket_path_, log_path_;
+  std::string socket_path_, log_path_, warm_;
   std::vector<std::string> env_;
   std::optional<Child> child_;   // a worker this process started
   pid_t pid_ = 0;                // a worker adopted from the pool (another process's child)

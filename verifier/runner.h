@@ -39,8 +39,9 @@ class IsolatedRunner final : public ExperimentRunner {
   // replaced when one crashes, hangs or is poisoned (PoisonsItsProcess): for many small
   // experiments in a row, as minify's candidates are.
   void UsePersistentRunners();
-  // Starts the slots' runners (and, with `workers`, their Python workers) now, without waiting.
-  void Prestart(bool workers) { jobs_.Prestart(workers); }
+  // Starts the slots' runners (and, with `workers`, their Python workers) now, without waiting;
+  // `warm_device`: the workers prepare a backend's first compile there (runtime::JobRunner::Prestart).
+  void Prestart(bool workers, const std::string& warm_device = {}) { jobs_.Prestart(workers, warm_device); }
   int runners_started() const { return jobs_.servers_started(); }
   // Slots whose Python worker was found warm (kept by an earlier run: --keep-workers).
   int workers_adopted() const { return jobs_.workers_adopted(); }

@@ -163,3 +163,17 @@ def test_a_pool_entrys_worker_ends_only_when_its_entry_is_free(tmp_path, monkeyp
     fresh = worker._Pool(str(lock), 5.0, str(sock))
     monkeypatch.setattr(worker, "_TAINTED", True)
     assert fresh.should_end() and not sock.exists()  # tainted: at once
+
+
+def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
+    """--warm (a minify's slots, before their workers listen): dynamo and Inductor imported and the
+    CPU's vector ISA chosen; a device that cannot be warmed (CUDA where there is none) is logged,
+    never raised: the first compile meets it again and reports it."""
+    from torch._inductor import cpu_vec_isa
+    worker.warm_up("cpu")
+    assert "torch._inductor.compile_fx" in sys.modules and "torch._dynamo" in sys.modules
+    assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1  # probed, cached for the compiles
+    assert "warmed up for cpu" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        worker.warm_up("cuda")
+        assert "warm-up for cuda failed" in capsys.readouterr().err

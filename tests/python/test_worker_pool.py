@@ -134,3 +134,16 @@ def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_pa
     summary = json.load(open(os.path.join(os.path.dirname(row["minified_dir"]), "summary.json")))
     assert summary["workers_adopted"] == 1 and summary["culprit"]["target"] == "aten::gelu", summary
     assert [w["live"] for w in workers(parity_bin)] == [True]
+
+
+def test_a_minifys_workers_warm_up_for_a_dynamo_backend_before_they_listen(parity_bin, pool, tmp_path, test_data):
+    # Both slots' workers (kept here, so their logs stay in the pool) warm up for the backend's
+    # compile on the CPU before they listen (worker.py --warm): dynamo and Inductor imported, the
+    # vector ISA chosen. --check judges the candidates; the workers start as for the backend's runs.
+    r = run_parity(parity_bin, "minify", os.path.join(test_data, "models", "mlp"), "--backend", "torch_compile:eager",
+                   "--check", "true", "-j", "2", "--out", str(tmp_path / "m"), "--keep-workers", "60")
+    assert r.returncode == 0, r.stdout + r.stderr
+    logs = sorted(pool.glob("*.log"))
+    # A slot that got no job may still be warming (its worker outlives the run, kept).
+    warmed = lambda: all("warmed up for cpu" in p.read_text() for p in logs)  # noqa: E731
+    assert len(logs) == 2 and wait_until(warmed, 60), [p.read_text()[-500:] for p in logs]
