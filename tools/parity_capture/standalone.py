@@ -374,15 +374,58 @@ def load_dir(here):
     return manifest, gm, placeholder_values(gjson, entry, tensors)
 
 
+def in_run_dtype(gm, dtype):
+    """A copy of gm for a run in the floating `dtype` (the fp64 reference), by parity's one rule
+    (interpreter/layout.h, Followed): floating parameters and buffers and every floating dtype
+    argument take `dtype`, a complex dtype argument its complex counterpart, in gm's graph and in
+    every graph inside it (higher-order ops' subgraphs). So a graph that pins a dtype (autocast's
+    casts to bfloat16, a factory op's dtype=float32) computes in `dtype` throughout instead of
+    mixing it with the pinned one; factory ops with no dtype follow it as torch's default dtype
+    (default_dtype)."""
+    gm = copy.deepcopy(gm).to(dtype)
+    complex_run = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
+
+    def follow(v):
+        if isinstance(v, torch.dtype):
+            return dtype if v.is_floating_point else complex_run if v.is_complex and complex_run else v
+        if isinstance(v, (list, tuple)):
+            return type(v)(follow(x) for x in v)
+        return v
+    for m in gm.modules():
+        if not isinstance(m, fx.GraphModule):
+            continue
+        for n in m.graph.nodes:
+            if n.op == "call_function":
+                n.args, n.kwargs = follow(n.args), {k: follow(v) for k, v in n.kwargs.items()}
+        m.recompile()
+    return gm
+
+
+class default_dtype:  # noqa: N801 (a context manager)
+    """torch's default dtype set to a floating `dtype` (None: left as it is) while inside."""
+
+    def __init__(self, dtype):
+        self.dtype, self.saved = dtype, None
+
+    def __enter__(self):
+        if self.dtype is not None and self.dtype.is_floating_point:
+            self.saved = torch.get_default_dtype()
+            torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            torch.set_default_dtype(self.saved)
+
+
 def run(fn, inputs, device, dtype=None):
     """Outputs of fn (a module already on `device`, or its compiled form) on the inputs, floating
-    ones in `dtype` when given."""
+    ones in `dtype` when given (fn then in_run_dtype's copy: the rule is in the graph)."""
     def cast(t):
         if not isinstance(t, torch.Tensor):  # a size of a symbolic graph
             return t
         return t.to(device, dtype) if dtype is not None and t.is_floating_point() else t.to(device)
     torch.manual_seed(1337)
-    with torch.no_grad():
+    with torch.no_grad(), default_dtype(dtype):
         return [as_output(o).detach().cpu() for o in fn(*[cast(x) for x in inputs])]
 
 
@@ -409,7 +452,7 @@ def main(here, dynamo_backend):
     tol = manifest.get("failure", {}).get("tol", 1e-4)
     gm = gm.to(device)
     ref = run(gm, inputs, device)
-    fp64 = run(copy.deepcopy(gm).to(torch.float64), inputs, device, torch.float64)
+    fp64 = run(in_run_dtype(gm, torch.float64), inputs, device, torch.float64)
     torch._dynamo.reset()
     symbolic = bool(getattr(gm, "parity_symbols", None))
     res = run(compile_for(gm, dynamo_backend, backend.get("options"), True if symbolic else None), inputs, device)

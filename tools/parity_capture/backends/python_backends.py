@@ -11,7 +11,7 @@ import torch
 
 from ..contract import SEED, SGD_LR, inductor_settings, train_results
 from ..runs import device_inputs, load_graph, write_tensors
-from ..standalone import Handoff, parse_option, static_tracing
+from ..standalone import Handoff, default_dtype, in_run_dtype, parse_option, static_tracing
 
 
 def _inductor_config(options: Dict[str, Any]):
@@ -95,13 +95,14 @@ def _results(gm, g, out, inputs, train: bool, req) -> Dict[str, torch.Tensor]:
 
 def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = None) -> Dict[str, torch.Tensor]:
     """One run of the request's graph, freshly loaded: compiled by the dynamo backend `backend`
-    (its options applied), or eager when None; in `dtype` (floating parameters and inputs) when
-    given. The results as a backend run reports them, on the CPU."""
+    (its options applied), or eager when None; in `dtype` when given (floating inputs, and the
+    graph by parity's rule: standalone.in_run_dtype). The results as a backend run reports them,
+    on the CPU."""
     _, g = load_graph(req)
     device, train = req.get("device", "cpu"), req.get("mode") == "train"
     gm = g.module.to(device)
-    if dtype is not None:
-        gm = gm.to(dtype)
+    if dtype is not None:  # parity's rule for a run in dtype, dtype arguments included
+        gm = in_run_dtype(gm, dtype)
     inputs = device_inputs(g, device, train)
     if dtype is not None:
         inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
@@ -113,10 +114,11 @@ def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = Non
         inductor = backend == "inductor"
         fn = _compile(gm, backend, {} if inductor else {k: parse_option(v) for k, v in options.items()}, g.symbolic())
     ctx = _inductor_config(req.get("options", {})) if backend == "inductor" else contextlib.nullcontext()
-    with ctx, (contextlib.nullcontext() if train else torch.no_grad()):
+    with ctx, (contextlib.nullcontext() if train else torch.no_grad()), default_dtype(dtype):
         torch.manual_seed(int(req.get("seed", SEED)))
         out = fn(*inputs)
-    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in _results(gm, g, out, inputs, train, req).items()}
+        results = _results(gm, g, out, inputs, train, req)
+    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in results.items()}
 
 
 def aot_graphs(req) -> Dict[str, Any]:

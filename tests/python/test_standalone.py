@@ -1,0 +1,88 @@
+"""The standalone repro.py's runs (tools/parity_capture/standalone.py, inlined into repro.py and
+used by the worker's compiler bisection): a graph that pins dtypes (autocast's casts, a factory
+op's dtype) runs as parity's fp64 reference does, in float64 throughout (in_run_dtype, the
+interpreter's rule in interpreter/layout.h), where casting only its parameters and inputs failed
+("self and mat2 must have the same dtype")."""
+import os
+import sys
+
+import torch
+import torch.fx as fx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from parity_capture import standalone  # noqa: E402
+
+aten = torch.ops.aten
+
+
+class Pinned(torch.nn.Module):
+    """linear in bfloat16 (autocast's casts as the ATen graph records them), plus a float32
+    constant made by a factory op, plus one made with no dtype (torch's default)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x):
+        xb = aten._to_copy.default(x, dtype=torch.bfloat16)
+        wb = aten._to_copy.default(self.w, dtype=torch.bfloat16)
+        y = aten.linear.default(xb, wb)
+        c = aten.full.default([2, 4], 0.5, dtype=torch.float32)
+        d = aten.full.default([2, 4], 0.25)
+        return (aten.mm.default(aten._to_copy.default(y, dtype=torch.float32) + c + d, self.w),)
+
+
+def test_every_floating_dtype_follows_the_run_and_the_original_is_kept():
+    torch.manual_seed(0)
+    gm = fx.symbolic_trace(Pinned())
+    x = torch.randn(2, 3)
+    before = gm.code
+    fp64 = standalone.in_run_dtype(gm, torch.float64)
+    (got,) = standalone.run(fp64, [x], "cpu", torch.float64)
+    assert got.dtype == torch.float64
+    w = gm.w.detach().double()
+    want = ((x.double() @ w.t()) + 0.75) @ w
+    torch.testing.assert_close(got, want)  # no bfloat16 rounding left in it
+    assert gm.code == before and gm.w.dtype == torch.float32  # a copy
+    (plain,) = standalone.run(gm, [x], "cpu")  # the graph as recorded: bfloat16 inside
+    assert plain.dtype == torch.float32 and not torch.equal(plain.double(), want)
+
+
+def test_the_rule_reaches_the_graphs_inside_higher_order_ops():
+    class Branches(torch.nn.Module):
+        def forward(self, x):
+            def t(x):
+                return (aten._to_copy.default(x, dtype=torch.float16) * 3).float()
+
+            def f(x):
+                return x - 1
+            return (torch.cond(x.sum() > 0, t, f, (x,)),)
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = torch.full((3,), 1.0 / 3)
+    gm = make_fx(Branches())(x)
+    assert any(isinstance(m, fx.GraphModule) for m in gm.children())
+    (got,) = standalone.run(standalone.in_run_dtype(gm, torch.float64), [x], "cpu", torch.float64)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, torch.full((3,), 1.0, dtype=torch.float64))  # float16 would round 1/3
+
+
+def test_an_autocast_train_step_as_captured_runs_in_float64(tmp_path):
+    # What a user's amp program records (dump_backend): parameters cast to bfloat16 inside the graph.
+    from parity_capture import dump_backend
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+    def step(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return m(x).float().square().mean()
+    out = tmp_path / "amp"
+    torch.compile(step, backend=dump_backend(str(out)))(torch.randn(4, 8))
+    torch._dynamo.reset()
+    _, gm, inputs = standalone.load_dir(str(out))
+    assert "torch.bfloat16" in gm.code
+    ref = standalone.run(gm, inputs, "cpu")
+    fp64 = standalone.run(standalone.in_run_dtype(gm, torch.float64), inputs, "cpu", torch.float64)
+    assert [t.dtype for t in fp64] == [torch.float64] * len(ref)
+    for a, b in zip(ref, fp64):
+        torch.testing.assert_close(a.double(), b, rtol=5e-2, atol=5e-2)  # bfloat16's rounding apart
