@@ -172,6 +172,28 @@ def test_a_training_loop_is_captured_with_the_gradients_its_backward_used(parity
     assert not verdicts["graph_0/grad/param/fc.weight"]
 
 
+def test_a_backward_called_from_compiled_code_records_only_the_programs_graphs(parity_bin, tmp_path):
+    # backward() inside the compiled function, after a graph break: the engine calls the
+    # backend's gradient watch from the compiled frame's code, where dynamo traced it and the
+    # backend recorded parity's own code as 12 more graphs (one of them not loadable).
+    torch.manual_seed(0)
+    fc = torch.nn.Linear(8, 8)
+
+    def step(x):
+        h = torch.relu(fc(x))
+        torch._dynamo.graph_break()
+        loss = (h.sigmoid() * 3).sum()
+        loss.backward()
+        return loss
+
+    dump(step, lambda f: f(torch.randn(4, 8)), tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert [g["name"] for g in m["graphs"]] == ["graph_0", "graph_1"], [g["name"] for g in m["graphs"]]
+    assert all(g.get("mode", m["mode"]) == "train" and g.get("tangents") for g in m["graphs"]), m["graphs"]
+    r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
 def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
     torch.manual_seed(0)
     model = Net().eval()

@@ -405,6 +405,10 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
     state: Dict[str, Any] = {"grads": [None] * len(watched), "pending": None, "handles": []}
 
     def prehook_for(node):
+        # The engine calls it from wherever backward() was called, often a compiled frame's
+        # code, where dynamo would trace it (and this backend record parity's own code as the
+        # program's graphs): never traced.
+        @torch.compiler.disable
         def prehook(grad_outputs):
             if state["pending"] is None:  # the first node this backward reaches: which others it will
                 # (the node running now is one, also when it is the root, which the engine does not list)
