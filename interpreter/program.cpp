@@ -142,11 +142,18 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
 Status CompileSym(const Node& n, const std::string& nw, Step& s) {
   const std::string op = n.target().substr(std::string(ir::kSymNamespace).size());
   if (!detail::SymOps().count(op))
-    return Error::BadInput(nw + ": unknown size operation \"" + n.target() + "\" (sym:: takes add, sub, mul, floordiv, truediv, "
-                           "mod, pow, neg, pos, abs, eq, ne, lt, le, gt, ge, and, or, not, max, min, float, int, ceil, floor, "
-                           "sym_ite)");
+    return Error::BadInput(nw + ": unknown size operation \"" + n.target() + "\" (sym:: takes " + detail::SymOpList() + ")");
   s.kind = StepKind::kSym;
+  std::vector<const Arg*> args;  // sym_sum's one list argument: its items
   for (const Arg& a : n.args) {
+    if (a.kind == Arg::Kind::kList && op == "sym_sum")
+      for (const Arg& item : a.list) args.push_back(&item);
+    else
+      args.push_back(&a);
+  }
+  while (!args.empty() && args.back()->kind == Arg::Kind::kNone) args.pop_back();  // round(x, None): a default
+  for (const Arg* ap : args) {
+    const Arg& a = *ap;
     Operand o;
     switch (a.kind) {
       case Arg::Kind::kNode:

@@ -10,17 +10,75 @@ namespace parity::interp {
 namespace detail {
 
 const std::set<std::string>& SymOps() {
-  static const std::set<std::string> ops = {"add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "pos",
-                                            "abs", "eq",  "ne",  "lt",  "le",       "gt",      "ge",  "and", "or",
-                                            "not", "max", "min", "float", "int",    "ceil",    "floor", "sym_ite"};
+  // tools/parity_capture/standalone.py SYM_FUNCTIONS names the same operations.
+  static const std::set<std::string> ops = {
+      "add",  "sub",  "mul",  "floordiv", "truediv", "mod",   "pow",     "neg",     "pos",  "abs",  "eq",   "ne",    "lt",
+      "le",   "gt",   "ge",   "and",      "or",      "xor",   "lshift",  "rshift",  "not",  "max",  "min",  "float", "int",
+      "ceil", "floor", "round", "sym_ite", "sym_not", "sym_sum", "sqrt",   "cos",     "cosh", "sin",  "sinh", "tan",   "tanh",
+      "asin", "acos", "atan",  "log2"};
   return ops;
 }
 
+std::string SymOpList() {
+  std::string out;
+  for (const auto& op : SymOps()) out += (out.empty() ? "" : ", ") + op;
+  return out;
+}
+
+namespace {
+
+double Num(const c10::IValue& x) { return x.isDouble() ? x.toDouble() : x.isBool() ? (x.toBool() ? 1.0 : 0.0) : static_cast<double>(x.toInt()); }
+bool Integral(const c10::IValue& x) { return x.isInt() || x.isBool(); }
+int64_t AsInt(const c10::IValue& x) { return x.isBool() ? static_cast<int64_t>(x.toBool()) : x.toInt(); }
+
+// math.<name> of a size (torch._sym_<name>): a float.
+double MathFn(const std::string& op, double x) {
+  if (op == "sqrt") return std::sqrt(x);
+  if (op == "cos") return std::cos(x);
+  if (op == "cosh") return std::cosh(x);
+  if (op == "sin") return std::sin(x);
+  if (op == "sinh") return std::sinh(x);
+  if (op == "tan") return std::tan(x);
+  if (op == "tanh") return std::tanh(x);
+  if (op == "asin") return std::asin(x);
+  if (op == "acos") return std::acos(x);
+  if (op == "atan") return std::atan(x);
+  return std::log2(x);
+}
+
+// Python's round(x[, ndigits]): halves to even; round(x) of a number is an int, round(x, n) keeps
+// the type of x.
+c10::IValue Round(const std::vector<c10::IValue>& v) {
+  if (v.size() == 1) return Integral(v[0]) ? c10::IValue(AsInt(v[0])) : c10::IValue(static_cast<int64_t>(std::nearbyint(Num(v[0]))));
+  const int64_t digits = AsInt(v[1]);
+  if (Integral(v[0])) {
+    if (digits >= 0) return c10::IValue(AsInt(v[0]));
+    const double scale = std::pow(10.0, static_cast<double>(-digits));
+    return c10::IValue(static_cast<int64_t>(std::nearbyint(Num(v[0]) / scale) * scale));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(digits));
+  return c10::IValue(std::nearbyint(Num(v[0]) * scale) / scale);
+}
+
+// & | ^ as Python computes them: on two bools a bool, on integers their bits, on floats (only a
+// SymBool's logic reaches here as 0/1) the truth of both.
+c10::IValue Bitwise(const std::string& op, const c10::IValue& x, const c10::IValue& y) {
+  if (x.isBool() && y.isBool()) {
+    const bool a = x.toBool(), b = y.toBool();
+    return c10::IValue(op == "and" ? (a && b) : op == "or" ? (a || b) : (a != b));
+  }
+  if (Integral(x) && Integral(y)) {
+    const int64_t a = AsInt(x), b = AsInt(y);
+    return c10::IValue(op == "and" ? (a & b) : op == "or" ? (a | b) : (a ^ b));
+  }
+  const bool a = Num(x) != 0, b = Num(y) != 0;
+  return c10::IValue(op == "and" ? (a && b) : op == "or" ? (a || b) : (a != b));
+}
+
+}  // namespace
+
 Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::IValue>& v, const std::string& where) {
   const std::string op = target.substr(std::string(ir::kSymNamespace).size());
-  auto num = [](const c10::IValue& x) { return x.isDouble() ? x.toDouble() : x.isBool() ? (x.toBool() ? 1.0 : 0.0) : static_cast<double>(x.toInt()); };
-  auto integral = [](const c10::IValue& x) { return x.isInt() || x.isBool(); };
-  auto as_int = [](const c10::IValue& x) { return x.isBool() ? static_cast<int64_t>(x.toBool()) : x.toInt(); };
   for (const auto& x : v)
     if (!x.isInt() && !x.isDouble() && !x.isBool())
       return Error::Runtime(where + ": " + target + " of a " + x.tagKind() + " (sizes, numbers and booleans only)");
@@ -29,47 +87,72 @@ Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::
     if (arity != k) return Error::BadInput(where + ": " + target + " takes " + std::to_string(k) + " argument(s)");
     return Status::Ok();
   };
-  if (op == "neg" || op == "pos" || op == "abs" || op == "not" || op == "float" || op == "int" || op == "ceil" || op == "floor") {
+  static const std::set<std::string> unary = {"neg", "pos", "abs", "not", "sym_not", "float", "int", "ceil", "floor",
+                                              "sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2"};
+  if (unary.count(op)) {
     PARITY_RETURN_IF_ERROR(need(1));
     const c10::IValue& x = v[0];
-    if (op == "not") return c10::IValue(num(x) == 0);
-    if (op == "float") return c10::IValue(num(x));
-    if (op == "int") return c10::IValue(static_cast<int64_t>(std::trunc(num(x))));
-    if (op == "ceil") return c10::IValue(static_cast<int64_t>(std::ceil(num(x))));
-    if (op == "floor") return c10::IValue(static_cast<int64_t>(std::floor(num(x))));
-    if (integral(x)) {
-      const int64_t i = as_int(x);
+    if (op == "not" || op == "sym_not") return c10::IValue(Num(x) == 0);
+    if (op == "float") return c10::IValue(Num(x));
+    if (op == "int") return c10::IValue(static_cast<int64_t>(std::trunc(Num(x))));
+    if (op == "ceil") return c10::IValue(static_cast<int64_t>(std::ceil(Num(x))));
+    if (op == "floor") return c10::IValue(static_cast<int64_t>(std::floor(Num(x))));
+    if (op != "neg" && op != "pos" && op != "abs") return c10::IValue(MathFn(op, Num(x)));
+    if (Integral(x)) {
+      const int64_t i = AsInt(x);
       return c10::IValue(op == "neg" ? -i : op == "abs" ? (i < 0 ? -i : i) : i);
     }
-    const double d = num(x);
+    const double d = Num(x);
     return c10::IValue(op == "neg" ? -d : op == "abs" ? std::fabs(d) : d);
   }
   if (op == "sym_ite") {
     PARITY_RETURN_IF_ERROR(need(3));
-    return num(v[0]) != 0 ? v[1] : v[2];
+    return Num(v[0]) != 0 ? v[1] : v[2];
+  }
+  if (op == "round") {
+    if (arity != 1 && arity != 2) return Error::BadInput(where + ": " + target + " takes 1 or 2 arguments");
+    return Round(v);
+  }
+  if (op == "sym_sum") {  // torch.sym_sum(list): its list arrives flattened
+    if (std::all_of(v.begin(), v.end(), Integral)) {
+      int64_t sum = 0;
+      for (const auto& x : v) sum += AsInt(x);
+      return c10::IValue(sum);
+    }
+    double sum = 0;
+    for (const auto& x : v) sum += Num(x);
+    return c10::IValue(sum);
   }
   if ((op == "max" || op == "min") && arity >= 1) {
     c10::IValue best = v[0];
     for (const auto& x : v)
-      if (op == "max" ? num(x) > num(best) : num(x) < num(best)) best = x;
+      if (op == "max" ? Num(x) > Num(best) : Num(x) < Num(best)) best = x;
     return best;
   }
   PARITY_RETURN_IF_ERROR(need(2));
   const c10::IValue &x = v[0], &y = v[1];
-  const double a = num(x), b = num(y);
+  const double a = Num(x), b = Num(y);
   if (op == "eq") return c10::IValue(a == b);
   if (op == "ne") return c10::IValue(a != b);
   if (op == "lt") return c10::IValue(a < b);
   if (op == "le") return c10::IValue(a <= b);
   if (op == "gt") return c10::IValue(a > b);
   if (op == "ge") return c10::IValue(a >= b);
-  if (op == "and") return c10::IValue(a != 0 && b != 0);
-  if (op == "or") return c10::IValue(a != 0 || b != 0);
+  if (op == "and" || op == "or" || op == "xor") return Bitwise(op, x, y);
+  if (op == "lshift" || op == "rshift") {
+    if (!Integral(x) || !Integral(y)) return Error::Runtime(where + ": " + target + " of a float");
+    const int64_t i = AsInt(x), j = AsInt(y);
+    if (j < 0) return Error::Runtime(where + ": " + target + " by a negative count");
+    if (op == "rshift") return c10::IValue(j >= 63 ? (i < 0 ? int64_t{-1} : int64_t{0}) : (i >> j));  // floors, as Python's
+    if (j >= 63 || (i != 0 && std::fabs(static_cast<double>(i)) * std::pow(2.0, static_cast<double>(j)) >= 9.2e18))
+      return Error::Runtime(where + ": " + target + " overflows int64");
+    return c10::IValue(static_cast<int64_t>(static_cast<uint64_t>(i) << j));
+  }
   if ((op == "floordiv" || op == "mod" || op == "truediv") && b == 0) return Error::Runtime(where + ": " + target + " by zero");
   if (op == "truediv") return c10::IValue(a / b);
-  const bool ints = integral(x) && integral(y);
+  const bool ints = Integral(x) && Integral(y);
   if (ints) {
-    const int64_t i = as_int(x), j = as_int(y);
+    const int64_t i = AsInt(x), j = AsInt(y);
     if (op == "add") return c10::IValue(i + j);
     if (op == "sub") return c10::IValue(i - j);
     if (op == "mul") return c10::IValue(i * j);

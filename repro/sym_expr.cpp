@@ -2,6 +2,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <functional>
 
 namespace parity::sym {
@@ -24,6 +27,124 @@ namespace {
 
 using NodeP = std::shared_ptr<const Expr::Node>;
 using Kind = Expr::Node::Kind;
+
+// The functions of torch's size expressions (torch/utils/_sympy/functions.py, and sympy's own
+// that its printing leaves: floor, ceiling, Abs, Max, Min), one line each: name, arity, value.
+// Integer-valued ones compute on the doubles' integer values, as the ShapeEnv does on ints.
+struct Function {
+  size_t min_args, max_args;
+  Expected<double> (*value)(const std::vector<double>& v);  // BadValue's text is added by the caller
+  bool even_args = false;                                    // sizes then strides
+  std::string Arity() const {
+    if (min_args == max_args) return std::to_string(min_args);
+    return max_args == SIZE_MAX ? std::to_string(min_args) + " or more" : std::to_string(min_args) + "-" + std::to_string(max_args);
+  }
+};
+
+Expected<double> DivisionByZero() { return Error::BadInput("division by zero"); }
+double FloorDivOf(double a, double b) { return std::floor(a / b); }
+double PyMod(double a, double b) { return a - b * std::floor(a / b); }
+double Bool(bool b) { return b ? 1.0 : 0.0; }
+// Python's round(): halves to even (the default rounding mode), as RoundToInt and round(x, n) do.
+double RoundHalfEven(double x) { return std::nearbyint(x); }
+int64_t AsInt(double x) { return static_cast<int64_t>(x); }
+
+// torch's is_non_overlapping_and_dense over sizes then strides (c10's
+// _compute_non_overlapping_and_dense): dims of size < 2 last, the rest by stride, each stride the
+// product of the sizes before it.
+Expected<double> NonOverlappingAndDense(const std::vector<double>& v) {
+  const size_t n = v.size() / 2;
+  if (n == 1) return Bool(v[0] < 2 || v[1] == 1);
+  std::vector<size_t> perm(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
+    if (v[a] < 2) return false;
+    if (v[b] < 2) return true;
+    return v[n + a] < v[n + b];
+  });
+  double stride = 1;
+  for (size_t i : perm) {
+    if (v[i] < 2) return 1.0;
+    if (v[n + i] != stride) return 0.0;
+    stride *= v[i];
+  }
+  return 1.0;
+}
+
+const std::map<std::string, Function>& Functions() {
+  using V = const std::vector<double>&;
+  static const std::map<std::string, Function> table = {
+      // comparisons and logic (booleans are 0/1)
+      {"Eq", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] == v[1]); }}},
+      {"Ne", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] != v[1]); }}},
+      {"Lt", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] < v[1]); }}},
+      {"Le", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] <= v[1]); }}},
+      {"Gt", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] > v[1]); }}},
+      {"Ge", {2, 2, [](V v) -> Expected<double> { return Bool(v[0] >= v[1]); }}},
+      {"And", {0, SIZE_MAX, [](V v) -> Expected<double> { return Bool(std::all_of(v.begin(), v.end(), [](double x) { return x != 0; })); }}},
+      {"Or", {0, SIZE_MAX, [](V v) -> Expected<double> { return Bool(std::any_of(v.begin(), v.end(), [](double x) { return x != 0; })); }}},
+      {"Not", {1, 1, [](V v) -> Expected<double> { return Bool(v[0] == 0); }}},
+      {"Where", {3, 3, [](V v) -> Expected<double> { return v[0] != 0 ? v[1] : v[2]; }}},
+      // integer arithmetic
+      {"Mod", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(PyMod(v[0], v[1])); }}},
+      {"PythonMod", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(PyMod(v[0], v[1])); }}},
+      {"FloorDiv", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(FloorDivOf(v[0], v[1])); }}},
+      {"CleanDiv", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(FloorDivOf(v[0], v[1])); }}},
+      {"CeilDiv", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(std::ceil(v[0] / v[1])); }}},
+      {"ModularIndexing", {3, 3, [](V v) -> Expected<double> {
+         if (v[1] == 0 || v[2] == 0) return DivisionByZero();
+         return PyMod(FloorDivOf(v[0], v[1]), v[2]);
+       }}},
+      {"PowByNatural", {2, 2, [](V v) -> Expected<double> { return std::pow(v[0], v[1]); }}},
+      {"LShift", {2, 2, [](V v) -> Expected<double> { return v[0] * std::pow(2.0, v[1]); }}},
+      {"RShift", {2, 2, [](V v) -> Expected<double> { return std::floor(v[0] / std::pow(2.0, v[1])); }}},
+      {"BitwiseFn_bitwise_and", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) & AsInt(v[1])); }}},
+      {"BitwiseFn_bitwise_or", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) | AsInt(v[1])); }}},
+      {"BitwiseFn_bitwise_xor", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) ^ AsInt(v[1])); }}},
+      {"Max", {1, SIZE_MAX, [](V v) -> Expected<double> { return *std::max_element(v.begin(), v.end()); }}},
+      {"Min", {1, SIZE_MAX, [](V v) -> Expected<double> { return *std::min_element(v.begin(), v.end()); }}},
+      {"Abs", {1, 1, [](V v) -> Expected<double> { return std::fabs(v[0]); }}},
+      {"Identity", {1, 1, [](V v) -> Expected<double> { return v[0]; }}},
+      {"IsNonOverlappingAndDenseIndicator", {2, SIZE_MAX, NonOverlappingAndDense, true}},
+      // between integers and floats
+      {"floor", {1, 1, [](V v) -> Expected<double> { return std::floor(v[0]); }}},
+      {"ceiling", {1, 1, [](V v) -> Expected<double> { return std::ceil(v[0]); }}},
+      {"FloorToInt", {1, 1, [](V v) -> Expected<double> { return std::floor(v[0]); }}},
+      {"CeilToInt", {1, 1, [](V v) -> Expected<double> { return std::ceil(v[0]); }}},
+      {"TruncToInt", {1, 1, [](V v) -> Expected<double> { return std::trunc(v[0]); }}},
+      {"TruncToFloat", {1, 1, [](V v) -> Expected<double> { return std::trunc(v[0]); }}},
+      {"RoundToInt", {1, 1, [](V v) -> Expected<double> { return RoundHalfEven(v[0]); }}},
+      {"RoundDecimal", {2, 2, [](V v) -> Expected<double> {
+         const double scale = std::pow(10.0, v[1]);
+         return RoundHalfEven(v[0] * scale) / scale;
+       }}},
+      {"ToFloat", {1, 1, [](V v) -> Expected<double> { return v[0]; }}},
+      {"IntTrueDiv", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(v[0] / v[1]); }}},
+      {"FloatTrueDiv", {2, 2, [](V v) -> Expected<double> { return v[1] == 0 ? DivisionByZero() : Expected<double>(v[0] / v[1]); }}},
+      {"FloatPow", {2, 2, [](V v) -> Expected<double> { return std::pow(v[0], v[1]); }}},
+      // math on sizes (torch.sym_sqrt, math.cos of a size, ...): OpaqueUnaryFn_<name>
+      {"OpaqueUnaryFn_sqrt", {1, 1, [](V v) -> Expected<double> { return std::sqrt(v[0]); }}},
+      {"OpaqueUnaryFn_cos", {1, 1, [](V v) -> Expected<double> { return std::cos(v[0]); }}},
+      {"OpaqueUnaryFn_cosh", {1, 1, [](V v) -> Expected<double> { return std::cosh(v[0]); }}},
+      {"OpaqueUnaryFn_sin", {1, 1, [](V v) -> Expected<double> { return std::sin(v[0]); }}},
+      {"OpaqueUnaryFn_sinh", {1, 1, [](V v) -> Expected<double> { return std::sinh(v[0]); }}},
+      {"OpaqueUnaryFn_tan", {1, 1, [](V v) -> Expected<double> { return std::tan(v[0]); }}},
+      {"OpaqueUnaryFn_tanh", {1, 1, [](V v) -> Expected<double> { return std::tanh(v[0]); }}},
+      {"OpaqueUnaryFn_asin", {1, 1, [](V v) -> Expected<double> { return std::asin(v[0]); }}},
+      {"OpaqueUnaryFn_acos", {1, 1, [](V v) -> Expected<double> { return std::acos(v[0]); }}},
+      {"OpaqueUnaryFn_atan", {1, 1, [](V v) -> Expected<double> { return std::atan(v[0]); }}},
+      {"OpaqueUnaryFn_exp", {1, 1, [](V v) -> Expected<double> { return std::exp(v[0]); }}},
+      {"OpaqueUnaryFn_log", {1, 1, [](V v) -> Expected<double> { return std::log(v[0]); }}},
+      {"OpaqueUnaryFn_asinh", {1, 1, [](V v) -> Expected<double> { return std::asinh(v[0]); }}},
+      {"OpaqueUnaryFn_log2", {1, 1, [](V v) -> Expected<double> { return std::log2(v[0]); }}},
+  };
+  return table;
+}
+
+const Function* FindFunction(const std::string& name) {
+  auto it = Functions().find(name);
+  return it == Functions().end() ? nullptr : &it->second;
+}
 
 // Recursive descent over the printed forms, lowest precedence first:
 //   or: and ('|' and)*   and: not ('&' not)*   not: '~' not | cmp
@@ -199,12 +320,10 @@ class Parser {
           if (!Eat(",")) return Bad("expected \",\" or \")\" in the arguments of " + name);
         }
       }
-      static const std::set<std::string> known = {"Eq",        "Ne",         "Lt",         "Le",          "Gt",
-                                                  "Ge",        "Mod",        "PythonMod",  "FloorDiv",    "CeilDiv",
-                                                  "Max",       "Min",        "Abs",        "floor",       "ceiling",
-                                                  "TruncToInt", "IntTrueDiv", "FloatTrueDiv", "And",       "Or",
-                                                  "Not",       "CleanDiv",   "FloorToInt", "CeilToInt"};
-      if (!known.count(name)) return Bad("unknown function " + name);
+      const Function* fn = FindFunction(name);
+      if (!fn) return Bad("unknown function " + name);
+      if (args.size() < fn->min_args || args.size() > fn->max_args || (fn->even_args && args.size() % 2))
+        return Bad(name + " takes " + fn->Arity() + " argument(s), not " + std::to_string(args.size()));
       return Make(Kind::kCall, name, std::move(args));
     }
     return Bad("unexpected \"" + std::string(1, c) + "\"");
@@ -216,9 +335,6 @@ class Parser {
   int depth_ = 0;  // rules entered and not yet left
 };
 
-double FloorDivOf(double a, double b) { return std::floor(a / b); }
-double PyMod(double a, double b) { return a - b * std::floor(a / b); }
-
 Error BadValue(const std::string& text, const std::string& what) {
   return Error::BadInput("size expression " + Quoted(text) + ": " + what);
 }
@@ -226,10 +342,6 @@ Error BadValue(const std::string& text, const std::string& what) {
 // An operator or call applied to its arguments' values.
 Expected<double> Apply(const Expr::Node& n, const std::vector<double>& v, const std::string& text) {
   auto bad = [&](const std::string& what) { return BadValue(text, what); };
-  auto need = [&](size_t k) -> Status {
-    if (v.size() != k) return bad(n.name + " takes " + std::to_string(k) + " argument(s)");
-    return Status::Ok();
-  };
   if (n.kind == Kind::kUnary) return n.name == "-" ? -v[0] : (v[0] == 0 ? 1.0 : 0.0);
   const std::string& op = n.name;
   if (n.kind == Kind::kBinary) {
@@ -252,43 +364,10 @@ Expected<double> Apply(const Expr::Node& n, const std::vector<double>& v, const 
     if (op == "|") return (x != 0 || y != 0) ? 1.0 : 0.0;
     return bad("unknown operator " + op);
   }
-  // Calls.
-  if (op == "Max" || op == "Min") {
-    if (v.empty()) return bad(op + " of nothing");
-    double r = v[0];
-    for (double x : v) r = op == "Max" ? std::max(r, x) : std::min(r, x);
-    return r;
-  }
-  if (op == "And" || op == "Or") {
-    bool r = op == "And";
-    for (double x : v) r = op == "And" ? (r && x != 0) : (r || x != 0);
-    return r ? 1.0 : 0.0;
-  }
-  if (op == "Abs" || op == "floor" || op == "ceiling" || op == "TruncToInt" || op == "Not" || op == "FloorToInt" ||
-      op == "CeilToInt") {
-    PARITY_RETURN_IF_ERROR(need(1));
-    if (op == "Abs") return std::fabs(v[0]);
-    if (op == "floor" || op == "FloorToInt") return std::floor(v[0]);
-    if (op == "ceiling" || op == "CeilToInt") return std::ceil(v[0]);
-    if (op == "TruncToInt") return std::trunc(v[0]);
-    return v[0] == 0 ? 1.0 : 0.0;
-  }
-  PARITY_RETURN_IF_ERROR(need(2));
-  const double x = v[0], y = v[1];
-  if ((op == "Mod" || op == "PythonMod" || op == "FloorDiv" || op == "CeilDiv" || op == "IntTrueDiv" || op == "FloatTrueDiv" ||
-       op == "CleanDiv") &&
-      y == 0)
-    return bad("division by zero");
-  if (op == "Eq") return x == y ? 1.0 : 0.0;
-  if (op == "Ne") return x != y ? 1.0 : 0.0;
-  if (op == "Lt") return x < y ? 1.0 : 0.0;
-  if (op == "Le") return x <= y ? 1.0 : 0.0;
-  if (op == "Gt") return x > y ? 1.0 : 0.0;
-  if (op == "Ge") return x >= y ? 1.0 : 0.0;
-  if (op == "Mod" || op == "PythonMod") return PyMod(x, y);
-  if (op == "FloorDiv" || op == "CleanDiv") return FloorDivOf(x, y);
-  if (op == "CeilDiv") return std::ceil(x / y);
-  return x / y;  // IntTrueDiv, FloatTrueDiv
+  // Calls: arity was checked by the parse.
+  auto r = FindFunction(op)->value(v);
+  if (!r.ok()) return bad(op + ": " + r.error().message);
+  return r;
 }
 
 // Sizes are int64 in every consumer: a value (or a step on the way to it) past that range, or

@@ -29,8 +29,9 @@ class Expr {
  public:
   // kBadInput naming `where` when `text` is not an expression of the supported forms: integers,
   // symbols, + - * / // % ** and unary -, parentheses, < <= > >= == !=, & | ~, True/False, and
-  // the calls Eq Ne Lt Le Gt Ge Mod PythonMod FloorDiv CeilDiv Max Min Abs floor ceiling
-  // TruncToInt IntTrueDiv FloatTrueDiv And Or Not; nested at most kMaxExprDepth deep.
+  // calls of the functions torch's ShapeEnv prints (torch/utils/_sympy/functions.py: FloorDiv,
+  // ToFloat, RoundToInt, OpaqueUnaryFn_sqrt, BitwiseFn_bitwise_and, ...; the table in
+  // sym_expr.cpp) with their number of arguments; nested at most kMaxExprDepth deep.
   [[nodiscard]] static Expected<Expr> Parse(const std::string& text, const std::string& where);
 
   // The value (booleans are 0/1); kBadInput naming the symbol when one is unbound, and on a

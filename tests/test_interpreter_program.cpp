@@ -244,6 +244,37 @@ TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
   EXPECT_NE(differ.error().message.find("symbol s0 is 4 by one input and 5 by input \"b\""), std::string::npos) << differ.error().message;
 }
 
+// Size arithmetic as programs write it (`round(n / 2)`, `n << 1`, `n ^ 3`, `n & 6`,
+// `math.sqrt(n)`, `torch.sym_sum([...])`), each with Python's value at every size.
+TEST(Interpreter, SizeArithmeticHasPythonsValues) {
+  Graph g = Parse(R"JSON({"version": 2, "name": "arith", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
+  "nodes": [
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [5], "stride": [1], "sym_shape": ["s0"]}]}},
+    {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
+    {"name": "half", "op": "call_function", "target": "sym::truediv", "args": [{"node": "n"}, 2], "meta": {"sym": "IntTrueDiv(s0, 2)", "sym_type": "float"}},
+    {"name": "r", "op": "call_function", "target": "sym::round", "args": [{"node": "half"}, null], "meta": {"sym": "RoundToInt(IntTrueDiv(s0, 2))"}},
+    {"name": "l", "op": "call_function", "target": "sym::lshift", "args": [{"node": "n"}, 1], "meta": {"sym": "2*s0"}},
+    {"name": "rs", "op": "call_function", "target": "sym::rshift", "args": [{"node": "n"}, 1], "meta": {"sym": "RShift(s0, 1)"}},
+    {"name": "xo", "op": "call_function", "target": "sym::xor", "args": [{"node": "n"}, 3], "meta": {"sym": "BitwiseFn_bitwise_xor(s0, 3)"}},
+    {"name": "an", "op": "call_function", "target": "sym::and", "args": [{"node": "n"}, 6], "meta": {"sym": "BitwiseFn_bitwise_and(s0, 6)"}},
+    {"name": "sm", "op": "call_function", "target": "sym::sym_sum", "args": [[{"node": "r"}, {"node": "l"}, {"node": "rs"}, {"node": "xo"}, {"node": "an"}]], "meta": {"sym": "RoundToInt(IntTrueDiv(s0, 2)) + 2*s0 + RShift(s0, 1) + BitwiseFn_bitwise_xor(s0, 3) + BitwiseFn_bitwise_and(s0, 6)"}},
+    {"name": "f", "op": "call_function", "target": "sym::float", "args": [{"node": "n"}], "meta": {"sym": "ToFloat(s0)", "sym_type": "float"}},
+    {"name": "q", "op": "call_function", "target": "sym::sqrt", "args": [{"node": "f"}], "meta": {"sym": "OpaqueUnaryFn_sqrt(ToFloat(s0))", "sym_type": "float"}},
+    {"name": "big", "op": "call_function", "target": "sym::gt", "args": [{"node": "n"}, 4], "meta": {"sym": "s0 > 4", "sym_type": "bool"}},
+    {"name": "nb", "op": "call_function", "target": "sym::sym_not", "args": [{"node": "big"}], "meta": {"sym": "s0 <= 4", "sym_type": "bool"}},
+    {"name": "y", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, {"node": "q"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "sm"}, {"node": "y"}, {"node": "nb"}]]}]})JSON");
+  for (int64_t n : {5, 6, 7}) {
+    at::Tensor x = at::randn({n});
+    auto r = CompileAndRun(g, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << n << ": " << r.error().message;
+    const int64_t rounded = n == 5 ? 2 : n == 6 ? 3 : 4;  // round(2.5) = 2, round(3.5) = 4: halves to even
+    EXPECT_EQ(r->outputs[0].toTensor().item<int64_t>(), rounded + (n << 1) + (n >> 1) + (n ^ 3) + (n & 6)) << n;
+    EXPECT_TRUE(at::allclose(r->outputs[1].toTensor(), x * std::sqrt(static_cast<double>(n))));
+    EXPECT_EQ(r->outputs[2].toTensor().item<bool>(), n <= 4);  // a number the graph returns: a 0-dim tensor
+  }
+}
+
 // `out * x.shape[0]` and `out / x.shape[0]` of a symbolic graph: a size value (SymInt, SymFloat)
 // in a Tensor position is a wrapped number, as Python makes it, in the float32 run and the fp64
 // reference alike.

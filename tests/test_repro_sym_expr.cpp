@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace parity::sym {
 namespace {
 
@@ -28,6 +30,45 @@ TEST(SymExpr, EvaluatesWhatSympyPrints) {
   EXPECT_EQ(IntOf("Eq(s77, 12)", b), 1);
   EXPECT_EQ(IntOf("Ne(s77, 1) & (s0 >= 2)", b), 1);
   EXPECT_EQ(IntOf("s0 < 2", b), 0);
+}
+
+double ValueOf(const std::string& text, const Bindings& b) {
+  auto e = Expr::Parse(text, "t");
+  EXPECT_TRUE(e.ok()) << text << ": " << e.error().message;
+  auto v = e->Eval(b);
+  EXPECT_TRUE(v.ok()) << text << ": " << v.error().message;
+  return v.ok() ? *v : -999;
+}
+
+// Sizes in arithmetic (`round(n / 2)`, `n << 1`, `n ^ 3`, `math.sqrt(n)`, `float(t) / n`): the
+// functions torch's ShapeEnv prints for them, each evaluated as Python computes the value.
+TEST(SymExpr, EvaluatesTorchsSizeFunctions) {
+  const Bindings b = {{"s0", 5}, {"s1", 6}};
+  EXPECT_EQ(IntOf("RoundToInt(IntTrueDiv(s0, 2))", b), 2);  // round(2.5) = 2: halves to even
+  EXPECT_EQ(IntOf("RoundToInt(IntTrueDiv(s0 + 2, 2))", b), 4);  // round(3.5) = 4
+  EXPECT_DOUBLE_EQ(ValueOf("RoundDecimal(FloatTrueDiv(ToFloat(s0), 3.0), 2)", b), 1.67);
+  EXPECT_EQ(IntOf("BitwiseFn_bitwise_xor(s0, 3) + BitwiseFn_bitwise_and(s0, 6) + BitwiseFn_bitwise_or(s0, 2)", b), 6 + 4 + 7);
+  EXPECT_EQ(IntOf("LShift(s0, 2) + RShift(s1, 1)", b), 20 + 3);
+  EXPECT_EQ(IntOf("CeilToInt(IntTrueDiv(s0, 3)) + FloorToInt(IntTrueDiv(s1, 4)) + TruncToInt(1.5*ToFloat(s0))", b), 2 + 1 + 7);
+  EXPECT_EQ(IntOf("PowByNatural(s0, 2) + ModularIndexing(s1 + 7, 2, 4) + Where(s0 > 3, 10, 20)", b), 25 + 2 + 10);
+  EXPECT_DOUBLE_EQ(ValueOf("OpaqueUnaryFn_sqrt(ToFloat(s0)) + OpaqueUnaryFn_cos(ToFloat(s1))", b), std::sqrt(5.0) + std::cos(6.0));
+  EXPECT_DOUBLE_EQ(ValueOf("FloatPow(2.0, IntTrueDiv(s0, 4)) + TruncToFloat(2.7) + Identity(s1)", b), std::pow(2.0, 1.25) + 2 + 6);
+  // sizes 5, 6 with strides 6, 1 are dense; strides 6, 2 are not; a size-1 dim's stride is free
+  EXPECT_EQ(IntOf("IsNonOverlappingAndDenseIndicator(s0, s1, 6, 1)", b), 1);
+  EXPECT_EQ(IntOf("IsNonOverlappingAndDenseIndicator(s0, s1, 12, 2)", b), 0);
+  EXPECT_EQ(IntOf("IsNonOverlappingAndDenseIndicator(1, s1, 99, 1)", b), 1);
+}
+
+TEST(SymExpr, AFunctionsArgumentCountIsCheckedWhenParsed) {
+  for (const char* bad : {"ToFloat(s0, 2)", "Where(s0, 1)", "IsNonOverlappingAndDenseIndicator(s0, s1, 1)", "Max()"}) {
+    auto e = Expr::Parse(bad, "graph.json: nodes[1].meta.sym");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.error().message.find("argument"), std::string::npos) << e.error().message;
+  }
+  auto zero = Expr::Parse("ModularIndexing(s0, s1, 4)", "t");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_FALSE(zero->Eval({{"s0", 1}, {"s1", 0}}).ok());  // division by zero is an error, never inf
+  EXPECT_FALSE(Expr::Parse("OpaqueUnaryFn_log(ToFloat(s0))", "t")->Eval({{"s0", 0}}).ok());  // -inf is no value
 }
 
 TEST(SymExpr, KnowsItsSymbols) {

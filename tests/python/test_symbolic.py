@@ -4,6 +4,7 @@ expressions; every one of them verifies, at the recorded shape and across its ra
 size-specific backend bug is found at its size; a symbolic graph minifies to a graph whose symbols
 are still bound, and its repro.py replays it."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -242,3 +243,28 @@ def test_a_training_loop_with_a_smaller_last_batch_verifies_its_gradients(parity
     for stage in ("aot_eager", "aot_eager_decomp_partition"):
         r, records = verify(parity_bin, tmp_path / stage, tmp_path / "train", "--backend", stage, "--shapes", "sweep")
         assert records[0]["verification_code"] == "PASS", (stage, records)
+
+
+class SizeArith(torch.nn.Module):
+    """Sizes in arithmetic as programs write it: rounding, shifts, bitwise ops, math functions
+    and floats of sizes, feeding views, factories and tensor math."""
+
+    def forward(self, x):
+        n, t = x.shape
+        a = round(n / 2) + (n << 1) + (t >> 1) + (n ^ 3) + (n & 6) + (n | 1) + math.ceil(n / 3) + abs(n - t)
+        c = math.sqrt(n) + float(t) / n + math.cos(n) + 2.0 ** (n / 4)
+        y = (x * a + max(n, t)).view(n * t)[: (n * t) // 2 + 1]
+        return y * c, torch.ones(a) * n
+
+
+def test_size_arithmetic_is_recorded_and_verified_across_shapes(parity_bin, tmp_path):
+    d = tmp_path / "arith"
+    got, caught = dump(SizeArith(), lambda f: [f(torch.randn(4, 6)), f(torch.randn(5, 7))], d, dynamic=True)
+    assert not caught, [str(w.message) for w in caught]  # no graph left out
+    targets = {n["target"] for e in manifest(d)["graphs"] for n in graph_json(d, e)["nodes"] if n["op"] == "call_function"}
+    assert {"sym::round", "sym::lshift", "sym::xor", "sym::sqrt", "sym::cos"} <= targets, sorted(targets)
+    r, records = verify(parity_bin, tmp_path / "out", d, "--backend", "inductor", "--shapes", "sweep=2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["verification_code"] == "PASS", rec
+    assert len(rec["shapes"]) >= 2 and all(s["pass"] for s in rec["shapes"]), rec["shapes"]

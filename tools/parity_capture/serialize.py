@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
-from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, save_tensors
+from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, SYM_TARGET_ALIASES, save_tensors
 
 
 class CaptureError(Exception):
@@ -24,6 +24,8 @@ def target_name(target: Any) -> str:
     for name, fn in SYM_FUNCTIONS.items():  # size arithmetic of symbolic graphs
         if target is fn:
             return "sym::" + name
+    if target in SYM_TARGET_ALIASES:
+        return "sym::" + SYM_TARGET_ALIASES[target]
     if target is math.trunc or target is int:
         return "sym::int"
     if isinstance(target, torch._ops.OpOverload):

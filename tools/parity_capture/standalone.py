@@ -6,6 +6,7 @@ script and parity read graphs and judge results alike. Reading never executes co
 dir: targets resolve only among torch.ops and operator.getitem. Lines marked `package-only` are
 left out of the script."""
 import ast
+import builtins
 import copy
 import json
 import math
@@ -25,14 +26,22 @@ GETITEM = "getitem"
 
 
 # Size arithmetic of symbolic graphs: graph target "sym::<name>" -> the Python function.
+_SYM_MATH = ("sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2")
 SYM_FUNCTIONS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
     "truediv": operator.truediv, "mod": operator.mod, "pow": operator.pow, "neg": operator.neg, "pos": operator.pos,
     "abs": operator.abs, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
     "gt": operator.gt, "ge": operator.ge, "and": operator.and_, "or": operator.or_, "not": operator.not_,
     "max": torch.sym_max, "min": torch.sym_min, "float": torch.sym_float, "int": torch.sym_int,
-    "ceil": math.ceil, "floor": math.floor, "sym_ite": torch.sym_ite,
+    "ceil": math.ceil, "floor": math.floor, "sym_ite": torch.sym_ite, "round": builtins.round,
+    "xor": operator.xor, "lshift": operator.lshift, "rshift": operator.rshift, "sym_not": torch.sym_not,
+    "sym_sum": torch.sym_sum,
+    # math.<fn> of a size (interpreter/sym_ops.cpp SymOps names the same set)
+    **{fn: getattr(math, fn) for fn in _SYM_MATH},
 }
+# What a captured graph calls for them: dynamo writes math.<fn> of a SymFloat as torch._sym_<fn>,
+# which dynamo itself refuses to trace (a symbolic graph's backend compile traces the graph again).
+SYM_TARGET_ALIASES = {getattr(torch, "_sym_" + fn): fn for fn in _SYM_MATH}
 
 
 # safetensors has no complex128 or complex32: such a tensor is stored as its real view (float64
