@@ -194,6 +194,30 @@ def test_a_backward_called_from_compiled_code_records_only_the_programs_graphs(p
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
 
+def test_torch_func_transforms_inside_compiled_code_are_recorded(parity_bin, tmp_path):
+    # vmap(grad(...)) traced by dynamo: its graph runs the transforms' level bookkeeping itself.
+    # torch.export fails on it part-way, which left a vmap level pushed: the dump then wrote
+    # nothing ("Cannot access data pointer of Tensor that doesn't have storage") and the
+    # program's own ops ran inside the leaked level.
+    from torch.func import grad, vmap
+    torch.manual_seed(0)
+    w, xs = torch.randn(5, 3), torch.randn(4, 2, 5)
+
+    def loss(w, x):
+        return ((x @ w).tanh() ** 2).sum()
+
+    def per_sample_grads(w, xs):
+        return vmap(grad(loss), in_dims=(None, 0))(w, xs).mean(0)
+
+    got, caught = dump(per_sample_grads, lambda f: f(w, xs), tmp_path / "prog")
+    assert not caught, [str(c.message) for c in caught]
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0  # no level left behind
+    assert torch.allclose(got, per_sample_grads(w, xs))
+    assert [g["name"] for g in manifest(tmp_path / "prog")["graphs"]] == ["graph_0"]
+    r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "inductor")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
 def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
     torch.manual_seed(0)
     model = Net().eval()

@@ -28,7 +28,7 @@ import torch
 
 from . import checkpointed
 from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
-                       snapshot_attrs, unbacked_values)
+                       snapshot_attrs, unbacked_values, transform_state_kept)
 from .host_ops import describe_graphs
 from .serialize import CaptureError, write_repro_dir  # noqa: F401 (CaptureError: what a lowering raises)
 
@@ -214,7 +214,7 @@ class _Dump:
                 devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
                 # Recording draws none of the program's random numbers, and a failed trace does
                 # not print torch's own tracing logs into the program's output (the warning says it).
-                with torch.random.fork_rng(devices=devices), _quiet():
+                with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
                     g = self._lower(name, gm, facts, args, snapshot, outputs, attrs)
                 self.graphs.append(g)
                 self.tensors.update(g.tensors)

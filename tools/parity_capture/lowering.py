@@ -3,6 +3,7 @@ symbolic) to (graph JSON, manifest entry, tensors). What capture() and the dump 
 use; neither imports the other for it."""
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -291,11 +292,14 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     def fx_trace():
         return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)
 
-    lowerings = [aot, fx_trace] if _autocast_active(inputs) else [export, fx_trace]
+    # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
+    # on it, AOTAutograd flattens it as it does for a backend.
+    lowerings = [aot, fx_trace] if _autocast_active(inputs) else [export, aot, fx_trace] if _calls_transforms(gm) else [export, fx_trace]
     why = ""
     for k, lower in enumerate(lowerings):
         try:
-            lowered = lower()
+            with transform_state_kept():
+                lowered = lower()
         except Exception:  # the next lowering may record it (make_fx: data-dependent sizes are concrete)
             if k == len(lowerings) - 1:
                 raise
@@ -304,6 +308,30 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
         if why is None:
             return lowered
     raise CaptureError(f"the lowered graph does not compute what the program did: {why}")
+
+
+@contextlib.contextmanager
+def transform_state_kept():
+    """A trace that fails part-way through a graph of torch.func transforms leaves their levels
+    pushed and saved-tensor hooks off, and every tensor op after it (the next lowering, the
+    program's own) would run inside them: undone on the way out, as dynamo undoes it for a frame
+    that fails."""
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    hooks = torch._C._autograd._saved_tensors_hooks_is_enabled()
+    try:
+        yield
+    except BaseException:
+        torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        torch._C._functorch.set_inplace_requires_grad_allowed(False)
+        if hooks and not torch._C._autograd._saved_tensors_hooks_is_enabled():
+            torch._C._autograd._saved_tensors_hooks_enable()
+        raise
+
+
+def _calls_transforms(gm: fx.GraphModule) -> bool:
+    """Whether dynamo's graph runs torch.func transforms itself (their level bookkeeping calls)."""
+    return any(n.op == "call_function" and getattr(n.target, "__module__", "").startswith(("torch._functorch", "torch._C._functorch"))
+               for n in gm.graph.nodes)
 
 
 def _autocast_active(inputs: Sequence[Any]) -> bool:
