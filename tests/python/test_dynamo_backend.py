@@ -217,6 +217,20 @@ def test_torch_func_transforms_inside_compiled_code_are_recorded(parity_bin, tmp
     r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "inductor")
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
+    # hessian (forward-mode AD over reverse) and jacrev: traced with grad on, and a failed
+    # trace's forward-mode AD level is exited too.
+    from torch.func import hessian, jacrev
+
+    def curvature(x):
+        return hessian(lambda v: (v.sin() * v.cos().sum()).sum())(x), jacrev(torch.sin)(x)
+
+    x = torch.randn(4)
+    got, caught = dump(curvature, lambda f: f(x), tmp_path / "hess")
+    assert not caught, [str(c.message) for c in caught]
+    assert all(torch.allclose(a, b) for a, b in zip(got, curvature(x)))
+    r, records = verify(parity_bin, tmp_path / "vh", tmp_path / "hess", "--backend", "inductor")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
 
 def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
     torch.manual_seed(0)

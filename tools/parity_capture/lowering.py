@@ -313,19 +313,32 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
 @contextlib.contextmanager
 def transform_state_kept():
     """A trace that fails part-way through a graph of torch.func transforms leaves their levels
-    pushed and saved-tensor hooks off, and every tensor op after it (the next lowering, the
+    pushed (functorch's and forward-mode AD's) and saved-tensor hooks off, and every tensor op after it (the next lowering, the
     program's own) would run inside them: undone on the way out, as dynamo undoes it for a frame
     that fails."""
     depth = torch._C._functorch.get_dynamic_layer_stack_depth()
     hooks = torch._C._autograd._saved_tensors_hooks_is_enabled()
+    dual = _dual_level_active()  # jvp, jacfwd, hessian: forward-mode AD's level
     try:
         yield
     except BaseException:
         torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)
+        if not dual and _dual_level_active():
+            torch._C._exit_dual_level(level=0)  # forward-mode AD has one level at most: 0
         torch._C._functorch.set_inplace_requires_grad_allowed(False)
         if hooks and not torch._C._autograd._saved_tensors_hooks_is_enabled():
             torch._C._autograd._saved_tensors_hooks_enable()
         raise
+
+
+def _dual_level_active() -> bool:
+    """Whether a forward-mode AD level is entered (torch has no query: entering one fails then)."""
+    try:
+        level = torch._C._enter_dual_level()
+    except RuntimeError:
+        return True
+    torch._C._exit_dual_level(level=level)
+    return False
 
 
 def _calls_transforms(gm: fx.GraphModule) -> bool:
@@ -372,7 +385,9 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
         captured["gm"] = g
         return g
 
-    with torch.no_grad():
+    # Without grad, unless the graph runs torch.func transforms itself: grad and jacrev trace only
+    # with it (the inputs are detached copies: the graph is an inference graph either way).
+    with torch.enable_grad() if _calls_transforms(gm) else torch.no_grad():
         aot_module_simplified(checkpointed.as_marked_calls(gm), list(example_inputs), fw_compiler=fw_compiler)
     if "gm" not in captured:
         raise CaptureError("AOTAutograd compiled no graph")
