@@ -86,3 +86,40 @@ def test_an_autocast_train_step_as_captured_runs_in_float64(tmp_path):
     assert [t.dtype for t in fp64] == [torch.float64] * len(ref)
     for a, b in zip(ref, fp64):
         torch.testing.assert_close(a.double(), b, rtol=5e-2, atol=5e-2)  # bfloat16's rounding apart
+
+
+class Made(torch.nn.Module):
+    """Ops whose device is an argument, as a CPU capture records them (device=cpu)."""
+
+    def forward(self, x):
+        r = aten.arange.default(4, dtype=torch.float32, device=torch.device("cpu"))
+        c = aten._to_copy.default(x, dtype=torch.float32, device=torch.device("cpu"))
+        return (c * r + aten.full.default([4], 2.0, device=torch.device("cpu")),)
+
+
+def test_a_graph_run_on_another_device_takes_its_device_arguments_along():
+    # A dir captured on the CPU and verified with --device cuda: the backend's graph made its
+    # arange, full and _to_copy on the CPU and failed ("found two different devices cpu, cuda:0").
+    # The interpreter's rule: every device argument is the run's device. Checked on "meta".
+    gm = fx.symbolic_trace(Made())
+    moved = standalone.on_device(gm, "meta")
+    devices = [a for n in moved.graph.nodes for a in list(n.args) + list(n.kwargs.values()) if isinstance(a, torch.device)]
+    assert devices and all(d.type == "meta" for d in devices), devices
+    (out,) = moved(torch.empty(4, device="meta"))
+    assert out.device.type == "meta"
+
+
+def test_size_expressions_evaluate_as_the_interpreter_does():
+    # repro.py's evaluator of size expressions, beside repro/sym_expr.cpp's (the same table)
+    b = {"s0": 5, "s1": 6}
+    cases = {
+        "RoundToInt(IntTrueDiv(s0, 2))": 2,  # halves to even
+        "BitwiseFn_bitwise_xor(s0, 3) + LShift(s0, 2) + RShift(s1, 1)": 6 + 20 + 3,
+        "CeilToInt(IntTrueDiv(s0, 3)) + TruncToInt(1.5*ToFloat(s0)) + ModularIndexing(s1 + 7, 2, 4)": 2 + 7 + 2,
+        "Where(s0 > 3, 10, 20) + PowByNatural(s0, 2)": 35,
+        "IsNonOverlappingAndDenseIndicator(s0, s1, 6, 1) + IsNonOverlappingAndDenseIndicator(s0, s1, 12, 2)": 1,
+        "Ne(s0, 1) & (s1 >= 2)": True,
+    }
+    for expr, want in cases.items():
+        assert standalone.eval_size(expr, b) == want, expr
+    assert abs(standalone.eval_size("OpaqueUnaryFn_sqrt(ToFloat(s0)) + FloatPow(2.0, IntTrueDiv(s0, 4))", b) - (5 ** 0.5 + 2 ** 1.25)) < 1e-12

@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from .standalone import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
-                         graph_from_json, load_tensors, placeholder_values, resolve_target)
+                         graph_from_json, load_tensors, on_device, placeholder_values, resolve_target)
 
 
 @dataclass
@@ -31,6 +31,10 @@ class ReproGraph:
         """The captured inputs, each in the layout it was captured in (and, for a symbolic graph,
         the sizes it takes, from the symbols those inputs bind)."""
         return placeholder_values(self.gjson, self.entry, self.tensors)
+
+    def module_on(self, device: str) -> fx.GraphModule:
+        """The graph module on `device`, its device arguments too (standalone.on_device)."""
+        return on_device(self.module, device)
 
     def symbolic(self) -> bool:
         return bool(self.gjson.get("symbols"))

@@ -123,14 +123,41 @@ def decode_arg(a, env, subgraph=None):
     return a
 
 
+def _non_overlapping_and_dense(*sizes_strides):
+    """c10's is_non_overlapping_and_dense over sizes then strides: dims of size < 2 last, the
+    rest by stride, each stride the product of the sizes before it."""
+    n = len(sizes_strides) // 2
+    sizes, strides = sizes_strides[:n], sizes_strides[n:]
+    expected = 1
+    for d in sorted(range(n), key=lambda d: (sizes[d] < 2, strides[d] if sizes[d] >= 2 else 0)):
+        if sizes[d] < 2:
+            return 1
+        if strides[d] != expected:
+            return 0
+        expected *= sizes[d]
+    return 1
+
+
+# The functions of torch's size expressions, as repro/sym_expr.cpp's table evaluates them.
 _EXPR_FUNCS = {"Max": max, "Min": min, "Abs": abs, "floor": math.floor, "ceiling": math.ceil,
                "FloorDiv": lambda a, b: a // b, "CleanDiv": lambda a, b: a // b, "CeilDiv": lambda a, b: -(-a // b),
-               "Mod": lambda a, b: a % b, "PythonMod": lambda a, b: a % b, "TruncToInt": int,
+               "Mod": lambda a, b: a % b, "PythonMod": lambda a, b: a % b, "TruncToInt": lambda x: int(math.trunc(x)),
                "IntTrueDiv": lambda a, b: a / b, "FloatTrueDiv": lambda a, b: a / b,
                "Eq": operator.eq, "Ne": operator.ne, "Lt": operator.lt, "Le": operator.le, "Gt": operator.gt,
-               "Ge": operator.ge}
+               "Ge": operator.ge, "And": lambda *a: all(a), "Or": lambda *a: any(a), "Not": operator.not_,
+               "Where": lambda c, a, b: a if c else b, "ModularIndexing": lambda x, d, m: (x // d) % m,
+               "PowByNatural": operator.pow, "FloatPow": lambda a, b: float(a) ** b, "LShift": operator.lshift,
+               "RShift": operator.rshift, "BitwiseFn_bitwise_and": operator.and_, "BitwiseFn_bitwise_or": operator.or_,
+               "BitwiseFn_bitwise_xor": operator.xor, "Identity": lambda x: x,
+               "IsNonOverlappingAndDenseIndicator": _non_overlapping_and_dense, "FloorToInt": math.floor,
+               "CeilToInt": math.ceil, "TruncToFloat": lambda x: float(math.trunc(x)), "RoundToInt": lambda x: int(round(x)),
+               "RoundDecimal": lambda x, n: round(float(x), int(n)), "ToFloat": float,
+               **{"OpaqueUnaryFn_" + f: getattr(math, f) for f in _SYM_MATH + ("exp", "log")}}
 _EXPR_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-                ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+                ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+                ast.BitAnd: lambda a, b: bool(a) and bool(b), ast.BitOr: lambda a, b: bool(a) or bool(b)}
+_EXPR_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+                 ast.Eq: operator.eq, ast.NotEq: operator.ne}
 
 
 def eval_size(expr, bindings):
@@ -150,6 +177,10 @@ def eval_size(expr, bindings):
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
             v = walk(n.operand)
             return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert):  # sympy's ~: not
+            return not walk(n.operand)
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _EXPR_COMPARE:
+            return _EXPR_COMPARE[type(n.ops[0])](walk(n.left), walk(n.comparators[0]))
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _EXPR_FUNCS and not n.keywords:
             return _EXPR_FUNCS[n.func.id](*[walk(a) for a in n.args])
         raise ValueError(f"size expression {expr!r}: unsupported form")
@@ -383,6 +414,27 @@ def load_dir(here):
     return manifest, gm, placeholder_values(gjson, entry, tensors)
 
 
+def on_device(gm, device):
+    """gm on `device` as parity's interpreter runs a graph there (interpreter/operands.cpp): its
+    parameters and buffers moved, and every device argument (a factory op's device=, a
+    _to_copy's) the run's device, in its subgraphs too. A dir captured on the CPU and run on a GPU
+    would otherwise make some tensors on the CPU."""
+    dev = torch.device(device)
+    gm = gm.to(dev)
+    follow = lambda a: dev if isinstance(a, torch.device) else a
+    for m in gm.modules():
+        if not isinstance(m, fx.GraphModule):
+            continue
+        changed = False
+        for n in m.graph.nodes:
+            args, kwargs = fx.node.map_aggregate(n.args, follow), fx.node.map_aggregate(n.kwargs, follow)
+            if args != n.args or kwargs != n.kwargs:
+                n.args, n.kwargs, changed = args, kwargs, True
+        if changed:
+            m.recompile()
+    return gm
+
+
 def in_run_dtype(gm, dtype):
     """A copy of gm for a run in the floating `dtype` (the fp64 reference), by parity's one rule
     (interpreter/layout.h, Followed): floating parameters and buffers and every floating dtype
@@ -459,7 +511,7 @@ def main(here, dynamo_backend):
         return 2
     device = manifest.get("device", "cpu")
     tol = manifest.get("failure", {}).get("tol", 1e-4)
-    gm = gm.to(device)
+    gm = on_device(gm, device)
     ref = run(gm, inputs, device)
     fp64 = run(in_run_dtype(gm, torch.float64), inputs, device, torch.float64)
     torch._dynamo.reset()

@@ -2,6 +2,6 @@
 from __future__ import annotations
 
 def export(g, device: str):
-    gm = g.module.to(device)
+    gm = g.module_on(device)
     inputs = tuple(x.to(device) for x in g.inputs())
     return torch.export.export(gm, inputs, strict=False), inputs

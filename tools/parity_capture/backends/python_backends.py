@@ -39,7 +39,7 @@ def run(req) -> Dict[str, Any]:
     train = req.get("mode") == "train"
     backend = req["backend"]
     options = req.get("options", {})
-    gm = g.module.to(device)
+    gm = g.module_on(device)
     iters = max(1, int(req.get("iterations", 1)))
     # Inductor's settings are its config keys; any other dynamo backend gets them as kwargs.
     inductor = backend == "inductor"
@@ -53,7 +53,7 @@ def run(req) -> Dict[str, Any]:
             vreq = {**req, **v}
             _, vg = load_graph(vreq)
             if train:  # each variant from its own parameters (one SGD step each), compiled once
-                vgm = vg.module.to(device)
+                vgm = vg.module_on(device)
                 res = _run_compiled(_compile(vgm, backend, backend_options, True), vgm, vg, device, train, 1, vreq)
             else:
                 res = _run_compiled(compiled, gm, vg, device, train, 1, vreq)
@@ -100,7 +100,7 @@ def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = Non
     on the CPU."""
     _, g = load_graph(req)
     device, train = req.get("device", "cpu"), req.get("mode") == "train"
-    gm = g.module.to(device)
+    gm = g.module_on(device)
     if dtype is not None:  # parity's rule for a run in dtype, dtype arguments included
         gm = in_run_dtype(gm, dtype)
     inputs = device_inputs(g, device, train)
@@ -141,7 +141,7 @@ def aot_graphs(req) -> Dict[str, Any]:
         from torch._inductor.decomposition import select_decomp_table
         kwargs = {"decompositions": select_decomp_table(), "partition_fn": min_cut_rematerialization_partition}
     device = req.get("device", "cpu")
-    g.module = g.module.to(device)
+    g.module = g.module_on(device)
     inputs = [x.to(device) for x in g.inputs()]
     # AOTAutograd sees parameters and buffers as inputs, as under torch.compile (subgraphs, the
     # graph modules higher-order ops take, stay attributes).

@@ -11,7 +11,7 @@ from ..runs import load_graph
 def torchscript(req) -> Dict[str, Any]:
     repro, g = load_graph(req)
     device = req.get("device", "cpu")
-    gm = g.module.to(device)
+    gm = g.module_on(device)
     inputs = tuple(x.to(device) for x in g.inputs())
     with torch.no_grad():
         traced = torch.jit.trace(gm, inputs, check_trace=False)

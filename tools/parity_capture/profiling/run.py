@@ -31,7 +31,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     warmup, iters = int(req.get("warmup", 3)), int(req.get("iterations", 20))
     prof_iters = int(req.get("profile_iterations", 5))
     _, g = load_graph(req)
-    gm = g.module.to(device)
+    gm = g.module_on(device)
     inputs = device_inputs(g, device, train)
     tangents = [None if t is None else t.to(device) for t in g.tangents()] if train else []
     sync = _sync(device)
