@@ -8,7 +8,10 @@
 # verify left (where a user's minify starts). With
 # PYTORCH=SECONDS, PyTorch's minifier on the same model and knob (bench/pytorch_minifier.py),
 # stopped after SECONDS (its time is then a lower bound); PARITY_RUNS=0 leaves parity's runs out
-# (PyTorch's alone, in a call of its own). One JSON line per run in $OUT/minify.jsonl.
+# (PyTorch's alone, in a call of its own). DEVICE=cpu: the same on the device machine's CPU with
+# Inductor's C++ relu knob (issue 33's CPU figures on a machine other than the 2-core VM);
+# MODEL=relunet|block: the held-out-style models of bench/ (tests/python/relu_model.py,
+# block_model.py), captured first. One JSON line per run in $OUT/minify.jsonl.
 #   scripts/gpu_minify.sh [PYTHON] [HEADERS_DIR]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,9 +25,16 @@ export PYTHONPATH=$PWD/tools${PYTHONPATH:+:$PYTHONPATH}
 work=/tmp/gpu-minify; rm -rf "$work"; mkdir -p "$work"
 if [ "${PARITY_RUNS:-1}" = 1 ]; then
 export TORCHINDUCTOR_CACHE_DIR=$work/inductor-verify PARITY_CACHE_DIR=$work/parity-cache PARITY_WORKER_POOL=$work/pool
-knob=(--backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy --device cuda)
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cpu ]; then knob=(--backend inductor --backend-option cpp.inject_relu_bug_TESTING_ONLY=accuracy)
+else knob=(--backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy --device "$DEVICE"); fi
+case $MODEL in
+  relunet) what=("$(PYTHONPATH=$PWD/tests/python:$PYTHONPATH "$PY" -c "from relu_model import capture_relu; print(capture_relu('$work/relunet', 12))")") ;;
+  block) what=("$(PYTHONPATH=$PWD/tests/python:$PYTHONPATH "$PY" -c "from block_model import capture_block; print(capture_block('$work/blocknet'))")") ;;
+  *) what=(--model "$MODEL") ;;
+esac
 t0=$(date +%s.%N)
-"$PARITY" verify --model "$MODEL" "${knob[@]}" --output-dir "$work/v" --keep-workers 600 >"$OUTDIR/verify.log" 2>&1
+"$PARITY" verify "${what[@]}" "${knob[@]}" --output-dir "$work/v" --keep-workers 600 >"$OUTDIR/verify.log" 2>&1
 echo "{\"run\": \"verify\", \"seconds\": $(awk "BEGIN{print $(date +%s.%N) - $t0}")}" | tee -a "$OUTDIR/minify.jsonl"
 repro=$(ls -d "$work"/v/repros/*/ 2>/dev/null | head -1)
 [ -n "$repro" ] || { tail -20 "$OUTDIR/verify.log"; exit 1; }
@@ -65,6 +75,6 @@ done
 fi
 if [ -n "${PYTORCH:-}" ]; then
   unset TORCHINDUCTOR_CACHE_DIR
-  "$PY" bench/pytorch_minifier.py --model "$MODEL" --device cuda --workdir "$work/pytorch" --timeout "$PYTORCH" \
+  "$PY" bench/pytorch_minifier.py --model "$MODEL" --device "${DEVICE:-cuda}" --workdir "$work/pytorch" --timeout "$PYTORCH" \
     2>"$OUTDIR/pytorch.log" | tail -1 | tee -a "$OUTDIR/minify.jsonl"
 fi
