@@ -165,10 +165,31 @@ def test_a_bad_dir_among_good_ones_is_reported_and_the_others_verify(parity_bin,
     assert f"not verified (bad input): {bad}" in r.stdout and "tensors.safetensors" in r.stdout, r.stdout
 
 
+class TwoOptimizers:
+    """Two optimizers over the model's layers, stepped by one compiled function: dynamo names
+    both one's and the other's first parameter `self___param_groups_0__params___0`, and the
+    second graph's tensor took the first's key ("tensor is float32[8, 8] but node expects
+    float32[2, 8]")."""
+
+    def __init__(self, params):
+        params = list(params)
+        self.a = torch.optim.SGD(params[:2], lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)
+        self.b = torch.optim.Adam(params[2:], lr=0.01, amsgrad=True)
+
+    def step(self):
+        self.a.step()
+        self.b.step()
+
+    def zero_grad(self):
+        self.a.zero_grad()
+        self.b.zero_grad()
+
+
 OPTIMIZERS = {
     "sgd-foreach": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True),
     "adam-foreach": lambda p: torch.optim.Adam(p, lr=0.01, foreach=True),
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.01),
+    "two-optimizers": TwoOptimizers,
 }
 
 
@@ -191,7 +212,8 @@ def optimizer_steps(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind,backend", [("sgd-foreach", "eager"), ("sgd-foreach", "inductor"), ("adam-foreach", "eager"),
-                                          ("adamw", "eager"), ("adamw", "aot_eager"), ("adamw", "inductor")])
+                                          ("adamw", "eager"), ("adamw", "aot_eager"), ("adamw", "inductor"),
+                                          ("two-optimizers", "eager")])
 def test_a_compiled_optimizer_step_verifies_what_it_writes(parity_bin, optimizer_steps, tmp_path, kind, backend):
     d = optimizer_steps[kind]
     names = [n for e in manifest(d)["graphs"] for n in e["output_names"]]

@@ -216,6 +216,7 @@ class _Dump:
                 # not print torch's own tracing logs into the program's output (the warning says it).
                 with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
                     g = self._lower(name, gm, facts, args, snapshot, outputs, attrs)
+                self._keep_shared_keys_apart(g)
                 self.graphs.append(g)
                 self.tensors.update(g.tensors)
                 self.write()
@@ -238,9 +239,6 @@ class _Dump:
                 input_attrs[position] = key
             wants_grad.append((position, bool(value.requires_grad)))
             position += 1
-        values = [s for s in snapshot if isinstance(s, torch.Tensor)]
-        for pos, key in list(input_attrs.items()):
-            input_attrs[pos] = self._unique_key(key, values[pos], name)
         with torch.no_grad():
             out_copy = torch.utils._pytree.tree_map(
                 lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
@@ -275,13 +273,33 @@ class _Dump:
                              "those blocks are recorded as plain checkpoints (every value recomputed)")
         return g
 
-    def _unique_key(self, key: str, value: torch.Tensor, graph: str) -> str:
-        """A parameter read by several graphs shares its key while its value is the same (an
-        optimizer step between two graphs' first calls makes them differ)."""
-        held = self.tensors.get(key)
-        if held is None or (held.shape == value.shape and held.dtype == value.dtype and torch.equal(held, value.to(held.device))):
-            return key
-        return f"{key}@{graph}"
+    def _keep_shared_keys_apart(self, g: _Graph) -> None:
+        """A parameter, buffer or constant several graphs read shares its key (`param/<fqn>`)
+        while its value is the same. Where another graph's tensor of that key differs (an
+        optimizer step between two graphs' first calls; two optimizers whose graphs name their
+        parameters alike: `param/self___param_groups_0__params___0`), this graph's becomes
+        `<key>@<graph>`, everywhere the graph and its entry name it."""
+        renames = {}
+        for key, value in g.tensors.items():
+            held = self.tensors.get(key)
+            if key.startswith(g.name + "/") or held is None or not isinstance(value, torch.Tensor):
+                continue
+            if held.shape != value.shape or held.dtype != value.dtype or not torch.equal(held, value.to(held.device)):
+                renames[key] = f"{key}@{g.name}"
+        if not renames:
+            return
+        renames.update({f"mutated/{k}": f"mutated/{v}" for k, v in renames.items()})
+
+        def rename(x):
+            if isinstance(x, str):
+                return renames.get(x, x)
+            if isinstance(x, list):
+                return [rename(v) for v in x]
+            if isinstance(x, dict):
+                return {renames.get(k, k): rename(v) for k, v in x.items()}
+            return x
+        g.gjson, g.entry = rename(g.gjson), rename(g.entry)
+        g.tensors = {renames.get(k, k): v for k, v in g.tensors.items()}
 
     def add_tangents(self, g: _Graph, grads: List[Optional[torch.Tensor]]) -> None:
         """The program's backward reached graph `g`: `grads` are the gradients it fed to the
