@@ -194,6 +194,25 @@ def test_a_backward_called_from_compiled_code_records_only_the_programs_graphs(p
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
 
+def test_two_modules_parameters_of_one_name_keep_apart_keys(parity_bin, tmp_path):
+    # A step function over two modules: both weights are `_parameters['weight']` of a module the
+    # function reads (not of self), and both were recorded as param/weight: the dir loaded one
+    # in the other's place (exit 2, "tensor is float32[1, 8] but node expects float32[8, 8]").
+    torch.manual_seed(0)
+    enc, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 1)
+
+    def step(x):
+        loss = head(torch.tanh(enc(x))).pow(2).mean()
+        loss.backward()
+        return loss
+
+    dump(step, lambda f: f(torch.randn(4, 8)), tmp_path / "prog")
+    keys = {k for e in manifest(tmp_path / "prog")["graphs"] for k in e.get("requires_grad", []) if k.startswith("param/")}
+    assert keys == {"param/enc.weight", "param/enc.bias", "param/head.weight", "param/head.bias"}, keys
+    r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
 def test_torch_func_transforms_inside_compiled_code_are_recorded(parity_bin, tmp_path):
     # vmap(grad(...)) traced by dynamo: its graph runs the transforms' level bookkeeping itself.
     # torch.export fails on it part-way, which left a vmap level pushed: the dump then wrote

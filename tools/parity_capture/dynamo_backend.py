@@ -55,14 +55,18 @@ def _source_name(node: torch.fx.Node) -> str:
     return name() if callable(name) else (name or "")
 
 
-def attr_key(node: torch.fx.Node) -> Optional[str]:
+def attr_key(node: torch.fx.Node, qualified: bool = False) -> Optional[str]:
     """`param/<fqn>` or `buffer/<fqn>` when the placeholder is a module's parameter or buffer
-    that dynamo lifted to an input (its source is `L['self']._modules['fc']._parameters['w']`)."""
-    parts = re.findall(r"_(modules|parameters|buffers)\['([^']*)'\]", _source_name(node))
+    that dynamo lifted to an input (its source is `L['self']._modules['fc']._parameters['w']`).
+    `qualified`: the fqn starts with the module's own name where it is not `self` (a compiled
+    function's global or local `m1`: `G['m1']._parameters['weight']` is `m1.weight`)."""
+    source = _source_name(node)
+    parts = re.findall(r"_(modules|parameters|buffers)\['([^']*)'\]", source)
     kind = parts[-1][0] if parts else None
     if kind not in ("parameters", "buffers"):
         return None
-    fqn = ".".join(p for _, p in parts)
+    root = re.match(r"[GL]\['([^']*)'\]", source) if qualified else None
+    fqn = ".".join(([root.group(1)] if root and root.group(1) != "self" else []) + [p for _, p in parts])
     return f"{'param' if kind == 'parameters' else 'buffer'}/{fqn}"
 
 
@@ -90,6 +94,12 @@ class _CompileFacts:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.placeholders = [n.name for n in placeholders]
         self.attr_keys = [attr_key(n) for n in placeholders]
+        # Two modules' parameters of one name in one graph (a step function's globals m1, m2):
+        # those keys named with their module's root.
+        named = [attr_key(n, qualified=True) for n in placeholders]
+        repeated = {k for k in self.attr_keys if k is not None and self.attr_keys.count(k) > 1}
+        self.attr_keys = [q if k in repeated else k for k, q in zip(self.attr_keys, named)]
+        self.attr_keys = [f"{k}#{i}" if k is not None and self.attr_keys.count(k) > 1 else k for i, k in enumerate(self.attr_keys)]
         self.unrecordable: Optional[str] = None  # why the graph cannot be recorded, found at compile time
         # A symbolic graph: its ATen form, traced now with dynamo's symbolic example inputs (at
         # the first call only the real values are left), and the ShapeEnv of its symbols.
