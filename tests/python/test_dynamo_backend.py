@@ -194,6 +194,31 @@ def test_a_backward_called_from_compiled_code_records_only_the_programs_graphs(p
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
 
+class EmptyCache(torch.nn.Module):
+    """A key cache that starts empty, as transformers' DynamicCache does (Bloom): torch.cat of an
+    empty tensor and the transposed keys, then a reshape of the result."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, _ = self.qkv(x).view(b, s, 4, 3, 8).unbind(3)
+        keys = torch.cat([torch.tensor([]), k.transpose(1, 2)], dim=-2)
+        return (q.transpose(1, 2).reshape(b * 4, s, 8) @ keys.reshape(b * 4, -1, 8).transpose(-1, -2)).softmax(-1)
+
+
+def test_a_reshape_stays_legal_where_the_backend_lays_a_value_out_otherwise(parity_bin, tmp_path):
+    # torch.export wrote the reshape as a view (the traced cat was contiguous); Inductor folds the
+    # cat into the transposed keys and refused the view: EXCEPTION_RAISED where the program ran.
+    torch.manual_seed(0)
+    with torch.no_grad():
+        dump(EmptyCache().eval(), lambda f: f(torch.randn(2, 9, 32)), tmp_path / "prog")
+    r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "inductor")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
 def test_two_modules_parameters_of_one_name_keep_apart_keys(parity_bin, tmp_path):
     # A step function over two modules: both weights are `_parameters['weight']` of a module the
     # function reads (not of self), and both were recorded as param/weight: the dir loaded one

@@ -96,7 +96,8 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
             tensors[key] = value
         else:
             raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
-    gjson = graph_to_json(ep.graph_module, name, attr_keys, _exported_symbols(ep, attr_keys, tensors, inputs))
+    # export's decomposed graph is functional too: its views may be reshapes (_views_as_reshapes)
+    gjson = graph_to_json(_views_as_reshapes(ep.graph_module), name, attr_keys, _exported_symbols(ep, attr_keys, tensors, inputs))
     out_keys, out_names = [], []
     user_out = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
     computed = [(s.arg.name, n, v) for s, n, v in zip(user_out, eager_names, eager_leaves)
@@ -395,10 +396,12 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
 
 
 def _views_as_reshapes(gm: fx.GraphModule) -> fx.GraphModule:
-    """AOTAutograd's graph is functional (no op writes through a view), so each `view` may be a
-    `reshape`: the same values wherever the view was legal, and still legal when a replay lays an
-    intermediate out otherwise than the traced call did (inputs stored contiguous, another
-    backend's choice of output strides), where a `view` would refuse to run."""
+    """AOTAutograd's and torch.export's decomposed graphs are functional (no op writes through a
+    view), so each `view` may be a `reshape`: the same values wherever the view was legal, and
+    still legal when a replay lays an intermediate out otherwise than the traced call did (inputs
+    stored contiguous, another backend's choice of output strides: Inductor folds a `cat` of a
+    transposed tensor and an empty one into the transposed tensor, whose `view` it then refuses,
+    where the program's code said `reshape`)."""
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target is torch.ops.aten.view.default:
             n.target = torch.ops.aten.reshape.default
