@@ -344,7 +344,7 @@ def _dual_level_active() -> bool:
 
 def _calls_transforms(gm: fx.GraphModule) -> bool:
     """Whether dynamo's graph runs torch.func transforms itself (their level bookkeeping calls)."""
-    return any(n.op == "call_function" and getattr(n.target, "__module__", "").startswith(("torch._functorch", "torch._C._functorch"))
+    return any(n.op == "call_function" and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))
                for n in gm.graph.nodes)
 
 
