@@ -260,6 +260,10 @@ def test_torch_func_transforms_inside_compiled_code_are_recorded(parity_bin, tmp
     assert [g["name"] for g in manifest(tmp_path / "prog")["graphs"]] == ["graph_0"]
     r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "inductor")
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+    # and the graph computes what the program did: torch.export, run when the program ran, traced
+    # grad's result as zeros (a graph both sides agreed on, and wrong)
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "prog"), "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
 
     # hessian (forward-mode AD over reverse) and jacrev: traced with grad on, and a failed
     # trace's forward-mode AD level is exited too.

@@ -294,8 +294,8 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
         return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)
 
     # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
-    # on it, AOTAutograd flattens it as it does for a backend.
-    lowerings = [aot, fx_trace] if _autocast_active(inputs) else [export, aot, fx_trace] if _calls_transforms(gm) else [export, fx_trace]
+    # on it, or traces grad's result as zeros; AOTAutograd flattens it as it does for a backend.
+    lowerings = [aot, fx_trace] if _autocast_active(inputs) or _calls_transforms(gm) else [export, fx_trace]
     why = ""
     for k, lower in enumerate(lowerings):
         try:
