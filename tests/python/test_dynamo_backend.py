@@ -219,6 +219,25 @@ def test_a_reshape_stays_legal_where_the_backend_lays_a_value_out_otherwise(pari
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
 
+def test_a_recorded_graph_that_computes_other_values_than_the_program_is_refused(tmp_path):
+    # The replay check each recorded graph passes (lowering.replay_mismatch): the graph read back
+    # and run on its recorded inputs gives the program's outputs; a tensor under the wrong key
+    # (a parameter of the same shape: no load error, silently other values) or a lowering that
+    # traced a value as zeros does not, and the dump leaves such a graph out, saying why.
+    from parity_capture.lowering import replay_mismatch
+    from parity_capture.reader import load_repro
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+    with torch.no_grad():
+        dump(lambda x: b(torch.tanh(a(x))), lambda f: f(torch.randn(4, 8)), tmp_path / "prog")
+    (g,) = load_repro(str(tmp_path / "prog")).graphs
+    assert replay_mismatch(g.gjson, g.entry, g.tensors) is None
+    swapped = dict(g.tensors, **{"param/a.weight": g.tensors["param/b.weight"]})  # same shape, other values
+    assert "relative RMS difference" in replay_mismatch(g.gjson, g.entry, swapped)
+    zeros = dict(g.tensors, **{k: torch.zeros_like(g.tensors[k]) for k in g.entry["expected_outputs"]})
+    assert "output 0" in replay_mismatch(g.gjson, g.entry, zeros)
+
+
 def test_two_modules_parameters_of_one_name_keep_apart_keys(parity_bin, tmp_path):
     # A step function over two modules: both weights are `_parameters['weight']` of a module the
     # function reads (not of self), and both were recorded as param/weight: the dir loaded one

@@ -12,7 +12,7 @@ import torch.utils._pytree as pytree
 
 from . import checkpointed
 from .serialize import CaptureError, graph_to_json
-from .standalone import as_output
+from .standalone import as_output, graph_from_json, on_device, placeholder_values
 
 PRODUCER = "parity_capture 0.1"
 
@@ -372,6 +372,50 @@ def output_mismatch(lowered) -> Optional[str]:
             return f"output {k} is {val[0]['dtype']} in the graph, {dtype} in the program"
         if "sym_shape" not in val[0] and list(val[0]["shape"]) != list(value.shape):
             return f"output {k} has shape {val[0]['shape']} in the graph, {list(value.shape)} in the program"
+    return None
+
+
+# Ops that draw random numbers (by name: aten::normal_functional, native_dropout, randint_like,
+# ...): a graph with one replays other values than the program's call drew, so its replay is not
+# compared.
+_RANDOM_OP_WORDS = ("rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "exponential", "poisson",
+                    "rrelu", "cauchy", "geometric")
+
+
+def replay_mismatch(gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[str, torch.Tensor],
+                    device: str = "cpu") -> Optional[str]:
+    """Runs the recorded graph (as repro.py reads it back) on its recorded inputs and says where
+    a floating output leaves what the program got by more than rounding does (relative RMS error
+    above 1e-2; 5e-2 in 16-bit dtypes, and NaN/inf where the program had none); None when every
+    output agrees, the graph draws random numbers, or the replay itself cannot run (parity's
+    interpreter may still). A wrong lowering (a transform traced as zeros, a tensor under another
+    tensor's key) is never recorded as if it were the program: both sides of a verify would agree
+    on it."""
+    def random(g):
+        return any(n["op"] == "call_function" and any(w in (n.get("target") or "").split("::")[-1] for w in _RANDOM_OP_WORDS)
+                   for n in g["nodes"]) or any(random(sg) for sg in (g.get("subgraphs") or {}).values())
+    if random(gjson):
+        return None
+    try:
+        gm = on_device(graph_from_json(gjson, tensors), device)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in placeholder_values(gjson, entry, tensors)]
+        with torch.no_grad():
+            out = gm(*inputs)
+    except Exception:
+        return None
+    out = list(out) if isinstance(out, (list, tuple)) else [out]
+    for k, (got, key) in enumerate(zip(out, entry["expected_outputs"])):
+        want = tensors[key]
+        if not isinstance(got, torch.Tensor) or not want.is_floating_point() or got.shape != want.shape:
+            continue
+        a, b = got.detach().to("cpu", torch.float64), want.to(torch.float64)
+        if not torch.equal(a.isfinite(), b.isfinite()):
+            return f"output {k} ({entry.get('output_names', [None] * (k + 1))[k] or k}): non-finite values where the program had finite ones or the reverse"
+        finite = b.isfinite()
+        diff = (a[finite] - b[finite]).norm() / (b[finite].norm() + 1e-12)
+        limit = 5e-2 if want.dtype in (torch.float16, torch.bfloat16) else 1e-2
+        if diff > limit:
+            return f"output {k}: relative RMS difference {float(diff):.3g} from the program's value"
     return None
 
 
