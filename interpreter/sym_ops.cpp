@@ -27,6 +27,13 @@ std::string SymOpList() {
 
 namespace {
 
+// A float made an integer (int(), ceil, floor, round): past int64 the cast is undefined, so it is
+// an error naming the node.
+Expected<c10::IValue> IntOf(double x, const std::string& where, const std::string& target) {
+  if (!(std::fabs(x) < 9.2e18)) return Error::Runtime(where + ": " + target + " of " + std::to_string(x) + " is outside int64");
+  return c10::IValue(static_cast<int64_t>(x));
+}
+
 double Num(const c10::IValue& x) { return x.isDouble() ? x.toDouble() : x.isBool() ? (x.toBool() ? 1.0 : 0.0) : static_cast<double>(x.toInt()); }
 bool Integral(const c10::IValue& x) { return x.isInt() || x.isBool(); }
 int64_t AsInt(const c10::IValue& x) { return x.isBool() ? static_cast<int64_t>(x.toBool()) : x.toInt(); }
@@ -48,13 +55,16 @@ double MathFn(const std::string& op, double x) {
 
 // Python's round(x[, ndigits]): halves to even; round(x) of a number is an int, round(x, n) keeps
 // the type of x.
-c10::IValue Round(const std::vector<c10::IValue>& v) {
-  if (v.size() == 1) return Integral(v[0]) ? c10::IValue(AsInt(v[0])) : c10::IValue(static_cast<int64_t>(std::nearbyint(Num(v[0]))));
-  const int64_t digits = AsInt(v[1]);
+Expected<c10::IValue> Round(const std::vector<c10::IValue>& v, const std::string& where) {
+  if (v.size() == 1) {
+    if (Integral(v[0])) return c10::IValue(AsInt(v[0]));
+    return IntOf(std::nearbyint(Num(v[0])), where, "round");
+  }
+  const double digits = Num(v[1]);
   if (Integral(v[0])) {
     if (digits >= 0) return c10::IValue(AsInt(v[0]));
-    const double scale = std::pow(10.0, static_cast<double>(-digits));
-    return c10::IValue(static_cast<int64_t>(std::nearbyint(Num(v[0]) / scale) * scale));
+    const double scale = std::pow(10.0, -digits);
+    return IntOf(std::nearbyint(Num(v[0]) / scale) * scale, where, "round");
   }
   const double scale = std::pow(10.0, static_cast<double>(digits));
   return c10::IValue(std::nearbyint(Num(v[0]) * scale) / scale);
@@ -94,9 +104,9 @@ Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::
     const c10::IValue& x = v[0];
     if (op == "not" || op == "sym_not") return c10::IValue(Num(x) == 0);
     if (op == "float") return c10::IValue(Num(x));
-    if (op == "int") return c10::IValue(static_cast<int64_t>(std::trunc(Num(x))));
-    if (op == "ceil") return c10::IValue(static_cast<int64_t>(std::ceil(Num(x))));
-    if (op == "floor") return c10::IValue(static_cast<int64_t>(std::floor(Num(x))));
+    if (op == "int") return IntOf(std::trunc(Num(x)), where, target);
+    if (op == "ceil") return IntOf(std::ceil(Num(x)), where, target);
+    if (op == "floor") return IntOf(std::floor(Num(x)), where, target);
     if (op != "neg" && op != "pos" && op != "abs") return c10::IValue(MathFn(op, Num(x)));
     if (Integral(x)) {
       const int64_t i = AsInt(x);
@@ -111,7 +121,7 @@ Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::
   }
   if (op == "round") {
     if (arity != 1 && arity != 2) return Error::BadInput(where + ": " + target + " takes 1 or 2 arguments");
-    return Round(v);
+    return Round(v, where);
   }
   if (op == "sym_sum") {  // torch.sym_sum(list): its list arrives flattened
     if (std::all_of(v.begin(), v.end(), Integral)) {

@@ -47,7 +47,15 @@ double PyMod(double a, double b) { return a - b * std::floor(a / b); }
 double Bool(bool b) { return b ? 1.0 : 0.0; }
 // Python's round(): halves to even (the default rounding mode), as RoundToInt and round(x, n) do.
 double RoundHalfEven(double x) { return std::nearbyint(x); }
+// An integer operand of a bitwise function: a literal in the text can be any double, and a cast
+// of one past int64 is undefined.
+bool FitsInt64(double x) { return std::fabs(x) < 9.2e18; }
 int64_t AsInt(double x) { return static_cast<int64_t>(x); }
+template <typename F>
+Expected<double> Bits(const std::vector<double>& v, F f) {
+  if (!FitsInt64(v[0]) || !FitsInt64(v[1])) return Error::BadInput("operand outside int64");
+  return static_cast<double>(f(AsInt(v[0]), AsInt(v[1])));
+}
 
 // torch's is_non_overlapping_and_dense over sizes then strides (c10's
 // _compute_non_overlapping_and_dense): dims of size < 2 last, the rest by stride, each stride the
@@ -98,9 +106,9 @@ const std::map<std::string, Function>& Functions() {
       {"PowByNatural", {2, 2, [](V v) -> Expected<double> { return std::pow(v[0], v[1]); }}},
       {"LShift", {2, 2, [](V v) -> Expected<double> { return v[0] * std::pow(2.0, v[1]); }}},
       {"RShift", {2, 2, [](V v) -> Expected<double> { return std::floor(v[0] / std::pow(2.0, v[1])); }}},
-      {"BitwiseFn_bitwise_and", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) & AsInt(v[1])); }}},
-      {"BitwiseFn_bitwise_or", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) | AsInt(v[1])); }}},
-      {"BitwiseFn_bitwise_xor", {2, 2, [](V v) -> Expected<double> { return static_cast<double>(AsInt(v[0]) ^ AsInt(v[1])); }}},
+      {"BitwiseFn_bitwise_and", {2, 2, [](V v) { return Bits(v, [](int64_t a, int64_t b) { return a & b; }); }}},
+      {"BitwiseFn_bitwise_or", {2, 2, [](V v) { return Bits(v, [](int64_t a, int64_t b) { return a | b; }); }}},
+      {"BitwiseFn_bitwise_xor", {2, 2, [](V v) { return Bits(v, [](int64_t a, int64_t b) { return a ^ b; }); }}},
       {"Max", {1, SIZE_MAX, [](V v) -> Expected<double> { return *std::max_element(v.begin(), v.end()); }}},
       {"Min", {1, SIZE_MAX, [](V v) -> Expected<double> { return *std::min_element(v.begin(), v.end()); }}},
       {"Abs", {1, 1, [](V v) -> Expected<double> { return std::fabs(v[0]); }}},

@@ -275,6 +275,19 @@ TEST(Interpreter, SizeArithmeticHasPythonsValues) {
   }
 }
 
+TEST(Interpreter, ASizeFloatPastInt64IsAnErrorNotAnInteger) {
+  Graph g = Parse(R"JSON({"version": 2, "name": "big", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
+  "nodes": [
+    {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [5], "stride": [1], "sym_shape": ["s0"]}]}},
+    {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
+    {"name": "f", "op": "call_function", "target": "sym::mul", "args": [{"node": "n"}, 1e300], "meta": {"sym": "s0", "sym_type": "float"}},
+    {"name": "i", "op": "call_function", "target": "sym::int", "args": [{"node": "f"}], "meta": {"sym": "s0"}},
+    {"name": "output", "op": "output", "args": [[{"node": "i"}]]}]})JSON");
+  auto r = CompileAndRun(g, {{"x", at::randn({5})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("outside int64"), std::string::npos) << r.error().message;
+}
+
 // `out * x.shape[0]` and `out / x.shape[0]` of a symbolic graph: a size value (SymInt, SymFloat)
 // in a Tensor position is a wrapped number, as Python makes it, in the float32 run and the fp64
 // reference alike.

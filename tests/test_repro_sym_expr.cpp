@@ -69,6 +69,7 @@ TEST(SymExpr, AFunctionsArgumentCountIsCheckedWhenParsed) {
   ASSERT_TRUE(zero.ok());
   EXPECT_FALSE(zero->Eval({{"s0", 1}, {"s1", 0}}).ok());  // division by zero is an error, never inf
   EXPECT_FALSE(Expr::Parse("OpaqueUnaryFn_log(ToFloat(s0))", "t")->Eval({{"s0", 0}}).ok());  // -inf is no value
+  EXPECT_FALSE(Expr::Parse("BitwiseFn_bitwise_and(1e300, s0)", "t")->Eval({{"s0", 1}}).ok());  // no int64 to cast to
 }
 
 TEST(SymExpr, KnowsItsSymbols) {
