@@ -87,60 +87,45 @@ c10::IValue Bitwise(const std::string& op, const c10::IValue& x, const c10::IVal
 
 }  // namespace
 
-Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::IValue>& v, const std::string& where) {
-  const std::string op = target.substr(std::string(ir::kSymNamespace).size());
-  for (const auto& x : v)
-    if (!x.isInt() && !x.isDouble() && !x.isBool())
-      return Error::Runtime(where + ": " + target + " of a " + x.tagKind() + " (sizes, numbers and booleans only)");
-  const size_t arity = v.size();
-  auto need = [&](size_t k) -> Status {
-    if (arity != k) return Error::BadInput(where + ": " + target + " takes " + std::to_string(k) + " argument(s)");
-    return Status::Ok();
-  };
-  static const std::set<std::string> unary = {"neg", "pos", "abs", "not", "sym_not", "float", "int", "ceil", "floor",
-                                              "sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2"};
-  if (unary.count(op)) {
-    PARITY_RETURN_IF_ERROR(need(1));
-    const c10::IValue& x = v[0];
-    if (op == "not" || op == "sym_not") return c10::IValue(Num(x) == 0);
-    if (op == "float") return c10::IValue(Num(x));
-    if (op == "int") return IntOf(std::trunc(Num(x)), where, target);
-    if (op == "ceil") return IntOf(std::ceil(Num(x)), where, target);
-    if (op == "floor") return IntOf(std::floor(Num(x)), where, target);
-    if (op != "neg" && op != "pos" && op != "abs") return c10::IValue(MathFn(op, Num(x)));
-    if (Integral(x)) {
-      const int64_t i = AsInt(x);
-      return c10::IValue(op == "neg" ? -i : op == "abs" ? (i < 0 ? -i : i) : i);
-    }
-    const double d = Num(x);
-    return c10::IValue(op == "neg" ? -d : op == "abs" ? std::fabs(d) : d);
+namespace {
+
+const std::set<std::string>& UnaryOps() {
+  static const std::set<std::string> ops = {"neg", "pos",  "abs", "not", "sym_not", "float", "int",  "ceil", "floor", "sqrt",
+                                            "cos", "cosh", "sin", "sinh", "tan",   "tanh",  "asin", "acos", "atan",  "log2"};
+  return ops;
+}
+
+// One operand: negation, truth, conversions, math functions.
+Expected<c10::IValue> EvalUnary(const std::string& op, const c10::IValue& x, const std::string& where, const std::string& target) {
+  if (op == "not" || op == "sym_not") return c10::IValue(Num(x) == 0);
+  if (op == "float") return c10::IValue(Num(x));
+  if (op == "int") return IntOf(std::trunc(Num(x)), where, target);
+  if (op == "ceil") return IntOf(std::ceil(Num(x)), where, target);
+  if (op == "floor") return IntOf(std::floor(Num(x)), where, target);
+  if (op != "neg" && op != "pos" && op != "abs") return c10::IValue(MathFn(op, Num(x)));
+  if (Integral(x)) {
+    const int64_t i = AsInt(x);
+    return c10::IValue(op == "neg" ? -i : op == "abs" ? (i < 0 ? -i : i) : i);
   }
-  if (op == "sym_ite") {
-    PARITY_RETURN_IF_ERROR(need(3));
-    return Num(v[0]) != 0 ? v[1] : v[2];
-  }
-  if (op == "round") {
-    if (arity != 1 && arity != 2) return Error::BadInput(where + ": " + target + " takes 1 or 2 arguments");
-    return Round(v, where);
-  }
-  if (op == "sym_sum") {  // torch.sym_sum(list): its list arrives flattened
-    if (std::all_of(v.begin(), v.end(), Integral)) {
-      int64_t sum = 0;
-      for (const auto& x : v) sum += AsInt(x);
-      return c10::IValue(sum);
-    }
-    double sum = 0;
-    for (const auto& x : v) sum += Num(x);
-    return c10::IValue(sum);
-  }
-  if ((op == "max" || op == "min") && arity >= 1) {
-    c10::IValue best = v[0];
-    for (const auto& x : v)
-      if (op == "max" ? Num(x) > Num(best) : Num(x) < Num(best)) best = x;
-    return best;
-  }
-  PARITY_RETURN_IF_ERROR(need(2));
-  const c10::IValue &x = v[0], &y = v[1];
+  const double d = Num(x);
+  return c10::IValue(op == "neg" ? -d : op == "abs" ? std::fabs(d) : d);
+}
+
+// n << k, n >> k of integers (Python's: >> floors, no count below 0); past int64 an error.
+Expected<c10::IValue> Shift(const std::string& op, const c10::IValue& x, const c10::IValue& y, const std::string& where,
+                            const std::string& target) {
+  if (!Integral(x) || !Integral(y)) return Error::Runtime(where + ": " + target + " of a float");
+  const int64_t i = AsInt(x), j = AsInt(y);
+  if (j < 0) return Error::Runtime(where + ": " + target + " by a negative count");
+  if (op == "rshift") return c10::IValue(j >= 63 ? (i < 0 ? int64_t{-1} : int64_t{0}) : (i >> j));
+  if (j >= 63 || (i != 0 && std::fabs(static_cast<double>(i)) * std::pow(2.0, static_cast<double>(j)) >= 9.2e18))
+    return Error::Runtime(where + ": " + target + " overflows int64");
+  return c10::IValue(static_cast<int64_t>(static_cast<uint64_t>(i) << j));
+}
+
+// Two operands: comparisons, & | ^, shifts, arithmetic (int op int stays int).
+Expected<c10::IValue> EvalBinary(const std::string& op, const c10::IValue& x, const c10::IValue& y, const std::string& where,
+                                 const std::string& target) {
   const double a = Num(x), b = Num(y);
   if (op == "eq") return c10::IValue(a == b);
   if (op == "ne") return c10::IValue(a != b);
@@ -149,19 +134,10 @@ Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::
   if (op == "gt") return c10::IValue(a > b);
   if (op == "ge") return c10::IValue(a >= b);
   if (op == "and" || op == "or" || op == "xor") return Bitwise(op, x, y);
-  if (op == "lshift" || op == "rshift") {
-    if (!Integral(x) || !Integral(y)) return Error::Runtime(where + ": " + target + " of a float");
-    const int64_t i = AsInt(x), j = AsInt(y);
-    if (j < 0) return Error::Runtime(where + ": " + target + " by a negative count");
-    if (op == "rshift") return c10::IValue(j >= 63 ? (i < 0 ? int64_t{-1} : int64_t{0}) : (i >> j));  // floors, as Python's
-    if (j >= 63 || (i != 0 && std::fabs(static_cast<double>(i)) * std::pow(2.0, static_cast<double>(j)) >= 9.2e18))
-      return Error::Runtime(where + ": " + target + " overflows int64");
-    return c10::IValue(static_cast<int64_t>(static_cast<uint64_t>(i) << j));
-  }
+  if (op == "lshift" || op == "rshift") return Shift(op, x, y, where, target);
   if ((op == "floordiv" || op == "mod" || op == "truediv") && b == 0) return Error::Runtime(where + ": " + target + " by zero");
   if (op == "truediv") return c10::IValue(a / b);
-  const bool ints = Integral(x) && Integral(y);
-  if (ints) {
+  if (Integral(x) && Integral(y)) {
     const int64_t i = AsInt(x), j = AsInt(y);
     if (op == "add") return c10::IValue(i + j);
     if (op == "sub") return c10::IValue(i - j);
@@ -177,6 +153,52 @@ Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::
   if (op == "mod") return c10::IValue(a - b * std::floor(a / b));
   if (op == "pow") return c10::IValue(std::pow(a, b));
   return Error::BadInput(where + ": unknown size operation " + target);
+}
+
+// torch.sym_sum(list): its list arrives flattened.
+c10::IValue Sum(const std::vector<c10::IValue>& v) {
+  if (std::all_of(v.begin(), v.end(), Integral)) {
+    int64_t sum = 0;
+    for (const auto& x : v) sum += AsInt(x);
+    return c10::IValue(sum);
+  }
+  double sum = 0;
+  for (const auto& x : v) sum += Num(x);
+  return c10::IValue(sum);
+}
+
+}  // namespace
+
+Expected<c10::IValue> EvalSym(const std::string& target, const std::vector<c10::IValue>& v, const std::string& where) {
+  const std::string op = target.substr(std::string(ir::kSymNamespace).size());
+  for (const auto& x : v)
+    if (!x.isInt() && !x.isDouble() && !x.isBool())
+      return Error::Runtime(where + ": " + target + " of a " + x.tagKind() + " (sizes, numbers and booleans only)");
+  auto need = [&](size_t k) -> Status {
+    if (v.size() != k) return Error::BadInput(where + ": " + target + " takes " + std::to_string(k) + " argument(s)");
+    return Status::Ok();
+  };
+  if (UnaryOps().count(op)) {
+    PARITY_RETURN_IF_ERROR(need(1));
+    return EvalUnary(op, v[0], where, target);
+  }
+  if (op == "sym_ite") {
+    PARITY_RETURN_IF_ERROR(need(3));
+    return Num(v[0]) != 0 ? v[1] : v[2];
+  }
+  if (op == "round") {
+    if (v.size() != 1 && v.size() != 2) return Error::BadInput(where + ": " + target + " takes 1 or 2 arguments");
+    return Round(v, where);
+  }
+  if (op == "sym_sum") return Sum(v);
+  if ((op == "max" || op == "min") && !v.empty()) {
+    c10::IValue best = v[0];
+    for (const auto& x : v)
+      if (op == "max" ? Num(x) > Num(best) : Num(x) < Num(best)) best = x;
+    return best;
+  }
+  PARITY_RETURN_IF_ERROR(need(2));
+  return EvalBinary(op, v[0], v[1], where, target);
 }
 
 }  // namespace detail
