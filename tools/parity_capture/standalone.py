@@ -414,25 +414,26 @@ def load_dir(here):
     return manifest, gm, placeholder_values(gjson, entry, tensors)
 
 
+def _map_arguments(gm, follow):
+    """`follow` applied to every constant argument of every call in gm's graph and in every graph
+    inside it (higher-order ops' subgraphs); gm rewritten in place."""
+    for m in gm.modules():
+        if not isinstance(m, fx.GraphModule):
+            continue
+        for n in m.graph.nodes:
+            if n.op == "call_function":
+                n.args, n.kwargs = fx.node.map_aggregate(n.args, follow), fx.node.map_aggregate(n.kwargs, follow)
+        m.recompile()
+    return gm
+
+
 def on_device(gm, device):
     """gm on `device` as parity's interpreter runs a graph there (interpreter/operands.cpp): its
     parameters and buffers moved, and every device argument (a factory op's device=, a
     _to_copy's) the run's device, in its subgraphs too. A dir captured on the CPU and run on a GPU
     would otherwise make some tensors on the CPU."""
     dev = torch.device(device)
-    gm = gm.to(dev)
-    follow = lambda a: dev if isinstance(a, torch.device) else a
-    for m in gm.modules():
-        if not isinstance(m, fx.GraphModule):
-            continue
-        changed = False
-        for n in m.graph.nodes:
-            args, kwargs = fx.node.map_aggregate(n.args, follow), fx.node.map_aggregate(n.kwargs, follow)
-            if args != n.args or kwargs != n.kwargs:
-                n.args, n.kwargs, changed = args, kwargs, True
-        if changed:
-            m.recompile()
-    return gm
+    return _map_arguments(gm.to(dev), lambda a: dev if isinstance(a, torch.device) else a)
 
 
 def in_run_dtype(gm, dtype):
@@ -443,23 +444,13 @@ def in_run_dtype(gm, dtype):
     casts to bfloat16, a factory op's dtype=float32) computes in `dtype` throughout instead of
     mixing it with the pinned one; factory ops with no dtype follow it as torch's default dtype
     (default_dtype)."""
-    gm = copy.deepcopy(gm).to(dtype)
     complex_run = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
 
     def follow(v):
         if isinstance(v, torch.dtype):
             return dtype if v.is_floating_point else complex_run if v.is_complex and complex_run else v
-        if isinstance(v, (list, tuple)):
-            return type(v)(follow(x) for x in v)
         return v
-    for m in gm.modules():
-        if not isinstance(m, fx.GraphModule):
-            continue
-        for n in m.graph.nodes:
-            if n.op == "call_function":
-                n.args, n.kwargs = follow(n.args), {k: follow(v) for k, v in n.kwargs.items()}
-        m.recompile()
-    return gm
+    return _map_arguments(copy.deepcopy(gm).to(dtype), follow)
 
 
 class default_dtype:  # noqa: N801 (a context manager)
