@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import warnings
 
 import pytest
@@ -434,3 +435,17 @@ def test_a_missing_fp64_reference_is_never_silent(parity_bin, tmp_path):
         rows = json.load(open(gate_out / "gate.json"))["rows"]
         assert rows[0]["verdict"] == "NO_FP64"
     assert "without an fp64 reference" in r.stdout
+
+
+def test_a_program_whose_graphs_never_reach_the_backend_is_told_why_there_is_no_dir(tmp_path):
+    # dynamo hands the backend no graph (nothing to compile here; in programs, a graph break it
+    # cannot handle: a fused optimizer's step, an RNN module): no dir, and one line at exit says why
+    program = ("import torch\nfrom parity_capture import dump_backend\n"
+               "f = torch.compile(lambda x: x, backend=dump_backend(%r))\nprint(f(torch.ones(2)).sum().item())\n"
+               % str(tmp_path / "none"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.join(os.path.dirname(__file__), "..", "..", "tools"),
+                                                                   os.environ.get("PYTHONPATH")) if p))
+    r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "2.0", r.stderr
+    assert "no graph reached this backend" in r.stderr and str(tmp_path / "none") in r.stderr
+    assert not (tmp_path / "none").exists()

@@ -16,12 +16,15 @@ eagerly as if nothing happened, and is listed in the manifest's `skipped_graphs`
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import logging
 import re
+import sys
 import threading
 import warnings
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -495,4 +498,17 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
         return run
 
     backend.dump = dump  # type: ignore[attr-defined]
+    atexit.register(_say_if_no_graph_came, weakref.ref(dump))
     return backend
+
+
+def _say_if_no_graph_came(ref: "weakref.ReferenceType[_Dump]") -> None:
+    """At the program's exit: a backend that dynamo never handed a graph wrote nothing, and the
+    user, who expects a repro dir, is told why there is none (dynamo ran the program eagerly:
+    nothing to compile, or a graph break it could not handle, like a fused optimizer's step or
+    an RNN module). A backend the program dropped before exit says nothing."""
+    dump = ref()
+    if dump is not None and dump.compiled == 0:
+        sys.stderr.write(f"parity dump_backend: no graph reached this backend, so nothing was written to {dump.out_dir}: "
+                         "dynamo ran the program eagerly (nothing to compile, or a graph break it could not handle; "
+                         "TORCH_LOGS=graph_breaks says where)\n")
