@@ -67,17 +67,43 @@ Program::~Program() = default;
 const ir::Graph& Program::graph() const { return *impl_->graph; }
 size_t Program::num_ops() const { return impl_->num_ops; }
 
+namespace {
+
+// Whether a step's own values are random numbers or uninitialized memory: an op tagged
+// nondeterministic_seeded (unless it takes a dropout_p that is 0: attention's ops carry the tag
+// for their dropout), an empty* allocation, or a higher-order op whose subgraph has such a value.
+bool DrawsRandom(const Step& s, const detail::Subprograms& subprograms) {
+  if (s.kind == StepKind::kHop) {
+    for (const std::string& name : s.node->SubgraphNames()) {
+      auto it = subprograms.find(name);
+      if (it == subprograms.end()) continue;
+      const std::vector<bool> r = it->second.RandomOutputs();
+      if (std::find(r.begin(), r.end(), true) != r.end()) return true;
+    }
+    return false;
+  }
+  if (s.kind != StepKind::kOp) return false;
+  const std::string name = s.op->operator_name().name;
+  if (name.rfind("aten::empty", 0) == 0 || name.rfind("aten::new_empty", 0) == 0) return true;
+  if (!s.op->hasTag(at::Tag::nondeterministic_seeded)) return false;
+  const auto& sargs = s.op->schema().arguments();
+  for (size_t k = 0; k < sargs.size() && k < s.operands.size(); ++k) {
+    const Operand& o = s.operands[k];
+    if (sargs[k].name() == "dropout_p" && o.kind == Operand::Kind::kConst && (o.constant.isDouble() || o.constant.isInt()))
+      return o.constant.toScalar().toDouble() != 0.0;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::vector<bool> Program::RandomOutputs() const {
   const auto& steps = impl_->steps;
   std::vector<char> random(steps.size(), 0);
   std::vector<bool> out;
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
-    if (s.kind == StepKind::kOp) {
-      const std::string name = s.op->operator_name().name;
-      random[i] = s.op->hasTag(at::Tag::nondeterministic_seeded) || name.rfind("aten::empty", 0) == 0 ||
-                  name.rfind("aten::new_empty", 0) == 0;
-    }
+    random[i] = DrawsRandom(s, impl_->subprograms);
     for (const auto& o : s.operands)
       for (int r : o.refs)
         if (r >= 0 && random[r]) random[i] = 1;

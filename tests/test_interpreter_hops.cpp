@@ -51,6 +51,20 @@ const char* kCond = R"JSON({"version": 3, "name": "c",
     {"name": "g", "op": "call_function", "target": "getitem", "args": [{"node": "c"}, 0]},
     {"name": "output", "op": "output", "args": [[{"node": "g"}]]}]})JSON";
 
+// A higher-order op's outputs are random where a subgraph it calls draws random numbers.
+TEST(Hops, ACallOfASubgraphThatDrawsIsRandom) {
+  std::string text = kCond;
+  auto at = text.find("aten::sin");
+  text.replace(at, std::string("aten::sin").size(), "aten::rand_like");
+  const ir::Graph drawing = Parse(text), plain = Parse(kCond);  // a Program reads its graph
+  auto p = Program::Compile(drawing, "test.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->RandomOutputs(), (std::vector<bool>{true}));
+  auto q = Program::Compile(plain, "test.json");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->RandomOutputs(), (std::vector<bool>{false}));
+}
+
 TEST(Hops, CondRunsTheBranchItsPredicateChooses) {
   ir::Graph g = Parse(kCond);
   const at::Tensor pos = at::arange(1.0, 7.0).sub(2.0), neg = pos.neg().sub(3.0);

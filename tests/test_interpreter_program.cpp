@@ -364,6 +364,20 @@ TEST(Interpreter, KnowsWhichOutputsAreRandom) {
   EXPECT_EQ(p->RandomOutputs(), (std::vector<bool>{true, false, true, false}));
 }
 
+// Attention's ops carry the random tag for their dropout: with dropout_p 0 (given or defaulted)
+// their outputs are compared by value like any other; with dropout they are random.
+TEST(Interpreter, AttentionIsRandomOnlyWithDropout) {
+  Graph g = Parse(R"({"version": 1, "nodes": [
+    {"name": "q", "op": "placeholder"},
+    {"name": "a", "op": "call_function", "target": "aten::scaled_dot_product_attention", "args": [{"node": "q"}, {"node": "q"}, {"node": "q"}]},
+    {"name": "b", "op": "call_function", "target": "aten::scaled_dot_product_attention", "args": [{"node": "q"}, {"node": "q"}, {"node": "q"}, null, 0.0]},
+    {"name": "c", "op": "call_function", "target": "aten::scaled_dot_product_attention", "args": [{"node": "q"}, {"node": "q"}, {"node": "q"}], "kwargs": {"dropout_p": 0.1}},
+    {"name": "output", "op": "output", "args": [[{"node": "a"}, {"node": "b"}, {"node": "c"}]]}]})");
+  auto p = Program::Compile(g, "test.json");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->RandomOutputs(), (std::vector<bool>{false, false, true}));
+}
+
 // A ZeroTensor (autograd's zero gradient) has no storage: it leaves a run as ordinary zeros, so
 // every consumer (comparators, files) can read it.
 TEST(Interpreter, ZeroTensorOutputsAreMaterialized) {

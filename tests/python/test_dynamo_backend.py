@@ -239,6 +239,35 @@ def test_a_recorded_graph_that_computes_other_values_than_the_program_is_refused
     assert "output 0" in replay_mismatch(g.gjson, g.entry, zeros)
 
 
+def test_attention_with_dropout_is_recorded_and_without_it_is_checked(parity_bin, tmp_path):
+    # Attention draws random numbers only with dropout: a train step with dropout_p > 0 replays
+    # other numbers than the program drew and is recorded unchecked (it was refused as a wrong
+    # graph); without dropout the replay is compared like any graph's (`repro run`'s side of the
+    # rule: test_interpreter_program.cpp, AttentionIsRandomOnlyWithDropout).
+    from parity_capture.lowering import replay_mismatch
+    from parity_capture.reader import load_repro
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(8, 24)
+
+    def attend(p):
+        def step(x):
+            q, k, v = proj(x).view(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4)
+            loss = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p).pow(2).sum()
+            loss.backward()
+            return loss
+        return step
+
+    for p, name in ((0.3, "dropout"), (0.0, "plain")):
+        _, caught = dump(attend(p), lambda f: f(torch.randn(2, 5, 8)), tmp_path / name)
+        assert not caught, [str(w.message) for w in caught]
+        (g,) = load_repro(str(tmp_path / name)).graphs
+        r = run_parity(parity_bin, "repro", "run", str(tmp_path / name), "--backend", "eager")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert ("random" in r.stdout) == (p > 0), r.stdout
+    zeros = dict(g.tensors, **{k: torch.zeros_like(g.tensors[k]) for k in g.entry["expected_outputs"]})
+    assert "output 0" in replay_mismatch(g.gjson, g.entry, zeros)  # the plain graph is compared
+
+
 def test_two_modules_parameters_of_one_name_keep_apart_keys(parity_bin, tmp_path):
     # A step function over two modules: both weights are `_parameters['weight']` of a module the
     # function reads (not of self), and both were recorded as param/weight: the dir loaded one

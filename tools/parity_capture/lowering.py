@@ -375,11 +375,25 @@ def output_mismatch(lowered) -> Optional[str]:
     return None
 
 
-# Ops that draw random numbers (by name: aten::normal_functional, native_dropout, randint_like,
-# ...): a graph with one replays other values than the program's call drew, so its replay is not
-# compared.
-_RANDOM_OP_WORDS = ("rand", "normal", "bernoulli", "dropout", "uniform", "multinomial", "exponential", "poisson",
-                    "rrelu", "cauchy", "geometric")
+def _draws_random(node: Dict[str, Any]) -> bool:
+    """Whether a recorded call draws random numbers: its op is tagged nondeterministic_seeded (the
+    fact parity's interpreter asks, interpreter/program.cpp), unless it takes a dropout_p that is 0
+    (attention's ops carry the tag for their dropout). An op torch does not know draws none."""
+    namespace, _, name = (node.get("target") or "").partition("::")
+    packet = getattr(getattr(torch.ops, namespace, None), name.split(".")[0], None) if name else None
+    try:
+        op = getattr(packet, name.split(".")[1] if "." in name else "default")
+    except (AttributeError, RuntimeError):
+        return False
+    if torch.Tag.nondeterministic_seeded not in op.tags:
+        return False
+    names = [a.name for a in op._schema.arguments]
+    if "dropout_p" not in names:
+        return True
+    k = names.index("dropout_p")
+    args = node.get("args") or []
+    p = args[k] if k < len(args) else (node.get("kwargs") or {}).get("dropout_p", op._schema.arguments[k].default_value)
+    return not (isinstance(p, (int, float)) and p == 0)
 
 
 def replay_mismatch(gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[str, torch.Tensor],
@@ -392,8 +406,8 @@ def replay_mismatch(gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[
     tensor's key) is never recorded as if it were the program: both sides of a verify would agree
     on it."""
     def random(g):
-        return any(n["op"] == "call_function" and any(w in (n.get("target") or "").split("::")[-1] for w in _RANDOM_OP_WORDS)
-                   for n in g["nodes"]) or any(random(sg) for sg in (g.get("subgraphs") or {}).values())
+        return any(n["op"] == "call_function" and _draws_random(n) for n in g["nodes"]) or \
+            any(random(sg) for sg in (g.get("subgraphs") or {}).values())
     if random(gjson):
         return None
     try:
