@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 namespace parity::minifier {
 
@@ -42,11 +43,33 @@ std::string NormalizeMessage(const std::string& message) {
   return out;
 }
 
+namespace {
+
+// What a failing output's rule (compare::ToString(Rule)) says is wrong with it.
+const char* AccuracyClass(const std::string& rule) {
+  if (rule == "dtype_mismatch") return "dtype";
+  if (rule == "shape_mismatch" || rule == "structure") return "shape";
+  return "values";
+}
+
+std::vector<std::string> AccuracyClasses(const nlohmann::json& outputs) {
+  std::set<std::string> classes;
+  if (outputs.is_array())
+    for (const auto& o : outputs)
+      if (o.is_object() && !o.value("pass", true)) classes.insert(AccuracyClass(o.value("rule", std::string())));
+  return {classes.begin(), classes.end()};
+}
+
+}  // namespace
+
 Signature Signature::FromResult(const verifier::ExperimentResult& r) {
   using verifier::Code;
   Signature s;
   switch (r.code) {
-    case Code::kFail: s.kind = FailureKind::kAccuracy; break;
+    case Code::kFail:
+      s.kind = FailureKind::kAccuracy;
+      s.accuracy_classes = AccuracyClasses(r.outputs);
+      break;
     case Code::kExceptionRaised:
       s.kind = FailureKind::kException;
       s.exception_type = r.exception_type;
@@ -70,6 +93,10 @@ bool Signature::Matches(const Signature& o) const {
   switch (kind) {
     case FailureKind::kException: return exception_type == o.exception_type && message == o.message;
     case FailureKind::kCrash: return signal == o.signal;
+    case FailureKind::kAccuracy:
+      return accuracy_classes.empty() || o.accuracy_classes.empty() ||
+             std::find_first_of(accuracy_classes.begin(), accuracy_classes.end(), o.accuracy_classes.begin(),
+                                o.accuracy_classes.end()) != accuracy_classes.end();
     default: return true;
   }
 }
@@ -78,12 +105,19 @@ std::string Signature::Describe() const {
   switch (kind) {
     case FailureKind::kException: return "exception " + exception_type + " (" + message + ")";
     case FailureKind::kCrash: return "crash (signal " + std::to_string(signal) + ")";
+    case FailureKind::kAccuracy: {
+      std::string about;
+      for (const auto& c : accuracy_classes) about += (about.empty() ? "" : ", ") + c;
+      return about.empty() ? "accuracy" : "accuracy (" + about + ")";
+    }
     default: return ToString(kind);
   }
 }
 
 nlohmann::json Signature::ToJson() const {
-  return {{"kind", ToString(kind)}, {"exception_type", exception_type}, {"message", message}, {"signal", signal}};
+  nlohmann::json j = {{"kind", ToString(kind)}, {"exception_type", exception_type}, {"message", message}, {"signal", signal}};
+  if (!accuracy_classes.empty()) j["accuracy_classes"] = accuracy_classes;
+  return j;
 }
 
 Expected<Signature> Signature::FromJson(const nlohmann::json& j) {
@@ -104,6 +138,12 @@ Expected<Signature> Signature::FromJson(const nlohmann::json& j) {
   s.exception_type = j.value("exception_type", std::string());
   s.message = j.value("message", std::string());
   s.signal = j.value("signal", 0);
+  if (j.contains("accuracy_classes")) {
+    const auto& c = j["accuracy_classes"];
+    if (!c.is_array() || !std::all_of(c.begin(), c.end(), [](const nlohmann::json& x) { return x.is_string(); }))
+      return Error::BadInput("failure signature: field \"accuracy_classes\" must be a list of strings");
+    s.accuracy_classes = c.get<std::vector<std::string>>();
+  }
   return s;
 }
 

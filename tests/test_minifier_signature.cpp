@@ -41,5 +41,29 @@ TEST(Signature, MatchesOnlyTheSameKindOfFailure) {
   EXPECT_TRUE(back->Matches(e));
 }
 
+// An accuracy failure is about its outputs' values, dtypes or shapes: a candidate whose outputs
+// fail only on a dtype does not stand for an original whose values were off (the drift a
+// bfloat16 model's reduction made: a prefix's loss summed from bfloat16 and float32 values).
+TEST(Signature, AccuracyFailuresMatchOnlyWhereTheyFailForTheSameReason) {
+  verifier::ExperimentResult values, dtype, both, unlisted;
+  values.code = dtype.code = both.code = unlisted.code = verifier::Code::kFail;
+  values.outputs = nlohmann::json::array({{{"pass", true}, {"rule", "allclose"}}, {{"pass", false}, {"rule", "rmse"}}});
+  dtype.outputs = nlohmann::json::array({{{"pass", false}, {"rule", "dtype_mismatch"}}});
+  both.outputs = nlohmann::json::array({{{"pass", false}, {"rule", "dtype_mismatch"}}, {{"pass", false}, {"rule", "noise_budget"}}});
+  const Signature v = Signature::FromResult(values), d = Signature::FromResult(dtype), b = Signature::FromResult(both);
+  EXPECT_EQ(v.accuracy_classes, (std::vector<std::string>{"values"}));
+  EXPECT_EQ(b.accuracy_classes, (std::vector<std::string>{"dtype", "values"}));
+  EXPECT_FALSE(d.Matches(v));
+  EXPECT_FALSE(v.Matches(d));
+  EXPECT_TRUE(v.Matches(b));
+  EXPECT_TRUE(d.Matches(b));
+  EXPECT_TRUE(Signature::FromResult(unlisted).Matches(v));  // a result without outputs says nothing against it
+  EXPECT_EQ(d.Describe(), "accuracy (dtype)");
+  auto back = Signature::FromJson(b.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->accuracy_classes, b.accuracy_classes);
+  EXPECT_FALSE(Signature::FromJson({{"kind", "accuracy"}, {"accuracy_classes", 3}}).ok());
+}
+
 }  // namespace
 }  // namespace parity::minifier

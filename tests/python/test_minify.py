@@ -208,6 +208,12 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor", "--backend-option",
                        "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
+    # The standalone script runs the train graph as parity does (forward and backward from fresh
+    # parameters, the loss and every gradient compared): a failure only in gradients reproduces.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+    assert "loss: FAIL" in p.stdout and "grad/" in p.stdout, p.stdout
 
 
 def test_user_check_command(parity_bin, deep, tmp_path):

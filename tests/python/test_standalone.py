@@ -39,13 +39,13 @@ def test_every_floating_dtype_follows_the_run_and_the_original_is_kept():
     x = torch.randn(2, 3)
     before = gm.code
     fp64 = standalone.in_run_dtype(gm, torch.float64)
-    (got,) = standalone.run(fp64, [x], "cpu", torch.float64)
+    (got,) = standalone.run(fp64, [x], "cpu", torch.float64).values()
     assert got.dtype == torch.float64
     w = gm.w.detach().double()
     want = ((x.double() @ w.t()) + 0.75) @ w
     torch.testing.assert_close(got, want)  # no bfloat16 rounding left in it
     assert gm.code == before and gm.w.dtype == torch.float32  # a copy
-    (plain,) = standalone.run(gm, [x], "cpu")  # the graph as recorded: bfloat16 inside
+    (plain,) = standalone.run(gm, [x], "cpu").values()  # the graph as recorded: bfloat16 inside
     assert plain.dtype == torch.float32 and not torch.equal(plain.double(), want)
 
 
@@ -62,7 +62,7 @@ def test_the_rule_reaches_the_graphs_inside_higher_order_ops():
     x = torch.full((3,), 1.0 / 3)
     gm = make_fx(Branches())(x)
     assert any(isinstance(m, fx.GraphModule) for m in gm.children())
-    (got,) = standalone.run(standalone.in_run_dtype(gm, torch.float64), [x], "cpu", torch.float64)
+    (got,) = standalone.run(standalone.in_run_dtype(gm, torch.float64), [x], "cpu", torch.float64).values()
     assert got.dtype == torch.float64
     torch.testing.assert_close(got, torch.full((3,), 1.0, dtype=torch.float64))  # float16 would round 1/3
 
@@ -81,8 +81,8 @@ def test_an_autocast_train_step_as_captured_runs_in_float64(tmp_path):
     torch._dynamo.reset()
     _, gm, inputs = standalone.load_dir(str(out))
     assert "torch.bfloat16" in gm.code
-    ref = standalone.run(gm, inputs, "cpu")
-    fp64 = standalone.run(standalone.in_run_dtype(gm, torch.float64), inputs, "cpu", torch.float64)
+    ref = list(standalone.run(gm, inputs, "cpu").values())
+    fp64 = list(standalone.run(standalone.in_run_dtype(gm, torch.float64), inputs, "cpu", torch.float64).values())
     assert [t.dtype for t in fp64] == [torch.float64] * len(ref)
     for a, b in zip(ref, fp64):
         torch.testing.assert_close(a.double(), b, rtol=5e-2, atol=5e-2)  # bfloat16's rounding apart

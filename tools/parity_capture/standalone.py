@@ -23,6 +23,10 @@ from parity_capture.same import same_tensor  # package-only
 FORMAT_VERSION = 3  # 3: subgraphs (higher-order ops); 2: symbolic graphs (symbols, guards, sym_shape, sym); 1, 2 read as they are
 OLDEST_FORMAT_VERSION = 1
 GETITEM = "getitem"
+# A run's seed and a train run's SGD step, as parity's C++ reference has them (verifier/reference.h
+# ReferenceOptions::seed, kSgdLr; parity sends both with each run request, repro.py runs without it).
+SEED = 1337
+SGD_LR = 0.01
 
 
 # Size arithmetic of symbolic graphs: graph target "sym::<name>" -> the Python function.
@@ -403,15 +407,39 @@ def _with_config(cfg, patch, fn, xs):
 
 def load_dir(here):
     """(manifest, GraphModule, inputs) of a one-graph repro dir."""
-    with open(os.path.join(here, "manifest.json")) as f:
-        manifest = json.load(f)
-    tensors = load_tensors(os.path.join(here, manifest.get("tensors", "tensors.safetensors")))
-    entry = manifest["graphs"][0]
-    with open(os.path.join(here, entry["file"])) as f:
-        gjson = json.load(f)
-    gm = graph_from_json(gjson, tensors)
-    gm.parity_symbols = gjson.get("symbols") or {}  # a symbolic graph: compiled as dynamic
-    return manifest, gm, placeholder_values(gjson, entry, tensors)
+    d = ReproDirGraph(here)
+    return d.manifest, d.module(), d.inputs()
+
+
+class ReproDirGraph:
+    """A one-graph repro dir as repro.py runs it: the graph rebuilt fresh for each run (a train
+    run's parameters collect their own gradients), its inputs, and what a train run
+    differentiates and feeds its backward (docs/format.md: requires_grad, tangents)."""
+
+    def __init__(self, here):
+        with open(os.path.join(here, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        self.tensors = load_tensors(os.path.join(here, self.manifest.get("tensors", "tensors.safetensors")))
+        self.entry = self.manifest["graphs"][0]
+        with open(os.path.join(here, self.entry["file"])) as f:
+            self.gjson = json.load(f)
+        self.train = self.manifest.get("mode") == "train"
+        self.input_names = [n["name"] for n in self.gjson["nodes"] if n["op"] == "placeholder"]
+
+    def differentiates(self, key):
+        wanted = self.entry.get("requires_grad")
+        return wanted is None or key in wanted
+
+    def module(self):
+        gm = graph_from_json(self.gjson, self.tensors, parameters=self.differentiates if self.train else False)
+        gm.parity_symbols = self.gjson.get("symbols") or {}  # a symbolic graph: compiled as dynamic
+        return gm
+
+    def inputs(self):
+        return placeholder_values(self.gjson, self.entry, self.tensors)
+
+    def tangents(self):
+        return [None if k is None else self.tensors[k] for k in self.entry.get("tangents", [])]
 
 
 def _map_arguments(gm, follow):
@@ -469,16 +497,65 @@ class default_dtype:  # noqa: N801 (a context manager)
             torch.set_default_dtype(self.saved)
 
 
-def run(fn, inputs, device, dtype=None):
-    """Outputs of fn (a module already on `device`, or its compiled form) on the inputs, floating
-    ones in `dtype` when given (fn then in_run_dtype's copy: the rule is in the graph)."""
+def _attr_keys(gm):
+    """Module attribute -> tensor key in the repro dir, for every get_attr."""
+    return {n.target: n.meta["parity_target"] for n in gm.graph.nodes if n.op == "get_attr" and "parity_target" in n.meta}
+
+
+def train_results(gm, tangents, input_names, out, inputs, sgd_lr):
+    """What a train run reports, in order (the contract parity's C++ reference shares, contract.py):
+    the loss (or, for a graph captured with the gradients its program fed to its outputs, every
+    output, and the backward of those gradients), the gradients of the parameters and of the
+    floating inputs it differentiates (None -> zeros), the parameters after one SGD step."""
+    res = {}
+    if tangents:
+        roots, grads = [], []
+        for k, (o, t) in enumerate(zip(out, tangents)):
+            res[f"output/{k}"] = as_output(o).detach()
+            if t is not None and isinstance(o, torch.Tensor) and o.requires_grad:
+                roots.append(o)
+                grads.append(t.to(o.device, o.dtype))
+        if roots:
+            torch.autograd.backward(roots, grads)
+    else:
+        loss = out[0]
+        loss.backward()
+        res["loss"] = loss.detach()
+    keys = _attr_keys(gm)
+    params = list(gm.named_parameters())
+    grad = lambda t: (t.grad if t.grad is not None else torch.zeros_like(t)).detach()  # noqa: E731
+    for attr, p in params:
+        res[f"grad/{keys[attr]}"] = grad(p)
+    for name, x in zip(input_names, inputs):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            res[f"grad/input/{name}"] = grad(x)
+    with torch.no_grad():
+        for attr, p in params:
+            res[f"sgd/{keys[attr]}"] = (p - sgd_lr * grad(p)).detach()
+    return res
+
+
+def run(fn, inputs, device, dtype=None, train=None):
+    """Results of fn (a module already on `device`, or its compiled form) on the inputs, floating
+    ones in `dtype` when given (fn then in_run_dtype's copy: the rule is in the graph), by name:
+    the outputs, or with `train` (gm, the ReproDirGraph) what a train run reports (train_results,
+    its floating differentiated inputs requiring grad)."""
     def cast(t):
         if not isinstance(t, torch.Tensor):  # a size of a symbolic graph
             return t
         return t.to(device, dtype) if dtype is not None and t.is_floating_point() else t.to(device)
-    torch.manual_seed(1337)
-    with torch.no_grad(), default_dtype(dtype):
-        return [as_output(o).detach().cpu() for o in fn(*[cast(x) for x in inputs])]
+    xs = [cast(x) for x in inputs]
+    torch.manual_seed(SEED)
+    if train is None:
+        with torch.no_grad(), default_dtype(dtype):
+            return {f"output/{k}": as_output(o).detach().cpu() for k, o in enumerate(fn(*xs))}
+    gm, d = train
+    xs = [x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+          and d.differentiates(name) else x for x, name in zip(xs, d.input_names)]
+    with torch.enable_grad(), default_dtype(dtype):
+        out = fn(*xs)
+        res = train_results(gm, d.tangents(), d.input_names, out, xs, SGD_LR)
+    return {k: v.detach().cpu() for k, v in res.items()}
 
 
 def deterministic_setup():
@@ -492,28 +569,37 @@ def deterministic_setup():
 
 
 def main(here, dynamo_backend):
-    """Eager, float64 and the backend on the repro dir `here`; exit 1 when the backend's result
-    fails the check (the bug reproduces), 0 when not, 2 when the backend has no Python path."""
+    """Eager, float64 and the backend on the repro dir `here` (a train dir: forward and backward,
+    as parity runs it); exit 1 when the backend's result fails the check (the bug reproduces), 0
+    when not, 2 when the backend has no Python path."""
     deterministic_setup()
-    manifest, gm, inputs = load_dir(here)
-    backend = manifest.get("backend", {})
+    d = ReproDirGraph(here)
+    backend = d.manifest.get("backend", {})
     if not dynamo_backend:
         print(f"backend {backend.get('name')} runs in parity's C++ runtime: parity repro run {here} --backend {backend.get('name')}")
         return 2
-    device = manifest.get("device", "cpu")
-    tol = manifest.get("failure", {}).get("tol", 1e-4)
-    gm = on_device(gm, device)
-    ref = run(gm, inputs, device)
-    fp64 = run(in_run_dtype(gm, torch.float64), inputs, device, torch.float64)
-    torch._dynamo.reset()
-    symbolic = bool(getattr(gm, "parity_symbols", None))
-    res = run(compile_for(gm, dynamo_backend, backend.get("options"), True if symbolic else None), inputs, device)
+    device = d.manifest.get("device", "cpu")
+    tol = d.manifest.get("failure", {}).get("tol", 1e-4)
+    inputs = d.inputs()
+
+    def results(dtype=None, compiled=False):
+        gm = on_device(d.module(), device)  # each run from fresh parameters
+        if dtype is not None:
+            gm = in_run_dtype(gm, dtype)
+        fn = gm
+        if compiled:
+            torch._dynamo.reset()
+            fn = compile_for(gm, dynamo_backend, backend.get("options"), True if gm.parity_symbols else None)
+        return run(fn, inputs, device, dtype, (gm, d) if d.train else None)
+
+    ref, fp64, res = results(), results(torch.float64), results(compiled=True)
     bad = []
-    for i, (a, b, c) in enumerate(zip(ref, res, fp64)):
+    for name, a in ref.items():
+        b, c = res[name], fp64[name]
         ok, rule, message = same_tensor(a, b, c, tol=tol, equal_nan=True, ignore_non_fp=True)
         err = (a.double() - b.double()).abs().max().item() if a.numel() and a.shape == b.shape else float("nan")
-        print(f"output {i}: {'ok' if ok else 'FAIL'} ({rule}) max abs error {err:.3g} {message}")
+        print(f"{name}: {'ok' if ok else 'FAIL'} ({rule}) max abs error {err:.3g} {message}")
         if not ok:
-            bad.append(i)
+            bad.append(name)
     print("REPRODUCED: the backend's result fails the check" if bad else "not reproduced")
     return 1 if bad else 0
