@@ -2,6 +2,7 @@
 
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 
@@ -230,6 +231,18 @@ Expected<Operand> BuildOperand(const std::string& where, const c10::Argument& sc
   return OperandBuilder(where).Build(schema_arg, a);
 }
 
+namespace {
+
+// A device without an index ("cuda") as its current one, where tensors made on it land: a
+// graph's own device checks (export's _assert_tensor_metadata) compare with the index.
+c10::Device Indexed(const c10::Device& d) {
+  if (d.has_index() || d.is_cpu() || !c10::impl::hasDeviceGuardImpl(d.type())) return d;
+  const c10::Device current = c10::impl::getDeviceGuardImpl(d.type())->getDevice();
+  return current.has_index() ? current : d;
+}
+
+}  // namespace
+
 c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>& frame, const RunOptions& options) {
   switch (o.kind) {
     case Operand::Kind::kConst: return o.constant;
@@ -238,7 +251,7 @@ c10::IValue Materialize(const Operand& o, const std::vector<c10::IValue>& frame,
       if (options.float_dtype) t = Followed(t, *options.float_dtype);
       return t;
     }
-    case Operand::Kind::kDevice: return options.device;
+    case Operand::Kind::kDevice: return Indexed(options.device);
     case Operand::Kind::kNode: return frame[o.refs[0]];
     case Operand::Kind::kNumberTensor: {
       const c10::IValue& v = frame[o.refs[0]];

@@ -478,3 +478,30 @@ def test_a_program_whose_graphs_never_reach_the_backend_is_told_why_there_is_no_
     assert r.returncode == 0 and r.stdout.strip() == "2.0", r.stderr
     assert "no graph reached this backend" in r.stderr and str(tmp_path / "none") in r.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_attention_is_recorded_as_the_call_the_program_made(parity_bin, tmp_path):
+    # A lowering traced without grad records the attention kernel dispatch chose for inference
+    # (on CUDA, cudnn's without its logsumexp: a train run of the graph then failed in its
+    # backward). Recorded as scaled_dot_product_attention, each run and backend chooses its own;
+    # grouped-query attention keeps enable_gqa.
+    from parity_capture.reader import load_repro
+    torch.manual_seed(0)
+    q_p, kv_p = torch.nn.Linear(16, 16), torch.nn.Linear(16, 8)
+
+    def step(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            q = q_p(x).view(2, 5, 4, 4).transpose(1, 2)
+            kv = kv_p(x).view(2, 5, 2, 4).transpose(1, 2)
+            loss = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, is_causal=True, enable_gqa=True).float().pow(2).mean()
+        loss.backward()
+        return loss
+
+    _, caught = dump(step, lambda f: f(torch.randn(2, 5, 16)), tmp_path / "gqa")
+    assert not caught, [str(w.message) for w in caught]
+    (g,) = load_repro(str(tmp_path / "gqa")).graphs
+    calls = [n for n in g.gjson["nodes"] if "attention" in str(n.get("target"))]
+    assert [n["target"] for n in calls] == ["aten::scaled_dot_product_attention"], calls
+    assert calls[0]["kwargs"].get("enable_gqa") is True and calls[0]["args"][5] is True  # is_causal
+    r, records = verify(parity_bin, tmp_path / "out", tmp_path / "gqa", "--backend", "inductor")
+    assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr

@@ -6,6 +6,7 @@ interpreter's rule in interpreter/layout.h), where casting only its parameters a
 import os
 import sys
 
+import pytest
 import torch
 import torch.fx as fx
 
@@ -123,3 +124,18 @@ def test_size_expressions_evaluate_as_the_interpreter_does():
     for expr, want in cases.items():
         assert standalone.eval_size(expr, b) == want, expr
     assert abs(standalone.eval_size("OpaqueUnaryFn_sqrt(ToFloat(s0)) + FloatPow(2.0, IntTrueDiv(s0, 4))", b) - (5 ** 0.5 + 2 ** 1.25)) < 1e-12
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_device_without_an_index_is_the_current_one():
+    # A program run with torch.set_default_device("cuda") records device=cuda in export's
+    # metadata checks; the tensors are on cuda:0, and the run compares the two.
+    g = fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.ops.aten.mul.Tensor, (x, 2))
+    g.call_function(torch.ops.aten._assert_tensor_metadata.default, (y, None, None, torch.float32),
+                    {"device": torch.device("cuda"), "layout": torch.strided})
+    g.output((y,))
+    gm = standalone.on_device(fx.GraphModule(torch.nn.Module(), g), "cuda")
+    (out,) = gm(torch.ones(3, device="cuda"))
+    assert out.device == torch.device("cuda", torch.cuda.current_device())

@@ -459,8 +459,13 @@ def on_device(gm, device):
     """gm on `device` as parity's interpreter runs a graph there (interpreter/operands.cpp): its
     parameters and buffers moved, and every device argument (a factory op's device=, a
     _to_copy's) the run's device, in its subgraphs too. A dir captured on the CPU and run on a GPU
-    would otherwise make some tensors on the CPU."""
+    would otherwise make some tensors on the CPU. A device without an index ("cuda") is its
+    current one, where tensors made on it land: a graph's own device checks (export's
+    _assert_tensor_metadata) compare with the index."""
     dev = torch.device(device)
+    module = getattr(torch, dev.type, None)
+    if dev.index is None and hasattr(module, "current_device") and dev.type != "cpu":
+        dev = torch.device(dev.type, module.current_device())
     return _map_arguments(gm.to(dev), lambda a: dev if isinstance(a, torch.device) else a)
 
 
