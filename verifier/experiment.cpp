@@ -250,8 +250,9 @@ Expected<std::vector<Shape>> ShapesOf(const ExperimentSpec& spec, const Experime
   sym::Bindings recorded;
   for (const auto& [name, sy] : graph.graph.symbols) recorded[name] = sy.hint;
   std::vector<Shape> shapes = {{"", ctx.repro, &graph, recorded}};
-  // A train graph with the gradients its program fed back holds them at the recorded sizes only.
-  if (!graph.graph.symbolic() || spec.sweep <= 0 || graph.has_tangents()) return shapes;
+  // A train graph with the gradients its program fed back sweeps where they fit every size (a
+  // scalar loss's); gradients of outputs with symbolic sizes hold at the recorded sizes only.
+  if (!graph.graph.symbolic() || spec.sweep <= 0 || !TangentsFitEveryShape(graph)) return shapes;
   int k = 0;
   for (const auto& point : SweepPoints(graph.graph, spec.sweep)) {
     const std::filesystem::path dir = ctx.work_dir / ("shape" + std::to_string(k) + "-" + FileNameSlug(graph.name));
@@ -306,7 +307,7 @@ Stop RunGraph(const ExperimentSpec& spec, ExperimentResult& r, const PhaseFn& on
   if (!shapes.ok()) return Finish(r, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
   if (spec.sweep > 0 && graph.graph.symbolic() && shapes->size() == 1)
     r.notes += (r.notes.empty() ? "" : "; ") + graph.name + ": verified at its recorded shape only (" +
-               (graph.has_tangents() ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") + ")";
+               (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") + ")";
   ReferenceOptions ro;
   ro.device = ctx.device;
   ro.hook = backend.EagerHook(ctx);

@@ -118,8 +118,24 @@ at::Tensor LikeCaptured(const at::Tensor& captured, const std::vector<int64_t>& 
 
 }  // namespace
 
+bool TangentsFitEveryShape(const GraphEntry& entry) {
+  const ir::Node* out = entry.graph.output();
+  if (!entry.has_tangents() || out == nullptr) return true;
+  if (out->args.empty()) return false;
+  const std::vector<ir::Arg>& values = out->args[0].list;  // the outputs, in order, as tangents are
+  for (size_t k = 0; k < entry.tangents.size(); ++k) {
+    if (entry.tangents[k].empty()) continue;
+    if (k >= values.size() || values[k].kind != ir::Arg::Kind::kNode) return false;
+    const auto& meta = values[k].node->meta;
+    if (meta.empty() || !meta[0] || meta[0]->symbolic()) return false;
+  }
+  return true;
+}
+
 Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const sym::Bindings& point, uint64_t seed,
                          const fs::path& dir, bool with_expected) {
+  if (!TangentsFitEveryShape(entry))
+    return Error::BadInput("graph \"" + entry.name + "\": its recorded gradients have the recorded sizes only");
   GraphEntry e;
   e.name = entry.name;
   e.file = "graphs/" + entry.name + ".json";
@@ -128,6 +144,7 @@ Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const s
   e.device = entry.device;
   e.amp = entry.amp;
   e.requires_grad = entry.requires_grad;
+  e.tangents = entry.tangents;
   e.graph = entry.graph.Clone();
   for (auto& [name, s] : e.graph.symbols)
     if (!s.unbacked) s.hint = point.at(name);
@@ -158,6 +175,11 @@ Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const s
     m.stride.clear();  // contiguous at the new sizes
     tensors.emplace_back(key, LikeCaptured(captured, shape, gen));
   }
+  for (const std::string& key : e.tangents)
+    if (!key.empty() && written.insert(key).second) {
+      PARITY_ASSIGN_OR_RETURN(at::Tensor t, repro.Tensor(key));
+      tensors.emplace_back(key, t);
+    }
   if (with_expected) {
     const std::map<std::string, at::Tensor> by_key(tensors.begin(), tensors.end());
     interp::TensorMap inputs, attrs;

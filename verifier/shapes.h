@@ -33,9 +33,15 @@ std::string PointLabel(const sym::Bindings& point);
 // of a point (verify/failure_repro.h) holds the very inputs the experiment failed on.
 uint64_t ShapeSeed(const sym::Bindings& point);
 
+// Whether the gradients a train graph's program fed to its outputs (tangents) fit every shape:
+// each one is for an output whose size no symbol sets (a scalar loss). A graph without
+// tangents holds at every shape too.
+bool TangentsFitEveryShape(const GraphEntry& entry);
+
 // `entry` at `point`, written to `dir` as a one-graph repro dir: the inputs whose dims are
 // symbols regenerated at the point's sizes (seeded by `seed`), the rest and the parameters as
-// captured, the symbols' hints the point's values. Expected outputs (the recorded call's do not
+// captured, the symbols' hints the point's values, its tangents where they fit every shape
+// (TangentsFitEveryShape; kBadInput where they do not). Expected outputs (the recorded call's do not
 // fit) only with `with_expected`: the interpreter's eager outputs at the point, on the CPU.
 [[nodiscard]] Status WriteShapeVariant(const ReproDir& repro, const GraphEntry& entry, const sym::Bindings& point,
                                        uint64_t seed, const std::filesystem::path& dir, bool with_expected = false);

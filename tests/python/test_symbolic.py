@@ -245,6 +245,34 @@ def test_a_training_loop_with_a_smaller_last_batch_verifies_its_gradients(parity
         assert records[0]["verification_code"] == "PASS", (stage, records)
 
 
+def test_a_dynamic_train_step_with_its_loss_inside_sweeps_its_shapes(parity_bin, tmp_path):
+    # The loss is computed inside the compiled step: its gradient (1.0) fits every batch size, so
+    # the sweep runs the train graph at other sizes, and a bug that shows only at one is found.
+    torch.manual_seed(0)
+    model = Net()
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    torch._dynamo.reset()
+    f = torch.compile(step, backend=dump_backend(str(tmp_path / "dyn")), dynamic=True)
+    f(torch.randn(6, 8), torch.randn(6, 4))
+    torch._dynamo.reset()
+    (g,) = manifest(tmp_path / "dyn")["graphs"]
+    assert g["mode"] == "train" and g.get("tangents") and graph_json(tmp_path / "dyn", g).get("symbols")
+    fault = ["--backend", "fault", "--backend-option", "op=aten::relu", "--backend-option", "only_size=3"]
+    r, records = verify(parity_bin, tmp_path / "sweep", tmp_path / "dyn", *fault, "--shapes", "sweep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (rec,) = records
+    assert rec["experiment"]["test"] == "train" and "recorded shape only" not in (rec.get("notes") or "")
+    assert [list(s["symbols"].values()) for s in rec["shapes"] if not s["pass"]] == [[3]], rec["shapes"]
+    (d,) = list((tmp_path / "sweep" / "repros").iterdir())  # the train graph at the size it failed at
+    again = run_parity(parity_bin, "repro", "run", str(d), "--backend", "fault")
+    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
+
+
 class SizeArith(torch.nn.Module):
     """Sizes in arithmetic as programs write it: rounding, shifts, bitwise ops, math functions
     and floats of sizes, feeding views, factories and tensor math."""
