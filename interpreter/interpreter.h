@@ -29,8 +29,8 @@ namespace parity::interp {
 
 using TensorMap = std::map<std::string, at::Tensor>;
 
-// Called after each op node with its value; may replace the value (fault injection) or return
-// an error (which aborts the run with that error).
+// Called after each op node with its value, in subgraphs too (each time a higher-order op runs
+// one); may replace the value (fault injection) or return an error (which aborts the run).
 using NodeHook = std::function<Status(const ir::Node& node, c10::IValue& value)>;
 
 struct RunOptions {

@@ -470,8 +470,9 @@ Expected<RunResult> Program::RunSteps(const Inputs& in, const TensorMap& attrs, 
   std::vector<char> computed(steps.size(), 0);  // op steps a batch kernel ran ahead
   PARITY_ASSIGN_OR_RETURN(std::vector<char> keep, KeptSteps(*impl_->graph, steps.size(), options));
   RunResult result;
-  RunOptions sub_options = options;  // subgraphs run as the graph does, with no hook and nothing recorded
-  sub_options.hook = nullptr;
+  // Subgraphs run as the graph does, its node hook too (a fault injected into an op reaches the
+  // op inside a cond branch, a scan's body, a checkpointed block); nothing of them is recorded.
+  RunOptions sub_options = options;
   sub_options.record.clear();
   sub_options.record_all = false;
   size_t position = 0;  // the next positional input

@@ -306,6 +306,21 @@ def test_a_relu_bug_inside_a_checkpointed_block_minifies_to_the_relu(parity_bin,
     assert s["inlined"] == ["checkpoint"], s  # reduced inside the block: its call inlined on the way
 
 
+@pytest.mark.parametrize("name,op", [("scan", "aten::tanh"), ("while", "aten::"), ("ckpt-train", "aten::gelu"),
+                                     ("cond", "aten::")])
+def test_a_fault_in_an_op_inside_a_subgraph_is_injected(parity_bin, programs, tmp_path, name, op):
+    # The fault backend reaches ops inside higher-order ops' subgraphs, as a compiler's bug does.
+    g = graph_json(programs[name], manifest(programs[name])["graphs"][0])
+    outside = {n.get("target") for n in g["nodes"]}
+    inner = sorted({n["target"] for sg in g.get("subgraphs", {}).values() for n in sg["nodes"]
+                    if n["op"] == "call_function" and n["target"].startswith(op) and n["target"] not in outside})
+    assert inner, name  # an op only the subgraphs call
+    r, records = verify(parity_bin, tmp_path, programs[name], "--backend", "fault", "--backend-option", f"op={inner[-1]}",
+                        "--backend-option", "delta=0.5")
+    (rec,) = records
+    assert rec["verification_code"] == "FAIL", (inner[-1], rec)
+
+
 def test_a_version_2_dir_loads_unchanged(parity_bin, programs, tmp_path):
     """A dir written before subgraphs (version 2, no subgraphs) replays as it did."""
     d = tmp_path / "v2"
