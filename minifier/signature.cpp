@@ -45,10 +45,17 @@ std::string NormalizeMessage(const std::string& message) {
 
 namespace {
 
-// What a failing output's rule (compare::ToString(Rule)) says is wrong with it.
-const char* AccuracyClass(const std::string& rule) {
+// What is wrong with a failing output: its dtype, its shape, or its values; values whose error
+// its noise budget says rounding alone explains (same() fails them, the calibrated rule would
+// not) are "rounding", apart from values off beyond it.
+const char* AccuracyClass(const nlohmann::json& output) {
+  const std::string rule = output.value("rule", std::string());
   if (rule == "dtype_mismatch") return "dtype";
   if (rule == "shape_mismatch" || rule == "structure") return "shape";
+  const auto budget = output.find("noise_budget");
+  if (budget != output.end() && budget->is_object() && budget->contains("check") && (*budget)["check"].is_object() &&
+      (*budget)["check"].value("within", false))
+    return "rounding";
   return "values";
 }
 
@@ -56,7 +63,7 @@ std::vector<std::string> AccuracyClasses(const nlohmann::json& outputs) {
   std::set<std::string> classes;
   if (outputs.is_array())
     for (const auto& o : outputs)
-      if (o.is_object() && !o.value("pass", true)) classes.insert(AccuracyClass(o.value("rule", std::string())));
+      if (o.is_object() && !o.value("pass", true)) classes.insert(AccuracyClass(o));
   return {classes.begin(), classes.end()};
 }
 

@@ -21,10 +21,12 @@ struct Signature {
   std::string exception_type;  // kException
   std::string message;         // kException: normalized first line
   int signal = 0;              // kCrash
-  // kAccuracy: what its failing outputs are about, sorted: "values", "dtype", "shape" (empty
-  // where the result lists no outputs). Accuracy failures match only where these meet: a
-  // reduction that changes an output's dtype where the original's values were off (a loss summed
-  // from a bfloat16 and a float32 value) fails another way.
+  // kAccuracy: what its failing outputs are about, sorted: "values" (off beyond what rounding
+  // explains), "rounding" (same() fails them, their noise budget says rounding alone explains
+  // it), "dtype", "shape" (empty where the result lists no outputs). Accuracy failures match only
+  // where these meet: a reduction that changes an output's dtype where the original's values
+  // were off (a loss summed from a bfloat16 and a float32 value), or whose values differ only by
+  // rounding where the original's were off by 16 noise budgets, fails another way.
   std::vector<std::string> accuracy_classes;
 
   // PASS and SKIPPED are no failure; so are EAGER_FAILED and NONDETERMINISTIC_EAGER_RUN (the

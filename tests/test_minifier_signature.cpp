@@ -59,6 +59,15 @@ TEST(Signature, AccuracyFailuresMatchOnlyWhereTheyFailForTheSameReason) {
   EXPECT_TRUE(d.Matches(b));
   EXPECT_TRUE(Signature::FromResult(unlisted).Matches(v));  // a result without outputs says nothing against it
   EXPECT_EQ(d.Describe(), "accuracy (dtype)");
+  // Off by rounding only (within the output's noise budget) is not off beyond it.
+  verifier::ExperimentResult rounding;
+  rounding.code = verifier::Code::kFail;
+  rounding.outputs = nlohmann::json::array(
+      {{{"pass", false}, {"rule", "rmse"}, {"noise_budget", {{"check", {{"within", true}, {"budgets", 0.39}}}}}}});
+  const Signature r = Signature::FromResult(rounding);
+  EXPECT_EQ(r.accuracy_classes, (std::vector<std::string>{"rounding"}));
+  EXPECT_FALSE(r.Matches(v));
+  EXPECT_TRUE(r.Matches(r));
   auto back = Signature::FromJson(b.ToJson());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->accuracy_classes, b.accuracy_classes);
