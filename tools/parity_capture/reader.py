@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.fx as fx
 
+from . import standalone
 from .standalone import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
                          graph_from_json, load_tensors, on_device, placeholder_values, resolve_target)
 
@@ -43,14 +44,12 @@ class ReproGraph:
         return [self.tensors[k] for k in self.entry.get("expected_outputs", [])]
 
     def tangents(self) -> List[Optional[torch.Tensor]]:
-        """The gradients the program's backward fed to the outputs (train captures of real
-        programs; docs/format.md); [] when the graph's first output is a loss."""
-        return [None if k is None else self.tensors[k] for k in self.entry.get("tangents", [])]
+        """standalone.tangents of this graph."""
+        return standalone.tangents(self.entry, self.tensors)
 
     def differentiates(self, name: str) -> bool:
-        """Whether a train run differentiates an input (placeholder name) or parameter (key)."""
-        wanted = self.entry.get("requires_grad")
-        return wanted is None or name in wanted
+        """standalone.differentiates of this graph."""
+        return standalone.differentiates(self.entry, name)
 
 
 @dataclass

@@ -427,8 +427,7 @@ class ReproDirGraph:
         self.input_names = [n["name"] for n in self.gjson["nodes"] if n["op"] == "placeholder"]
 
     def differentiates(self, key):
-        wanted = self.entry.get("requires_grad")
-        return wanted is None or key in wanted
+        return differentiates(self.entry, key)
 
     def module(self):
         gm = graph_from_json(self.gjson, self.tensors, parameters=self.differentiates if self.train else False)
@@ -439,7 +438,20 @@ class ReproDirGraph:
         return placeholder_values(self.gjson, self.entry, self.tensors)
 
     def tangents(self):
-        return [None if k is None else self.tensors[k] for k in self.entry.get("tangents", [])]
+        return tangents(self.entry, self.tensors)
+
+
+def differentiates(entry, name):
+    """Whether a train run of a graph (its manifest entry) differentiates an input (placeholder
+    name) or a parameter (tensor key)."""
+    wanted = entry.get("requires_grad")
+    return wanted is None or name in wanted
+
+
+def tangents(entry, tensors):
+    """The gradients the program's backward fed to a graph's outputs (train captures of real
+    programs; docs/format.md); [] when the graph's first output is a loss."""
+    return [None if k is None else tensors[k] for k in entry.get("tangents", [])]
 
 
 def _map_arguments(gm, follow):
