@@ -8,6 +8,11 @@ nlohmann::json NodeInfo(const ir::Node* n) {
   return {{"node", n->name()}, {"target", n->target()}, {"module_path", n->module_path}, {"stack_trace", n->stack_trace}};
 }
 
+std::string SourceLine(const ir::Node& n) {
+  if (std::string line = ir::ModelLine(n.stack_trace); !line.empty()) return line;
+  return n.stack_trace.substr(0, n.stack_trace.find('\n'));
+}
+
 nlohmann::json ReductionState::ToJson() const {
   return {{"source", source},
           {"backend", base.backend},

@@ -55,6 +55,10 @@ struct ReductionState {
 // A node as the summary names it: name, target, module path, stack trace.
 nlohmann::json NodeInfo(const ir::Node* n);
 
+// Where a node comes from, as the log names it: the model's own line (the innermost frame
+// outside torch: ir::ModelLine), else its stack trace's first line; "" without one.
+std::string SourceLine(const ir::Node& n);
+
 // What the steps may use besides the state.
 struct StepContext {
   const ReproDir& repro;

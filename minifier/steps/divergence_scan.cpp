@@ -121,7 +121,7 @@ void Found(StepContext& ctx, ReductionState& state, const ir::Node* culprit, ir:
   state.localization = std::move(localization);
   ctx.log << "divergence scan: first divergent node %" << culprit->name() << " (" << culprit->target() << ")"
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << ", confirmed; " << how << "\n";
-  if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
+  if (!culprit->stack_trace.empty()) ctx.log << "    at " << SourceLine(*culprit) << "\n";
   state.current = std::move(reduced);
 }
 

@@ -104,7 +104,7 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
   state.culprit = NodeInfo(culprit);
   ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << " after " << test.runs() << " backend runs\n";
-  if (!culprit->stack_trace.empty()) ctx.log << "  " << culprit->stack_trace.substr(0, culprit->stack_trace.find('\n')) << "\n";
+  if (!culprit->stack_trace.empty()) ctx.log << "    at " << SourceLine(*culprit) << "\n";
   // The smallest graphs that may still fail, tried at once: the culprit alone, then (train) the
   // culprit on its path with sum() as the loss; else the failing prefix.
   std::vector<std::pair<std::string, ir::Graph>> tries;

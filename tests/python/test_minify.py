@@ -205,6 +205,7 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     assert "aten::relu" in ops and len(ops) <= 3, s["graph_text"]
     assert s["culprit"]["target"] == "aten::relu"
     assert "relu_model.py" in s["culprit"]["stack_trace"] and "capture.py" not in s["culprit"]["stack_trace"]
+    assert "    at relu_model.py:" in r.stdout, r.stdout  # the log names the model's own line (innermost frame)
     again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor", "--backend-option",
                        "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
