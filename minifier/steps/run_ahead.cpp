@@ -22,7 +22,7 @@ verifier::ExperimentBatch ScanAhead(const StepContext& ctx, const ReductionState
   const std::string mode = graphs[0].mode.empty() ? state.base.test : graphs[0].mode;
   if (mode != "eval" || !failure.is_object() || failure.value("kind", "") != "accuracy") return {};
   if (!InlinableSubgraphCalls(graphs[0].graph).empty()) return {};
-  std::vector<ir::Graph> first = ScanSegments(graphs[0].graph, 2 * jobs, ctx.options.scan_max);
+  std::vector<ir::Graph> first = ScanSegments(graphs[0].graph, ScanSegmentCount(jobs), ctx.options.scan_max);
   if (first.size() > static_cast<size_t>(jobs)) first.resize(static_cast<size_t>(jobs));
   if (first.empty() && ctx.cpus >= 2 * jobs)
     if (auto whole = ScanGraph(graphs[0].graph, ctx.options.scan_max)) first.push_back(std::move(*whole));

@@ -74,6 +74,8 @@ std::optional<ir::Graph> ScanGraph(const ir::Graph& g, int max, std::vector<cons
 // segment cannot be cut.
 std::vector<ir::Graph> ScanSegments(const ir::Graph& g, int count, int max,
                                     std::vector<std::vector<const ir::Node*>>* exposed = nullptr);
+// How many segments the scan cuts a graph into with `jobs` runs at a time.
+int ScanSegmentCount(int jobs);
 
 // The shortest failing prefix of `current` (k-ary search, options.jobs probes at a time): its
 // last op is the culprit. Sets culprit and cuts `current` to the smallest of the culprit alone,
