@@ -502,6 +502,6 @@ def test_attention_is_recorded_as_the_call_the_program_made(parity_bin, tmp_path
     (g,) = load_repro(str(tmp_path / "gqa")).graphs
     calls = [n for n in g.gjson["nodes"] if "attention" in str(n.get("target"))]
     assert [n["target"] for n in calls] == ["aten::scaled_dot_product_attention"], calls
-    assert calls[0]["kwargs"].get("enable_gqa") is True and calls[0]["args"][5] is True  # is_causal
+    assert calls[0]["kwargs"].get("enable_gqa") is True and calls[0]["kwargs"].get("is_causal") is True
     r, records = verify(parity_bin, tmp_path / "out", tmp_path / "gqa", "--backend", "inductor")
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr

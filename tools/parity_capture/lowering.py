@@ -4,7 +4,6 @@ use; neither imports the other for it."""
 from __future__ import annotations
 
 import contextlib
-import operator
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -98,7 +97,7 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
         else:
             raise CaptureError(f"input {ph}: input kind {spec.kind} is not supported")
     # export's decomposed graph is functional too: its views may be reshapes (_views_as_reshapes)
-    gjson = graph_to_json(_as_called(ep.graph_module), name, attr_keys, _exported_symbols(ep, attr_keys, tensors, inputs))
+    gjson = graph_to_json(_views_as_reshapes(ep.graph_module), name, attr_keys, _exported_symbols(ep, attr_keys, tensors, inputs))
     out_keys, out_names = [], []
     user_out = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
     computed = [(s.arg.name, n, v) for s, n, v in zip(user_out, eager_names, eager_leaves)
@@ -201,7 +200,6 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
                 gm = make_fx(fn, tracing_mode="real")(*real)
             else:
                 raise
-    gm = _as_called(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     attr_keys, tensors, inputs = {}, {}, {}
     for n, k in zip(placeholders[: len(keys)], keys):
@@ -452,63 +450,7 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
         aot_module_simplified(checkpointed.as_marked_calls(gm), list(example_inputs), fw_compiler=fw_compiler)
     if "gm" not in captured:
         raise CaptureError("AOTAutograd compiled no graph")
-    return _as_called(captured["gm"])
-
-
-def _as_called(gm: fx.GraphModule) -> fx.GraphModule:
-    """A lowered graph (AOTAutograd's or torch.export's, both functional) with what the lowering
-    chose for the call it traced undone where a replay needs the program's own call."""
-    return _attention_as_called(_views_as_reshapes(gm))
-
-
-# The kernels scaled_dot_product_attention dispatches to (by device, dtype and whether grad is
-# on), and what each calls its mask.
-_ATTENTION_KERNELS = {
-    "_scaled_dot_product_flash_attention": None,
-    "_scaled_dot_product_flash_attention_for_cpu": "attn_mask",
-    "_scaled_dot_product_efficient_attention": "attn_bias",
-    "_scaled_dot_product_cudnn_attention": "attn_bias",
-    "_scaled_dot_product_attention_math": "attn_mask",
-}
-
-
-def _attention_as_called(gm: fx.GraphModule) -> fx.GraphModule:
-    """Each attention kernel whose only used result is its output, as the scaled_dot_product_attention
-    call it was dispatched from. The lowering traced without grad, so the kernel it recorded was
-    chosen for inference: CUDA's cudnn kernel then computes no logsumexp, and a train run that
-    differentiates the graph fails in its backward ("expected Tensor()"), where the program's own
-    compile chose a kernel for training. The composite lets each run, and each backend, choose."""
-    sdpa = torch.ops.aten.scaled_dot_product_attention.default
-    for n in list(gm.graph.nodes):
-        packet = getattr(n.target, "overloadpacket", None) if n.op == "call_function" else None
-        name = getattr(packet, "__name__", "")
-        if name not in _ATTENTION_KERNELS or not n.users or not all(u.target is operator.getitem for u in n.users):
-            continue
-        outputs = {u.args[1]: u for u in n.users}
-        if any(k != 0 and u.users for k, u in outputs.items()):
-            continue  # the logsumexp or a mask is used: the kernel's other results are the program's
-        bound = dict(zip((a.name for a in n.target._schema.arguments), n.args))
-        bound.update(n.kwargs)
-        if bound.get("dropout_mask") is not None:
-            continue
-        mask = bound.get(_ATTENTION_KERNELS[name]) if _ATTENTION_KERNELS[name] else None
-        q, k = bound["query"].meta.get("val"), bound["key"].meta.get("val")
-        gqa = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() >= 3 and q.shape[-3] != k.shape[-3]
-        with gm.graph.inserting_before(n):
-            call = gm.graph.call_function(sdpa, (bound["query"], bound["key"], bound["value"], mask,
-                                                 bound.get("dropout_p", 0.0), bound.get("is_causal", False)),
-                                          {"scale": bound.get("scale"), **({"enable_gqa": True} if gqa else {})})
-        call.meta = dict(outputs[0].meta) if 0 in outputs else {}
-        if "stack_trace" in n.meta:
-            call.meta["stack_trace"] = n.meta["stack_trace"]
-        if 0 in outputs:
-            outputs[0].replace_all_uses_with(call)
-        for u in outputs.values():
-            gm.graph.erase_node(u)
-        gm.graph.erase_node(n)
-    gm.graph.lint()
-    gm.recompile()
-    return gm
+    return _views_as_reshapes(captured["gm"])
 
 
 def _views_as_reshapes(gm: fx.GraphModule) -> fx.GraphModule:

@@ -211,8 +211,9 @@ def attention_as_sdpa(gm: fx.GraphModule) -> fx.GraphModule:
     graph then names the attention, and every consumer dispatches it as eager does for its own
     device and dtype: the fp64 reference runs where the kernel has no float64, a CUDA capture
     replays on the CPU, and a backend compiles it with its own attention (Inductor's compile of a
-    train graph holding the cuDNN kernel raised on torch 2.11). A call whose other outputs are
-    read (a backward's logsumexp) stays."""
+    train graph holding the cuDNN kernel raised on torch 2.11: traced without grad, it computes no
+    logsumexp). Grouped-query attention keeps enable_gqa. A call whose other outputs are read (a
+    backward's logsumexp) stays."""
     import operator
     aten = torch.ops.aten
     rewrote = False
@@ -223,21 +224,27 @@ def attention_as_sdpa(gm: fx.GraphModule) -> fx.GraphModule:
         if mask_name is False:
             continue
         users = list(n.users)
-        if not all(u.op == "call_function" and u.target is operator.getitem and u.args[1] == 0 for u in users):
+        # Its output read, its other results unread (AOTAutograd leaves their getitems behind).
+        if not all(u.op == "call_function" and u.target is operator.getitem and (u.args[1] == 0 or not u.users)
+                   for u in users):
             continue
         schema = n.target._schema
         given = {a.name: v for a, v in zip(schema.arguments, n.args)}
         given.update(n.kwargs)
         get = lambda k, d=None: given.get(k, d)  # noqa: E731
+        # Grouped-query attention: the kernel took fewer key/value heads than query heads.
+        q, k = (getattr(get(x), "meta", {}).get("val") for x in ("query", "key"))
+        gqa = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() >= 3 and q.shape[-3] != k.shape[-3]
         with gm.graph.inserting_before(n):
             sdpa = gm.graph.call_function(aten.scaled_dot_product_attention.default,
                                           (get("query"), get("key"), get("value")),
                                           {"attn_mask": get(mask_name) if mask_name else None,
                                            "dropout_p": get("dropout_p", 0.0), "is_causal": get("is_causal", False),
-                                           "scale": get("scale")})
+                                           "scale": get("scale"), **({"enable_gqa": True} if gqa else {})})
         sdpa.meta.update(n.meta)
-        if users:
-            sdpa.meta["val"] = users[0].meta.get("val")
+        output = [u for u in users if u.args[1] == 0]
+        if output:
+            sdpa.meta["val"] = output[0].meta.get("val")
         for u in users:
             u.replace_all_uses_with(sdpa)
             gm.graph.erase_node(u)
