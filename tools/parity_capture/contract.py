@@ -4,14 +4,15 @@
   fallback_random, so random ops draw eager's numbers): the worker's backend runs, the profiling
   child and the standalone repro.py all use it (defined in standalone.py, which repro.py inlines).
 - A train run reports `train_results` (names and order), the same list parity's C++ reference
-  builds (verifier/reference.cpp). The SGD learning rate and the seed come with each request
-  from the C++ side (verifier/reference.h kSgdLr, the seed of ReferenceOptions), so they are
-  defined once; the defaults here are for scripts that run without parity.
+  builds (verifier/reference.cpp), defined in standalone.py so repro.py reports it too. The SGD
+  learning rate and the seed come with each request from the C++ side (verifier/reference.h
+  kSgdLr, the seed of ReferenceOptions), so they are defined once; standalone.py's SGD_LR and
+  SEED are the defaults for scripts that run without parity.
 tests/python/test_contract.py checks both sides report the same results.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Dict, List
 
 import torch
 
