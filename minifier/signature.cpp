@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "compare/same.h"
+
 namespace parity::minifier {
 
 const char* ToString(FailureKind k) {
@@ -49,9 +51,10 @@ namespace {
 // its noise budget says rounding alone explains (same() fails them, the calibrated rule would
 // not) are "rounding", apart from values off beyond it.
 const char* AccuracyClass(const nlohmann::json& output) {
+  using compare::Rule;
   const std::string rule = output.value("rule", std::string());
-  if (rule == "dtype_mismatch") return "dtype";
-  if (rule == "shape_mismatch" || rule == "structure") return "shape";
+  if (rule == compare::ToString(Rule::kDtypeMismatch)) return "dtype";
+  if (rule == compare::ToString(Rule::kShapeMismatch) || rule == compare::ToString(Rule::kStructure)) return "shape";
   const auto budget = output.find("noise_budget");
   if (budget != output.end() && budget->is_object() && budget->contains("check") && (*budget)["check"].is_object() &&
       (*budget)["check"].value("within", false))
