@@ -90,6 +90,8 @@ struct JobRunner::Running {
   std::chrono::steady_clock::time_point deadline;
   std::optional<ExitInfo> info;
   fs::path dir;
+  bool needs_worker = false;
+  std::string failure;  // why the driver ended it (its worker died starting)
 };
 
 namespace {
@@ -255,7 +257,10 @@ Expected<json> JobRunner::Ask(const json& req) {
 Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& dir, size_t index, size_t slot) {
   std::string socket;
   if (job.needs_worker) {
-    PARITY_RETURN_IF_ERROR(EnsureWorker(slot));
+    // Launched, not waited for: the child does what needs no worker while it starts, and waits
+    // for its socket when it first needs it (a worker that dies starting ends the job: WaitAny).
+    if (WorkerOf(slot).Check()) slots_[slot].client.reset();
+    PARITY_RETURN_IF_ERROR(slots_[slot].worker->Launch());
     if (slot == 0) slots_[0].client.reset();  // the worker serves one connection at a time
     socket = slots_[slot].worker->socket_path();
   }
@@ -267,21 +272,23 @@ Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& di
       StopServer(slot);
       return Error::Runtime("job server of slot " + std::to_string(slot) + " stopped taking jobs");
     }
-    return Running{index, slot, std::nullopt, deadline, std::nullopt, dir};
+    return Running{index, slot, std::nullopt, deadline, std::nullopt, dir, job.needs_worker, ""};
   }
   PARITY_ASSIGN_OR_RETURN(Child child, SpawnJob(job, dir, socket, slots_[slot].env));
-  return Running{index, slot, std::move(child), deadline, std::nullopt, dir};
+  return Running{index, slot, std::move(child), deadline, std::nullopt, dir, job.needs_worker, ""};
 }
 
-size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick, const std::vector<size_t>& starting) {
+std::optional<std::string> JobRunner::WorkerFailedToStart(size_t slot) {
+  WorkerProcess* w = slots_[slot].worker.get();
+  if (!w || fs::exists(w->socket_path())) return std::nullopt;
+  auto ended = w->Check();
+  if (!ended) return std::nullopt;
+  return "python worker (" + WorkerPython() + ") exited at start-up: " + ended->Describe();
+}
+
+size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick) {
   auto next_tick = std::chrono::steady_clock::now();
-  auto next_look = next_tick;
   while (true) {
-    if (!starting.empty() && std::chrono::steady_clock::now() >= next_look) {
-      for (size_t slot : starting)
-        if (!WorkerStarting(slot)) return running.size();  // it listens (or ended): it can take a job now
-      next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-    }
     if (on_tick && std::chrono::steady_clock::now() >= next_tick) {
       on_tick();
       next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
@@ -289,6 +296,17 @@ size_t JobRunner::WaitAny(std::vector<Running>& running, const OnTick& on_tick, 
     for (size_t i = 0; i < running.size(); ++i) {
       Running& run = running[i];
       run.info = run.child ? run.child->Poll() : PollServed(run.slot);
+      if (!run.info && run.needs_worker)
+        if (auto why = WorkerFailedToStart(run.slot)) {  // its child would wait for that socket until the deadline
+          if (run.child)
+            run.child->Kill();
+          else
+            StopServer(run.slot);
+          run.failure = *why;
+          ExitInfo k;
+          k.signal = SIGKILL;
+          run.info = k;
+        }
       if (!run.info && std::chrono::steady_clock::now() >= run.deadline) {
         if (run.child)
           run.child->Kill();
@@ -328,7 +346,10 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
   if (!job.needs_worker) return o;
   // A hang or crash inside a Python backend leaves its worker busy or dead: start afresh.
   auto ended = slots_[run.slot].worker ? slots_[run.slot].worker->Check() : std::nullopt;
-  if (ended) o.failure = "python worker " + ended->Describe();
+  if (!run.failure.empty())
+    o.failure = run.failure + "; see " + slots_[run.slot].worker->log_path();
+  else if (ended)
+    o.failure = "python worker " + ended->Describe();
   RestartWorker(run.slot);
   StopServer(run.slot);  // its connection to the old worker is gone
   return o;
@@ -363,39 +384,26 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
     }
   };
   while (!pending.empty() || !running.empty()) {
-    // A slot whose worker is still starting takes a job only when no other slot runs one:
-    // starting its job would hold the driver (and every slot's next job) until that worker
-    // listens. So slots whose worker listens (an adopted one, or one that started) take jobs
-    // first (pass 0), a starting one only when nothing runs (pass 1); it joins once it listens
-    // (WaitAny wakes for it).
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
-        if (busy[slot]) continue;
-        const bool cold = WorkerStarting(slot);
-        if (cold != (pass == 1) || (cold && !running.empty())) continue;
-        auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
-        if (next == pending.end()) continue;  // what is left waits for its slot
-        const size_t i = *next;
-        pending.erase(next);
-        if (on_start) on_start(i, dir_of(i));
-        auto run = Start(jobs[i], dir_of(i), i, slot);
-        if (run.ok()) {
-          running.push_back(std::move(*run));
-          busy[slot] = true;
-        } else {
-          JobOutcome failed;
-          failed.failure = run.error().message;
-          done(i, failed);
-        }
+    // Every free slot takes a job, whether or not its worker listens yet (Start).
+    for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
+      if (busy[slot]) continue;
+      auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
+      if (next == pending.end()) continue;  // what is left waits for its slot
+      const size_t i = *next;
+      pending.erase(next);
+      if (on_start) on_start(i, dir_of(i));
+      auto run = Start(jobs[i], dir_of(i), i, slot);
+      if (run.ok()) {
+        running.push_back(std::move(*run));
+        busy[slot] = true;
+      } else {
+        JobOutcome failed;
+        failed.failure = run.error().message;
+        done(i, failed);
       }
     }
     if (running.empty()) continue;
-    std::vector<size_t> starting;  // free slots left waiting for their worker's start
-    if (!pending.empty())
-      for (size_t slot = 0; slot < slots_.size(); ++slot)
-        if (!busy[slot] && WorkerStarting(slot)) starting.push_back(slot);
-    const size_t k = WaitAny(running, on_tick, starting);
-    if (k == running.size()) continue;  // a starting slot is ready: dispatch again
+    const size_t k = WaitAny(running, on_tick);
     Running run = std::move(running[k]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
     busy[run.slot] = false;

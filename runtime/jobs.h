@@ -21,8 +21,8 @@
 //
 // A slot's worker may be one an earlier run kept warm (runtime/worker_pool.h, --keep-workers):
 // adopted when the slot first needs one, handed back when the runner ends unless it was retired.
-// A slot whose worker is still starting takes no job while another slot runs one (its job would
-// hold the driver until that worker listens); it joins as soon as its worker listens.
+// A job starts without waiting for its slot's worker to listen: the child waits for the socket
+// when it first needs it, and a worker that dies starting ends the job with why.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -135,11 +135,11 @@ class JobRunner {
   std::optional<ExitInfo> PollServed(size_t slot);
   // Starts `job` in `slot` in `dir`; why it could not start otherwise.
   Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot);
-  // Waits until one of `running` ends (or passes its deadline) and returns its position; or,
-  // when one of the `starting` slots' worker now listens, returns running.size().
-  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick, const std::vector<size_t>& starting);
-  // Whether the slot's worker was launched and does not listen yet.
-  bool WorkerStarting(size_t slot) { return slots_[slot].worker && slots_[slot].worker->Starting(); }
+  // Waits until one of `running` ends (or passes its deadline, or its worker died starting) and
+  // returns its position.
+  size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick);
+  // Why the slot's worker will never listen (it exited before its socket appeared), if so.
+  std::optional<std::string> WorkerFailedToStart(size_t slot);
   JobOutcome Finish(const Job& job, Running& run);
   std::filesystem::path scratch_;
   int timeout_s_;

@@ -1,5 +1,7 @@
 #include "runtime/shm.h"
 
+#include <c10/core/InferenceMode.h>
+
 #include <ATen/ops/empty.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -131,8 +133,11 @@ bool Free(const at::Tensor& t) { return t.use_count() == 1 && t.storage().use_co
 }  // namespace
 
 at::Tensor TensorPool::Take(c10::IntArrayRef shape, c10::ScalarType dtype) {
+  // A tensor made under InferenceMode is an inference tensor, which autograd refuses to save: a
+  // kept one is handed out only in the mode it was made in (an eval run's, then a train run's).
+  const bool inference = c10::InferenceMode::is_enabled();
   for (const at::Tensor& t : kept_)
-    if (t.scalar_type() == dtype && t.sizes() == shape && Free(t)) return t;
+    if (t.scalar_type() == dtype && t.sizes() == shape && t.is_inference() == inference && Free(t)) return t;
   at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype));
   if (kept_.size() >= capacity_) {
     auto it = std::find_if(kept_.begin(), kept_.end(), Free);  // drop a free one, else keep none new

@@ -75,7 +75,7 @@ struct ShmTensor {
 // Result tensors handed out earlier, refilled instead of allocated anew once nobody else holds
 // them (no tensor and no view of their storage): a host op called in a loop allocates its results
 // once, not per call (a fresh large allocation page-faults on every touch). Holds at most
-// `capacity` tensors alive.
+// `capacity` tensors alive. A kept tensor is handed out only in the InferenceMode it was made in.
 class TensorPool {
  public:
   explicit TensorPool(size_t capacity = 8) : capacity_(capacity) {}

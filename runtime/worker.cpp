@@ -93,7 +93,9 @@ bool Answers(const std::string& socket_path, std::chrono::milliseconds timeout) 
 std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, std::string log_path, std::vector<std::string> env) {
   if (auto claim = PoolClaim::Claim(env)) {
     auto w = std::make_unique<WorkerProcess>(std::move(*claim), std::move(env));
-    if (w->adopted() && !Answers(w->socket_path(), std::chrono::seconds(5)))
+    // One still starting (its socket not there yet: a run that ended before its worker listened)
+    // is kept: Ensure waits for it as for one this process started.
+    if (w->adopted() && fs::exists(w->socket_path()) && !Answers(w->socket_path(), std::chrono::seconds(5)))
       w->Stop();  // busy or stuck: never trusted; a fresh one starts in its entry when needed
     return w;
   }
@@ -299,17 +301,30 @@ std::optional<WorkerClient>& ProcessClient() {
   return client;
 }
 
-Expected<WorkerClient*> ProcessWorker() {
+// This process's private worker (none when $PARITY_WORKER_SOCKET names one), made on first use.
+WorkerProcess* OwnWorker() {
   static std::unique_ptr<WorkerProcess> own;
+  if (const char* s = std::getenv("PARITY_WORKER_SOCKET"); s && *s) return nullptr;
+  if (!own) {
+    const std::string path = (fs::temp_directory_path() / ("parity-worker-" + std::to_string(::getpid()) + ".sock")).string();
+    own = std::make_unique<WorkerProcess>(path, path + ".log");
+  }
+  return own.get();
+}
+
+Expected<WorkerClient*> ProcessWorker() {
   std::optional<WorkerClient>& client = ProcessClient();
   if (client) return &*client;
   std::string path;
-  if (const char* s = std::getenv("PARITY_WORKER_SOCKET"); s && *s) {
-    path = s;
-  } else {
-    path = (fs::temp_directory_path() / ("parity-worker-" + std::to_string(::getpid()) + ".sock")).string();
-    own = std::make_unique<WorkerProcess>(path, path + ".log");
+  if (WorkerProcess* own = OwnWorker()) {
+    path = own->socket_path();
     PARITY_RETURN_IF_ERROR(own->Ensure());
+  } else {
+    path = std::getenv("PARITY_WORKER_SOCKET");
+    // The slot's worker may still be starting (runtime/jobs.h): its socket appears once it listens.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWorkerStartSeconds);
+    while (!fs::exists(path) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto c = WorkerClient::Connect(path);
   if (!c.ok()) return c.error();
@@ -323,6 +338,17 @@ Expected<nlohmann::json> AskWorker(nlohmann::json request) {
   auto resp = w->Call(std::move(request));
   if (!resp.ok() && IsWorkerLost(resp.error())) ProcessClient().reset();  // the next request connects afresh
   return resp;
+}
+
+Status LaunchWorker() {
+  WorkerProcess* own = OwnWorker();
+  return own ? own->Launch() : Status::Ok();
+}
+
+Status ConnectWorker() {
+  PARITY_ASSIGN_OR_RETURN(WorkerClient * w, ProcessWorker());
+  (void)w;
+  return Status::Ok();
 }
 
 void ReleaseWorker() { ProcessClient().reset(); }

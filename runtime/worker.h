@@ -44,6 +44,7 @@ class WorkerProcess {
   bool Starting();
   void Stop();
   const std::string& socket_path() const { return socket_path_; }
+  const std::string& log_path() const { return log_path_; }
   // Workers this object starts from now on prepare, before they listen, what a backend's first
   // compile on `device` ("cpu" or "cuda") needs (worker.py --warm); empty: none. An adopted worker
   // did that in its first run.
@@ -89,10 +90,21 @@ class WorkerClient {
   int next_id_ = 1;
 };
 
-// One request to this process's worker: the one at $PARITY_WORKER_SOCKET (an experiment child),
-// or a private worker started on first use and kept for the life of the process. A connection
-// the worker lost is dropped: the next request connects again.
+// One request to this process's worker: the one at $PARITY_WORKER_SOCKET (an experiment child,
+// whose worker may still be starting: the connection waits for its socket, up to
+// kWorkerStartSeconds; the driver ends a child whose worker died starting), or a private worker
+// started on first use and kept for the life of the process. A connection the worker lost is
+// dropped: the next request connects again. Not for two threads at once.
 [[nodiscard]] Expected<nlohmann::json> AskWorker(nlohmann::json request);
+// This process's connection to its worker, made now (waiting for it to listen) if there is none:
+// what a caller does to know when the worker became ready, before its first request.
+[[nodiscard]] Status ConnectWorker();
+// This process's private worker (where no $PARITY_WORKER_SOCKET names one) started now, without
+// waiting for it to listen. A child dies with the thread that started it (PR_SET_PDEATHSIG): a
+// caller that talks to the worker from a thread of its own starts it here first, from the thread
+// that outlives the worker's use.
+[[nodiscard]] Status LaunchWorker();
+inline constexpr int kWorkerStartSeconds = 300;
 // Closes this process's connection to its worker (the next AskWorker connects again). The worker
 // serves one connection at a time: a job server releases its own after each job, so the worker
 // serves its driver between jobs.

@@ -74,11 +74,11 @@ nlohmann::json ReadMeta(const std::string& base) {
 
 pid_t MetaPid(const nlohmann::json& meta) { return meta.contains("pid") && meta["pid"].is_number_integer() ? meta["pid"].get<pid_t>() : 0; }
 
-// The entry's worker, when it is live and listening.
+// The entry's worker, when it is live: listening, or still starting (a run that ended before its
+// worker listened left it; the next user waits for its socket, runtime/worker.h Ensure).
 pid_t WarmPid(const std::string& base) {
   const pid_t pid = MetaPid(ReadMeta(base));
-  std::error_code ec;
-  return pid > 0 && IsLiveWorker(pid) && fs::exists(base + ".sock", ec) ? pid : 0;
+  return pid > 0 && IsLiveWorker(pid) ? pid : 0;
 }
 
 void ClearEntry(const std::string& base) {

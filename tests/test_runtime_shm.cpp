@@ -1,6 +1,7 @@
 #include "runtime/shm.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +88,26 @@ TEST(Shm, PoolRefillsOnlyTensorsNobodyHolds) {
   EXPECT_NE(pool.Take({4, 4}, at::kFloat).data_ptr(), storage);  // a view of its storage is alive
   EXPECT_LE(pool.size(), 2u);
   EXPECT_NE(pool.Take({4, 4}, at::kDouble).scalar_type(), at::kFloat);
+}
+
+TEST(Shm, PoolHandsOutATensorOnlyInTheInferenceModeItWasMadeIn) {
+  // A job server's eval experiment, then a train one: an inference tensor cannot be saved for
+  // backward, so the train run gets a tensor of its own.
+  TensorPool pool(4);
+  void* made_in_inference = nullptr;
+  {
+    c10::InferenceMode guard;
+    at::Tensor t = pool.Take({8}, at::kFloat);
+    EXPECT_TRUE(t.is_inference());
+    made_in_inference = t.data_ptr();
+  }
+  at::Tensor normal = pool.Take({8}, at::kFloat);
+  EXPECT_FALSE(normal.is_inference());
+  EXPECT_NE(normal.data_ptr(), made_in_inference);
+  {
+    c10::InferenceMode guard;
+    EXPECT_EQ(pool.Take({8}, at::kFloat).data_ptr(), made_in_inference);  // refilled in its own mode
+  }
 }
 
 }  // namespace

@@ -177,3 +177,26 @@ def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
     if not torch.cuda.is_available():
         worker.warm_up("cuda")
         assert "warm-up for cuda failed" in capsys.readouterr().err
+
+
+def test_an_experiment_starts_beside_its_starting_worker_and_ends_when_that_worker_dies(tmp_path, test_data):
+    """A job starts without waiting for its slot's worker to listen (the reference runs meanwhile);
+    a worker that dies starting ends the job at once, saying so, never at the timeout."""
+    from conftest import run_parity
+    parity_bin = os.environ.get("PARITY_BIN")
+    if not parity_bin:
+        pytest.skip("PARITY_BIN is not set (run through ctest)")
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nsleep 1\necho 'no torch here' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PARITY_PYTHON=str(fake))
+    t0 = time.monotonic()
+    r = subprocess.run([parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "inductor",
+                        "--output-dir", str(tmp_path / "out"), "--timeout", "600"], capture_output=True, text=True, env=env)
+    took = time.monotonic() - t0
+    rec = json.loads(open(tmp_path / "out" / "results.jsonl").readline())
+    assert rec["verification_code"] == "VERIFIER_DIDNT_RUN", rec
+    assert "exited at start-up" in rec["error"], rec["error"]
+    assert took < 60, took  # not the 600 s deadline
+    # The reference ran while the worker was starting: its phases are in the record.
+    assert rec["phase"] in ("backend", "eager", "fp64_reference", "eager_2nd_run", "load", "capability"), rec
