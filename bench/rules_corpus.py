@@ -48,7 +48,8 @@ DESCRIPTION = (
 
 
 def verify(parity: str, out: str, args: list) -> list:
-    subprocess.run([parity, "verify", "--output-dir", out, *map(str, args)], capture_output=True, text=True)
+    # --noise-budgets: both rules' verdicts on every record, a PASS under same() included
+    subprocess.run([parity, "verify", "--noise-budgets", "--output-dir", out, *map(str, args)], capture_output=True, text=True)
     path = os.path.join(out, "results.jsonl")
     return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
 

@@ -48,6 +48,11 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                     "its noise budget, measured from eager reruns that move only the rounding; docs/verify.md) (default "
                     "same; a failure repro dir: the rule it failed by)")
         ->check(CLI::IsMember({verifier::kRuleSame, verifier::kRuleCalibrated}));
+  if (has(kRule))
+    cmd->add_flag("--noise-budgets", a.options.noise_budgets,
+                  "measure every output's noise budget (four more eager runs per graph), also where same() passes: "
+                  "a PASS further from fp64 than rounding goes is then said (default: only where the rule or a "
+                  "failure needs them)");
   if (has(kKeepWorkers))
     cmd->add_option("--keep-workers", a.keep_workers,
                     "leave this run's Python workers warm for SECONDS once idle: the next parity run with the same "

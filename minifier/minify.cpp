@@ -73,7 +73,7 @@ struct Pipeline {
     const fs::path dir = out / "work" / (std::string("scan-") + id);
     verifier::ExperimentSpec spec = state.base;
     spec.repro = fs::absolute(dir).string();
-    spec.noise_budget = true;  // the scan reports each value against its own noise budget
+    spec.noise_budgets = verifier::NoiseBudgets::kAlways;  // the scan reports each value against its own noise budget
     const fs::path scratch = out / "work" / (std::string("scan-") + id + "-run");
     if (!ahead.Has(spec, scratch) && !Writer(state.graph_index).Write(g, dir, state.original.ToJson()).ok()) return std::nullopt;
     return std::make_pair(spec, scratch);
@@ -153,7 +153,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   PARITY_ASSIGN_OR_RETURN(verifier::ExperimentSpec base, verifier::Case::FromRepro(repro, opts.backend, opts.experiment));
   PARITY_RETURN_IF_ERROR(verifier::FindBackend(base.backend));
   // Candidates are judged by the failure's rule; only the calibrated one needs noise budgets.
-  base.noise_budget = base.rule == verifier::kRuleCalibrated;
+  base.noise_budgets = base.rule == verifier::kRuleCalibrated ? verifier::NoiseBudgets::kAlways : verifier::NoiseBudgets::kNever;
   const fs::path out = opts.out_dir.empty() ? DefaultOutDir(opts.repro_dir) : opts.out_dir;
   std::error_code ec;
   fs::create_directories(out, ec);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/reports.h"
+#include "results/phases.h"
 #include "results/record.h"
 #include "results/verdict.h"
 #include "runtime/worker.h"
@@ -43,7 +44,9 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
                {"sources", json::array()},
                {"entries", json::array()},
                {"profiles", json::array()},
-               {"minifies", json::array()}};
+               {"minifies", json::array()},
+               {"phases", json::array()}};
+  for (const auto& p : results::kPhases) data["phases"].push_back({{"name", p.name}, {"meaning", p.meaning}});
   HtmlSummary s;
   for (const auto& in : inputs) {
     if (auto summary = MinifySummaryOf(in)) {

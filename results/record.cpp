@@ -48,6 +48,17 @@ class Reader {
     }
     return Status::Ok();
   }
+  // An object of numbers (phase -> seconds, side -> bytes).
+  template <typename T>
+  Status NumberMap(const json& obj, const char* key, std::map<std::string, T>& out, const char* prefix = "") const {
+    if (!obj.contains(key) || obj[key].is_null()) return Status::Ok();
+    if (!obj[key].is_object()) return Bad(prefix, key, "is not an object");
+    for (const auto& [k, v] : obj[key].items()) {
+      if (!v.is_number()) return Bad(prefix, key, "holds a non-number at \"" + k + "\"");
+      out[k] = v.template get<T>();
+    }
+    return Status::Ok();
+  }
   Status Object(const json& obj, const char* key, const json*& out, bool required, const char* prefix = "") const {
     if (!obj.contains(key)) return required ? Bad(prefix, key, "is missing") : Status::Ok();
     if (!obj[key].is_object()) return Bad(prefix, key, "is not an object");
@@ -174,6 +185,8 @@ Status ReadMetrics(const json& m, const Reader& r, Record::Metrics& out) {
   PARITY_RETURN_IF_ERROR(r.Numbers(m, "per_iter_time", out.per_iter_time, "metrics."));
   PARITY_RETURN_IF_ERROR(r.Number(m, "compile_time_s", out.compile_time_s, "metrics."));
   PARITY_RETURN_IF_ERROR(r.Number(m, "calibration_time_s", out.calibration_time_s, "metrics."));
+  PARITY_RETURN_IF_ERROR(r.NumberMap(m, "phase_seconds", out.phase_seconds, "metrics."));
+  PARITY_RETURN_IF_ERROR(r.NumberMap(m, "peak_memory_bytes", out.peak_memory_bytes, "metrics."));
   return r.Number(m, "wall_time_s", out.wall_time_s, "metrics.");
 }
 
@@ -190,6 +203,8 @@ json Record::ToJson() const {
                   {"compile_time_s", metrics.compile_time_s},
                   {"wall_time_s", metrics.wall_time_s}};
   if (metrics.calibration_time_s > 0) j["metrics"]["calibration_time_s"] = metrics.calibration_time_s;
+  if (!metrics.phase_seconds.empty()) j["metrics"]["phase_seconds"] = metrics.phase_seconds;
+  if (!metrics.peak_memory_bytes.empty()) j["metrics"]["peak_memory_bytes"] = metrics.peak_memory_bytes;
   j["timestamp"] = timestamp;
   j["verification_code"] = results::ToString(code);
   j["tolerance"] = tolerance;

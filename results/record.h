@@ -57,6 +57,10 @@ struct Record {
     double compile_time_s = 0.0;
     double wall_time_s = 0.0;
     double calibration_time_s = 0.0;  // the noise budgets' eager reruns (interpreter runs, no compile)
+    // wall_time_s split by phase (results/phases.h); the parts add up to the whole.
+    std::map<std::string, double> phase_seconds;
+    // On an accelerator, the most device memory each side held at once ("reference", "backend").
+    std::map<std::string, int64_t> peak_memory_bytes;
   };
   // "model"
   std::string suite;

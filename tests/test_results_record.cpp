@@ -29,6 +29,8 @@ TEST(Record, RoundTripsEveryFieldAndKeepsUnknownOnes) {
   j["graph_breaks"] = 2;
   j["attempts"] = {{{"verification_code", "FAIL"}, {"phase", "compare"}}, {{"verification_code", "PASS"}}};
   j["from_a_newer_parity"] = {{"x", 1}};
+  j["metrics"]["phase_seconds"] = {{"compile", 2.5}, {"eager", 0.5}};
+  j["metrics"]["peak_memory_bytes"] = {{"reference", 1024}, {"backend", 2048}};
   auto r = Record::FromJson(j, "results.jsonl:3");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->model, "llama");
@@ -43,6 +45,11 @@ TEST(Record, RoundTripsEveryFieldAndKeepsUnknownOnes) {
                           "attempts", "outputs", "phase", "from_a_newer_parity"})
     EXPECT_EQ(back[key], j[key]) << key;  // the same fields back, the unknown one included
   EXPECT_EQ(back["experiment"]["config"], "cpu_fault_repro_inference");
+  EXPECT_EQ(r->metrics.phase_seconds.at("compile"), 2.5);
+  EXPECT_EQ(r->metrics.peak_memory_bytes.at("backend"), 2048);
+  EXPECT_EQ(back["metrics"]["phase_seconds"], j["metrics"]["phase_seconds"]);
+  j["metrics"]["phase_seconds"] = {{"compile", "long"}};
+  EXPECT_NE(Record::FromJson(j, "results.jsonl:3").error().message.find("metrics.phase_seconds"), std::string::npos);
 }
 
 TEST(Record, AWrongFieldIsNamedWithItsLine) {

@@ -43,6 +43,7 @@ struct BackendRun {
   NamedTensors outputs;
   double compile_time_s = 0.0;      // prepare + first run
   std::vector<double> run_times_s;  // the timed runs after the first
+  int64_t peak_memory_bytes = 0;    // on an accelerator, the most the backend held at once (0: not known)
 };
 
 class Backend {
@@ -57,6 +58,16 @@ class Backend {
   virtual std::function<Status(const ir::Node&, c10::IValue&)> EagerHook(const ExperimentContext& ctx) const { return nullptr; }
   // Compile/prepare, run once, then ctx.iterations timed runs.
   [[nodiscard]] virtual Expected<BackendRun> Run(const ExperimentContext& ctx) = 0;
+  // Whether Run computes in another process (the Python worker), touching nothing of this one but
+  // the worker's connection: the flow then runs it beside its own reference runs, with
+  // ctx.iterations 0 (the compile and the first run), and asks for the timed runs after its own
+  // runs are done (TimedRuns), so that neither times the other.
+  virtual bool RunsApart(const ExperimentContext& ctx) const { return false; }
+  // `ctx.iterations` timed runs of what the last Run (with iterations 0) compiled; RunsApart
+  // backends only.
+  [[nodiscard]] virtual Expected<std::vector<double>> TimedRuns(const ExperimentContext& ctx) {
+    return Error::Internal("TimedRuns of a backend that does not run apart");
+  }
   // One graph at several shapes (a symbolic graph under --shapes sweep: `shapes[0]` the recorded
   // one, the rest variants of it). A backend that compiles once for every shape, as the
   // program's dynamic compile did, overrides this; the default runs each shape on its own.

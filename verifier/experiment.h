@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,17 @@
 #include "results/record.h"
 
 namespace parity::verifier {
+
+// When an experiment measures its outputs' noise budgets (compare/budget.h: four more eager runs
+// of each graph). The calibrated rule needs them to decide; under same() they say whether rounding
+// alone explains a failure (minify's signature tells the two apart) or that a PASS is further
+// from fp64 than rounding goes.
+enum class NoiseBudgets {
+  kNever,        // no budget (minify's candidates under same(): only the verdict matters there)
+  kWhereNeeded,  // the calibrated rule: every graph; same(): the graphs where same() fails an output
+  kAlways,       // every graph (--noise-budgets; the divergence scan's runs)
+};
+const char* ToString(NoiseBudgets n);
 
 // An experiment comes to a verification code (results/codes.h).
 using results::Code;
@@ -42,9 +54,7 @@ struct ExperimentSpec {
   std::vector<std::string> imports;  // approved modules for host ops (runtime/host_ops.h); not in the fingerprint
   int sweep = 0;                     // shapes beyond the recorded one a symbolic graph runs at (--shapes)
   std::string rule = "same";         // --rule (verifier/options.h): what decides PASS/FAIL
-  // Measure each output's noise budget (compare/budget.h). The calibrated rule needs it; under
-  // same() it justifies the verdict. Minify's candidates go without (not in the fingerprint).
-  bool noise_budget = true;
+  NoiseBudgets noise_budgets = NoiseBudgets::kWhereNeeded;  // not in the fingerprint
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);
@@ -76,12 +86,18 @@ struct ExperimentResult {
   // budgets, how many elements, the worst one, which rule disagrees).
   std::string justification;
   double calibration_time_s = 0.0;  // the noise budgets' eager reruns
+  // The experiment's wall time in its process by phase (results::kPhases; verifier/phase_clock.h).
+  std::map<std::string, double> phase_seconds;
+  // On an accelerator, the most device memory each side held at once: "reference" (parity's
+  // interpreter runs) and "backend" (the worker's compile and runs); empty on the CPU.
+  std::map<std::string, int64_t> peak_memory_bytes;
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };
 
-// Called with each phase's name as it starts (load, capability, eager, eager_2nd_run,
-// fp64_reference, backend, compare).
+// Called with each step's name as it starts (load, capability, eager, eager_2nd_run,
+// fp64_reference, backend, calibration, compare): what status.txt says, and where a result that
+// ends early says it ended (ExperimentResult::phase).
 using PhaseFn = std::function<void(const std::string& phase)>;
 
 // Runs the flow in this process.

@@ -20,6 +20,7 @@ json ExperimentOptions::ToJson() const {
             {"timeout_s", timeout_s},
             {"jobs", jobs},
             {"shapes", shapes},
+            {"noise_budgets", noise_budgets},
             {"cache_dir", cache_dir.string()},
             {"imports", imports}};
   j["backend_options"] = backend_options ? *backend_options : json(nullptr);
@@ -59,6 +60,7 @@ Expected<ExperimentOptions> ExperimentOptions::FromJson(const json& j) {
   }
   PARITY_RETURN_IF_ERROR(boolean("cosine", o.cosine));
   PARITY_RETURN_IF_ERROR(boolean("ignore_non_fp", o.ignore_non_fp));
+  PARITY_RETURN_IF_ERROR(boolean("noise_budgets", o.noise_budgets));
   PARITY_RETURN_IF_ERROR(integer("batch_size", o.batch_size));
   PARITY_RETURN_IF_ERROR(integer("repeat", o.repeat));
   PARITY_RETURN_IF_ERROR(integer("iterations_per_run", o.iterations_per_run));

@@ -43,6 +43,9 @@ struct ExperimentOptions {
   // --rule: what decides PASS/FAIL (every record says what both rules make of it); unset: a
   // failure repro dir's (the rule that failed it), else same.
   std::optional<std::string> rule;
+  // --noise-budgets: every graph's noise budgets measured (four more eager runs each), also where
+  // same() passes every output; else only where the rule or a failure needs them (NoiseBudgets).
+  bool noise_budgets = false;
   std::filesystem::path cache_dir;   // --cache-dir; empty: DefaultCacheDir()
   std::vector<std::string> imports;  // --import, and parity's config allow-list: approved host-op modules
 

@@ -1,6 +1,7 @@
 #include "verifier/runner.h"
 
 #include "verifier/backend.h"
+#include "verifier/device_memory.h"
 
 #include <ATen/Context.h>
 
@@ -71,7 +72,12 @@ namespace {
 Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase) {
   PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
   spec.work_dir = fs::absolute(dir).string();
-  return RunExperiment(spec, on_phase).ToJson();
+  nlohmann::json result = RunExperiment(spec, on_phase).ToJson();
+  try {
+    ReleaseCachedMemory(c10::Device(spec.device));  // a job server's next experiment gets it all
+  } catch (const std::exception&) {
+  }
+  return result;
 }
 }  // namespace
 

@@ -1,7 +1,9 @@
 #include "verify/console.h"
 
+#include "results/phases.h"
 #include "verifier/runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
@@ -25,6 +27,19 @@ double MaxAbsError(const verifier::ExperimentResult& r) {
     if (v.contains("stats") && v["stats"]["max_abs_err"].is_number())
       max_abs = std::max(max_abs, v["stats"]["max_abs_err"].get<double>());
   return max_abs;
+}
+
+// "compile 2.1, eager 0.9, fp64 0.5": the phases that took most of `phases`, largest first
+// (those under 5% of the whole left out, at most four).
+std::string TopPhases(const std::map<std::string, double>& phases, double whole, int most = 4) {
+  std::vector<std::pair<double, std::string>> by;
+  for (const auto& [name, s] : phases)
+    if (whole > 0 && s >= 0.05 * whole) by.emplace_back(s, name);
+  std::sort(by.rbegin(), by.rend());
+  std::string out;
+  for (int i = 0; i < static_cast<int>(by.size()) && i < most; ++i)
+    out += (out.empty() ? "" : ", ") + by[static_cast<size_t>(i)].second + " " + Fixed(by[static_cast<size_t>(i)].first, 1);
+  return out;
 }
 
 void Row(std::ostream& out, const std::vector<std::string>& r) {
@@ -56,10 +71,15 @@ void VerifyConsole::Tick() {
   out_ << "\r\033[K" << line << std::flush;
 }
 
-void VerifyConsole::Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r, double wall_s) {
+void VerifyConsole::Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r,
+                             const results::Record::Metrics& m) {
   running_.erase(index);
   if (progress_) out_ << "\r\033[K";
-  out_ << "[" << index << "/" << total_ << "] " << Label(spec) << ": " << results::ToString(r.code) << " (" << Fixed(wall_s, 1) << " s)";
+  const std::string top = TopPhases(m.phase_seconds, m.wall_time_s);
+  out_ << "[" << index << "/" << total_ << "] " << Label(spec) << ": " << results::ToString(r.code) << " ("
+       << Fixed(m.wall_time_s, 1) << " s" << (top.empty() ? "" : ": " + top) << ")";
+  wall_total_ += m.wall_time_s;
+  for (const auto& [name, s] : m.phase_seconds) phase_totals_[name] += s;
   if (!r.error.empty() && r.code != results::Code::kPass) out_ << "  " << r.error.substr(0, 160);
   if (!r.has_fp64_reference() && (r.code == results::Code::kPass || r.code == results::Code::kFail))
     out_ << "  [no fp64 reference: decided by cosine similarity; " << r.reference_error.substr(0, 120) << "]";
@@ -81,6 +101,15 @@ void VerifyConsole::Summary(const VerifySummary& s) {
   out_ << s.passed << " passed, " << s.failed << " failed, " << s.skipped << " skipped";
   if (s.resumed) out_ << ", " << s.resumed << " already in " << s.results_file.string();
   out_ << "; results: " << s.results_file.string() << "\n";
+  if (wall_total_ > 0 && rows_.size() > 1) {  // where the run's time went (one experiment's line said it already)
+    std::string split;
+    for (const auto& p : results::kPhases) {
+      auto it = phase_totals_.find(p.name);
+      if (it == phase_totals_.end() || it->second < 0.005 * wall_total_) continue;
+      split += (split.empty() ? "" : ", ") + std::string(p.name) + " " + Fixed(100.0 * it->second / wall_total_, 0) + "%";
+    }
+    out_ << "time: " << Fixed(wall_total_, 1) << " s over " << rows_.size() << " experiments: " << split << "\n";
+  }
   for (const auto& b : s.bad_dirs) out_ << "not verified (bad input): " << b.dir << ": " << b.error.message << "\n";
 }
 

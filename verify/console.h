@@ -1,5 +1,6 @@
-// What `parity verify` prints: a line per experiment as it ends, then the table and the totals;
-// on a TTY also a live status line: each running experiment (i/N), its current phase and its
+// What `parity verify` prints: a line per experiment as it ends (its wall time and the phases
+// that took most of it), then the table, the totals and where the run's time went by phase; on
+// a TTY also a live status line: each running experiment (i/N), its current phase and its
 // elapsed time.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "results/record.h"
 #include "verifier/experiment.h"
 #include "verify/verify.h"
 
@@ -21,7 +23,8 @@ class VerifyConsole {
   // `dir`: the experiment child's dir (its phase is read from there); empty when none runs.
   void Started(size_t index, const verifier::ExperimentSpec& spec, const std::filesystem::path& dir = {});
   void Tick();  // redraws the status line (a TTY only)
-  void Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result, double wall_s);
+  void Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result,
+                const results::Record::Metrics& metrics);
   void Summary(const VerifySummary& summary);
 
  private:
@@ -29,6 +32,8 @@ class VerifyConsole {
   bool progress_;
   size_t total_;
   std::vector<std::vector<std::string>> rows_;
+  std::map<std::string, double> phase_totals_;
+  double wall_total_ = 0.0;
   struct Running {
     std::string label;
     std::filesystem::path dir;

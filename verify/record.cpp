@@ -1,5 +1,6 @@
 #include "verify/record.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "results/statuses.h"
@@ -33,7 +34,8 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
                     spec.test, spec.dtype, c.batch_size, ConfigOfSpec(spec)};
   rec.repeat = spec.repeat;
   rec.iterations_per_run = spec.iterations_per_run;
-  rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, c.wall_time_s, r.calibration_time_s};
+  rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, 0.0, r.calibration_time_s, r.phase_seconds, r.peak_memory_bytes};
+  AddDriverTime(rec, c);
   rec.timestamp = static_cast<double>(std::time(nullptr));
   rec.fingerprint = spec.Fingerprint();
   // What the result says: its code and verdicts, why it is not a pass, how it ended.
@@ -59,6 +61,19 @@ results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::E
   if (c.attempts.size() > 1)
     for (const auto& a : c.attempts) rec.attempts.push_back(AttemptOf(a));
   return rec;
+}
+
+void AddDriverTime(results::Record& rec, const RecordContext& c) {
+  auto& phases = rec.metrics.phase_seconds;
+  double own = 0;
+  for (const auto& [name, s] : phases) own += s;
+  auto add = [&phases](const char* name, double s) {
+    if (s > 0) phases[name] += s;
+  };
+  add("capture", c.capture_s);
+  add("process", c.job_wall_s - own);  // what the job's own clock did not see: its process's start and end
+  add("reports", c.reports_s);
+  rec.metrics.wall_time_s = c.capture_s + std::max(c.job_wall_s, own) + c.reports_s;
 }
 
 }  // namespace parity::verify

@@ -15,7 +15,12 @@ namespace parity::verify {
 struct RecordContext {
   std::string accelerator_model;              // CPU model name or CUDA device name
   int batch_size = 0;                         // the batch size the capture used
-  double wall_time_s = 0.0;
+  // The experiment's job, start to end, and what the driver spent around it: the record's wall
+  // time is their sum, and its phase_seconds the job's own phases plus "capture", "process" (the
+  // job's time its process did not account for) and "reports".
+  double job_wall_s = 0.0;
+  double capture_s = 0.0;
+  double reports_s = 0.0;
   std::string repro_input;                    // the repro dir verified, when the case came from one
   std::string repro_dir;                      // the failure's repro dir, when one was written
   int graphs = 0;                             // graphs in the repro dir (graph_breaks = graphs - 1), 0 when unknown
@@ -23,6 +28,8 @@ struct RecordContext {
 };
 
 results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result, const RecordContext& context);
+// The record's wall time and phases with the driver's time (RecordContext's) added.
+void AddDriverTime(results::Record& record, const RecordContext& context);
 // What a record keeps of one attempt.
 results::Attempt AttemptOf(const verifier::ExperimentResult& result);
 // The expected-file configuration: `torch_compile:<name>` is <name> as PyTorch names it, unless

@@ -10,6 +10,7 @@
 #include "repro/repro_dir.h"
 #include "runtime/jobs.h"
 #include "util/files.h"
+#include "verifier/backend.h"
 #include "verifier/case.h"
 #include "verifier/runner.h"
 #include "verify/captures.h"
@@ -44,6 +45,17 @@ std::vector<std::vector<std::string>> SlotEnv(const VerifyOptions& o) {
   return verifier::SlotEnvironmentsHere(o.experiment.jobs, UsesCuda(o));
 }
 
+// Whether the run's experiments talk to the Python worker: a backend that compiles there, suite
+// models (captured there), approved host-op modules.
+bool NeedsWorkers(const VerifyOptions& o) {
+  if (!o.models.empty() || !o.experiment.imports.empty()) return true;
+  for (const auto& b : o.backends) {
+    auto info = verifier::FindBackend(b);
+    if (!info.ok() || info->needs_worker) return true;
+  }
+  return false;
+}
+
 // This shard's part of the matrix, balanced by the costs of earlier runs.
 std::vector<verifier::ExperimentSpec> SelectShard(std::vector<verifier::ExperimentSpec> specs, const VerifyOptions& o, std::ostream& out) {
   if (o.shard.count <= 1) return specs;
@@ -64,7 +76,8 @@ struct Item {
   std::optional<verifier::ExperimentResult> early;  // decided before it could run
   std::vector<verifier::ExperimentResult> attempts;
   Clock::time_point started = Clock::now();
-  double wall_s = 0.0;  // of the first attempt
+  double wall_s = 0.0;     // of the first attempt's job
+  double capture_s = 0.0;  // its suite model's capture, when this experiment made it
 };
 
 // Suite models are captured (once, cached) before anything runs; an experiment that cannot run
@@ -79,7 +92,9 @@ void Prepare(std::vector<Item>& items, Session& s) {
       r.error = "CUDA is not available on this machine/build";
       item.early = r;
     } else if (spec.repro.empty()) {
+      const auto started = Clock::now();
       auto captured = s.captures.Get(spec);
+      item.capture_s = std::chrono::duration<double>(Clock::now() - started).count();
       if (captured.ok()) {
         spec.repro = *captured;
         continue;
@@ -96,11 +111,13 @@ void Prepare(std::vector<Item>& items, Session& s) {
 // The record of one experiment (its first attempt); a FAIL or EXCEPTION_RAISED also gets its
 // repro dir.
 results::Record Record(const Item& item, Session& s) {
+  const auto started = Clock::now();
   const verifier::ExperimentSpec& spec = item.spec;
   const verifier::ExperimentResult& r = item.attempts.front();
   RecordContext ctx;
   ctx.accelerator_model = AcceleratorModel(s, spec.device);
-  ctx.wall_time_s = item.wall_s;
+  ctx.job_wall_s = item.wall_s;
+  ctx.capture_s = item.capture_s;
   ctx.batch_size = spec.batch_size;
   if (!spec.repro.empty())
     if (auto repro = ReproDir::Load(spec.repro); repro.ok()) {
@@ -111,6 +128,7 @@ results::Record Record(const Item& item, Session& s) {
     if (auto dir = WriteFailureRepro(s.o.output_dir, spec, r); dir.ok()) ctx.repro_dir = dir->string();
   if (item.from_repro) ctx.repro_input = spec.repro;
   ctx.attempts = item.attempts;
+  ctx.reports_s = std::chrono::duration<double>(Clock::now() - started).count();
   return RecordOf(spec, r, ctx);
 }
 
@@ -138,7 +156,7 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
     if (auto st = results::AppendRecord(summary.results_file, record); !st.ok() && status.ok()) status = st;
     summary.records.push_back(std::move(record));
     Tally(summary, item.attempts.front().code);
-    console.Finished(i + 1, item.spec, item.attempts.front(), item.wall_s);
+    console.Finished(i + 1, item.spec, item.attempts.front(), summary.records.back().metrics);
     return false;
   };
   verifier::ExperimentBatch batch;
@@ -179,6 +197,11 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
   const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
   verifier::IsolatedRunner runner(run_dir, o.experiment.timeout_s, SlotEnv(o));
+  // Each slot keeps its experiment process (libtorch and the device initialized once, a crashed,
+  // hung or poisoned one replaced: runtime/jobs.h), and its worker starts now, prepared for a
+  // backend's first compile: their start-up overlaps with everything below.
+  runner.UsePersistentRunners();
+  runner.Prestart(NeedsWorkers(o), UsesCuda(o) ? "cuda" : "cpu");
   Session s{o, runner, CaptureCache(o.experiment.cache_dir, [&](const nlohmann::json& req) { return runner.Ask(req); }), ""};
   PARITY_RETURN_IF_ERROR(ImportReproHostOps(o, [&](const nlohmann::json& req) { return runner.Ask(req); }));
   PARITY_ASSIGN_OR_RETURN(auto all, ExpandMatrix(o, [&] { return runner.Ask({{"cmd", "list_models"}}); }));

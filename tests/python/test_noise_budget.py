@@ -60,7 +60,7 @@ def test_budget_grows_with_reduction_length_and_dtype(parity_bin, tmp_path):
         for dt in (torch.float32, torch.bfloat16):
             d = tmp_path / f"mm{k}-{dt}"
             capture(MatMul(), (a.to(dt), b.to(dt)), str(d))
-            r, recs = verify(parity_bin, tmp_path / f"out{k}-{dt}", d, "--backend", "eager")
+            r, recs = verify(parity_bin, tmp_path / f"out{k}-{dt}", d, "--backend", "eager", "--noise-budgets")
             assert r.returncode == 0, r.stdout + r.stderr
             nb = budget_of(recs[0])
             # The record states the rule: quantile x factor over the calibration runs, which are
@@ -85,7 +85,7 @@ def test_rounding_noise_passes_both_rules(parity_bin, tmp_path):
     # Relative noise of the float32 unit roundoff on one op's every element, drawn anew each call.
     args = fault("op=aten::linear", "occurrence=2", "kind=noise", "relative=1", f"delta={2.0 ** -24}")
     for rule in ("same", "calibrated"):
-        r, recs = verify(parity_bin, tmp_path / rule, d, *args, "--rule", rule)
+        r, recs = verify(parity_bin, tmp_path / rule, d, *args, "--rule", rule, "--noise-budgets")
         assert r.returncode == 0, r.stdout + r.stderr
         assert recs[0]["verification_code"] == "PASS", recs[0]
         assert recs[0]["rule"] == rule
@@ -124,11 +124,31 @@ def test_perturbed_op_fails_with_a_justification_naming_its_output(parity_bin, t
     # A 2e-5 one it does not (within its allclose): the record says the budget disagrees, and the
     # terminal says why on the PASS line.
     small = fault("op=aten::linear", "occurrence=3", "kind=perturb", "relative=1", "delta=2e-5")
-    r, recs = verify(parity_bin, tmp_path / "small", d, *small)
+    r, recs = verify(parity_bin, tmp_path / "small", d, *small, "--noise-budgets")
     assert recs[0]["verification_code"] == "PASS", recs[0]
     assert recs[0]["outputs"][1]["same_pass"] and not recs[0]["outputs"][1]["noise_budget"]["check"]["within"]
     assert "same() passes every output, but " + tail["path"] in recs[0]["justification"]
     assert "why: same() passes every output" in r.stdout, r.stdout
+
+
+def test_budgets_are_measured_where_a_rule_or_a_failure_needs_them(parity_bin, tmp_path):
+    """By default same() decides without calibration runs where it passes every output; a failing
+    output gets its budget (rounding or values: what minify's signature tells apart); the
+    calibrated rule and --noise-budgets measure every output's."""
+    d = two_heads(tmp_path)
+    quiet = fault("op=aten::linear", "occurrence=3", "kind=noise", "relative=1", f"delta={2.0 ** -24}")
+    r, recs = verify(parity_bin, tmp_path / "pass", d, *quiet)
+    assert recs[0]["verification_code"] == "PASS", recs[0]
+    assert not any("noise_budget" in o for o in recs[0]["outputs"]), recs[0]["outputs"]
+    assert "calibration_time_s" not in recs[0]["metrics"] and "calibration" not in recs[0]["metrics"]["phase_seconds"]
+    loud = fault("op=aten::linear", "occurrence=3", "kind=perturb", "relative=1", "delta=1e-3")
+    r, recs = verify(parity_bin, tmp_path / "fail", d, *loud)
+    assert recs[0]["verification_code"] == "FAIL", recs[0]
+    assert all("noise_budget" in o for o in recs[0]["outputs"]), recs[0]["outputs"]  # the failing graph's outputs
+    assert recs[0]["metrics"]["phase_seconds"]["calibration"] > 0
+    for extra in (["--rule", "calibrated"], ["--noise-budgets"]):
+        r, recs = verify(parity_bin, tmp_path / extra[-1], d, *quiet, *extra)
+        assert recs[0]["verification_code"] == "PASS" and all("noise_budget" in o for o in recs[0]["outputs"]), recs[0]
 
 
 def test_backward_fault_names_the_gradient(parity_bin, tmp_path):
@@ -195,7 +215,7 @@ def test_corpus_table_counts_both_rules_from_real_records(parity_bin, tmp_path):
              ("bad", "perturb", 1e-3, 9)]
     rows = []
     for k, (label, kind, delta, occ) in enumerate(cases):
-        _, recs = verify(parity_bin, tmp_path / f"c{k}", d,
+        _, recs = verify(parity_bin, tmp_path / f"c{k}", d, "--noise-budgets",
                          *fault("op=aten::linear", f"occurrence={occ}", f"kind={kind}", "relative=1", f"delta={delta!r}"))
         rows.append({"label": label, "set": "fault", "model": "two_heads", "dtype": "float32", "test": "eval",
                      "delta": delta, "where": "late", "op": "aten::linear", "code": recs[0]["verification_code"],

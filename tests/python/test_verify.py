@@ -181,3 +181,24 @@ def test_backends_lists_entry_point_dynamo_backends(parity_bin, tmp_path):
     by = {b["name"]: b for b in json.loads(r.stdout)}
     assert by["torch_compile:vendor_be"]["available"]
     assert "torch_compile:inductor" in by
+
+
+def test_time_split_adds_up_and_slots_keep_verdicts(parity_bin, cache_dir, tmp_path):
+    """Every record splits its wall time by phase (metrics.phase_seconds, results/phases.h): the
+    parts add up to the whole within 5%, the terminal says the split; two slots (-j 2) give the
+    verdicts one gives."""
+    args = ["--model", "mlp", "--model", "resnet", "--backend", "eager", "--backend", "inductor", "--test", "eval",
+            "--test", "train"]
+    codes = {}
+    for jobs in (1, 2):
+        r, lines = verify(parity_bin, cache_dir, tmp_path / f"j{jobs}", *args, "-j", str(jobs))
+        assert r.returncode == 0 and len(lines) == 8, r.stdout + r.stderr
+        for rec in lines:
+            m = rec["metrics"]
+            split = m["phase_seconds"]
+            assert {"load", "eager", "fp64", "compare", "process"} <= set(split), split
+            assert abs(sum(split.values()) - m["wall_time_s"]) <= 0.05 * m["wall_time_s"], m
+        assert "time: " in r.stdout and "%" in r.stdout.split("time: ")[1], r.stdout
+        codes[jobs] = {(x["model"]["model_name"], x["experiment"]["backend"], x["experiment"]["test"]): x["verification_code"]
+                       for x in lines}
+    assert codes[1] == codes[2], codes

@@ -176,6 +176,34 @@ def rules_disagree(record) -> bool:
     return False
 
 
+def build_times(entries: list, phases: list) -> dict:
+    """Where each experiment's wall time went (metrics.phase_seconds), one row per experiment and
+    a column per phase that took any time (phases: results/phases.h's list, in its order), then
+    the totals."""
+    rows, totals, wall = [], {}, 0.0
+    for e in entries:
+        r = e["record"]
+        m = r.get("metrics") or {}
+        split = m.get("phase_seconds") or {}
+        if not split:
+            continue
+        ex = r["experiment"]
+        rows.append({"title": f'{r["model"]["model_name"]} · {ex["backend"]} · {ex["test"]} · {ex["dtype"]}',
+                     "wall": m.get("wall_time_s", 0.0), "split": split,
+                     "peak": ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in (m.get("peak_memory_bytes") or {}).items())})
+        wall += m.get("wall_time_s", 0.0)
+        for k, v in split.items():
+            totals[k] = totals.get(k, 0.0) + v
+    shown = [p for p in phases if totals.get(p["name"], 0) > 0]
+    shown += [{"name": k, "meaning": ""} for k in totals if k not in {p["name"] for p in phases}]
+    def cells(split):
+        return [f'{split.get(p["name"], 0):.2f}' if split.get(p["name"]) else "" for p in shown]
+    return {"phases": shown, "rows": [{**row, "cells": cells(row["split"]), "wall": f'{row["wall"]:.1f}'}
+                                      for row in rows],
+            "total": {"wall": f"{wall:.1f}", "cells": cells(totals),
+                      "shares": [f'{100 * totals.get(p["name"], 0) / wall:.0f}%' if wall else "" for p in shown]}}
+
+
 def build(data: dict) -> dict:
     entries = data["entries"]
     columns, rows = OrderedDict(), OrderedDict()
@@ -230,7 +258,8 @@ def build(data: dict) -> dict:
     return {"title": data.get("title", "parity report"), "sources": data.get("sources", []), "columns": list(columns),
             "rows": rows, "details": details, "counts": [(k, v, classes[k]) for k, v in counts.items()],
             "stat_names": ["numel", "max abs", "max rel", "rmse res–fp64", "rmse ref–fp64", "cosine", "mismatches"],
-            "profiles": build_profiles(data.get("profiles", [])), "minifies": build_minifies(data.get("minifies", []))}
+            "profiles": build_profiles(data.get("profiles", [])), "minifies": build_minifies(data.get("minifies", [])),
+            "times": build_times(entries, data.get("phases", []))}
 
 
 def render(data: dict) -> str:

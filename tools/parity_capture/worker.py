@@ -31,8 +31,10 @@ import, every request answers ImportError naming it.
                        ignore_non_fp, signature -> bisected, why, runs, seconds, result (compiler_bisect.py)
   shutdown
 and the Python side of the backends (backends/, each module named like its C++ file):
-  run                  repro, graph, backend, options, mode, device, iterations, seed, sgd_lr, out
-                       -> names, compile_time_s, run_times_s   (backend run in this process)
+  run                  repro, graph, backend, options, mode, device, iterations, seed, sgd_lr, out[, keep]
+                       -> names, compile_time_s, run_times_s, peak_memory_bytes   (backend run in this process;
+                       with keep, the compiled graph is kept for one time_runs)
+  time_runs            iterations -> run_times_s (timed calls of what the last run with keep compiled)
   aot_graphs           repro, graph, backend (aot_eager | aot_eager_decomp_partition), out
                        -> out (a repro dir holding the AOTAutograd inference graph)
   aot_inductor         repro, graph, device, options, out -> package (.pt2), compile_time_s
@@ -194,7 +196,7 @@ def cmd_ping(req) -> Dict[str, Any]:
 COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": cmd_list_backends,
             "capture": cmd_capture, "repro_script": cmd_repro_script, "import_modules": cmd_import_modules,
             "host_call": cmd_host_call, "host_batch": cmd_host_batch, "host_backward": cmd_host_backward,
-            "run": python_backends.run, "aot_graphs": python_backends.aot_graphs,
+            "run": python_backends.run, "time_runs": python_backends.time_runs, "aot_graphs": python_backends.aot_graphs,
             "compiler_bisect": compiler_bisect.compiler_bisect,
             "aot_inductor": aot_inductor.aot_inductor, "torchscript": torchscript.torchscript,
             "export_pt2": nativert.export_pt2}
@@ -345,6 +347,41 @@ def deterministic_setup() -> None:
         setattr(cfg, key, value)
 
 
+def remember_isa_probes() -> None:
+    """Inductor picks the vector ISA of its CPU kernels by building a probe library per ISA (kept
+    in its cache) and dlopen-ing each in a fresh Python process, so that an illegal instruction
+    cannot take the compiler down: about 1 s of every worker's first CPU compile (measured on a
+    2-core CPU). A library that loaded once loads again: the worker marks each one that did
+    (beside it, keyed by its size and mtime) and asks a process only of one not seen loading.
+    Where this torch has no such probe, nothing changes."""
+    try:
+        from torch._inductor.cpu_vec_isa import VecISA
+    except ImportError:
+        return
+    probe = getattr(VecISA, "_probe_load", None)
+    if probe is None or getattr(probe, "parity_remembers", False):
+        return
+
+    def remembered(self, output_path: str) -> bool:
+        try:
+            st = os.stat(output_path)
+        except OSError:
+            return probe(self, output_path)
+        marker = f"{output_path}.parity-loads-{st.st_size}-{st.st_mtime_ns}"
+        if os.path.exists(marker):
+            return True
+        ok = probe(self, output_path)
+        if ok:  # a failure (or a hung probe) is asked again next time
+            try:
+                open(marker, "w").close()
+            except OSError:
+                pass
+        return ok
+
+    remembered.parity_remembers = True
+    VecISA._probe_load = remembered
+
+
 def warm_up(device: str) -> None:
     """What a dynamo backend's first compile on `device` would otherwise do inside the first
     request (--warm; measured on a 2-core CPU: 1.9 s of imports and 1.2 s choosing the vector ISA,
@@ -401,6 +438,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     tune_malloc()
     deterministic_setup()
+    remember_isa_probes()
     _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
     if a.warm:
         warm_up(a.warm)  # before the socket appears: a slot takes jobs once its worker is warm

@@ -19,11 +19,18 @@ Availability PythonAvailable() {
 
 std::string Abs(const fs::path& p) { return fs::absolute(p).string(); }
 
+std::vector<double> TimesOf(const nlohmann::json& resp) {
+  std::vector<double> times;
+  for (const auto& t : resp.value("run_times_s", nlohmann::json::array())) times.push_back(t.get<double>());
+  return times;
+}
+
 BackendRun RunOf(const nlohmann::json& resp, NamedTensors outputs) {
   BackendRun run;
   run.outputs = std::move(outputs);
   run.compile_time_s = resp.value("compile_time_s", 0.0);
-  for (const auto& t : resp.value("run_times_s", nlohmann::json::array())) run.run_times_s.push_back(t.get<double>());
+  run.run_times_s = TimesOf(resp);
+  run.peak_memory_bytes = resp.value("peak_memory_bytes", int64_t{0});
   return run;
 }
 
@@ -44,6 +51,7 @@ Expected<std::vector<BackendRun>> RunInWorker(const std::vector<ExperimentContex
                         {"seed", ReferenceOptions{}.seed},
                         {"sgd_lr", kSgdLr},
                         {"out", Abs(out_of(0))}};
+  if (ctx.iterations == 0) req["keep"] = true;  // the timed runs come in their own request (TimedRuns)
   for (size_t k = 1; k < ctxs.size(); ++k)
     req["variants"].push_back({{"repro", Abs(ctxs[k].repro->root())}, {"graph", ctxs[k].graph->name}, {"out", Abs(out_of(k))}});
   PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker(req));
@@ -79,6 +87,11 @@ class WorkerBackend final : public Backend {
   Expected<BackendRun> Run(const ExperimentContext& ctx) override { return RunInWorker(ctx, backend_); }
   Expected<std::vector<BackendRun>> RunShapes(const std::vector<ExperimentContext>& shapes) override {
     return RunInWorker(shapes, backend_);
+  }
+  bool RunsApart(const ExperimentContext&) const override { return true; }
+  Expected<std::vector<double>> TimedRuns(const ExperimentContext& ctx) override {
+    PARITY_ASSIGN_OR_RETURN(auto resp, runtime::AskWorker({{"cmd", "time_runs"}, {"iterations", ctx.iterations}}));
+    return TimesOf(resp);
   }
 
  private:

@@ -46,9 +46,14 @@ def run(req) -> Dict[str, Any]:
     ctx = _inductor_config(options) if inductor else contextlib.nullcontext()
     backend_options = {} if inductor else {k: parse_option(v) for k, v in options.items()}
     torch._dynamo.reset()
+    _KEPT.clear()
     with ctx:
         compiled = _compile(gm, backend, backend_options, g.symbolic())
         first = _run_compiled(compiled, gm, g, device, train, iters, req)
+    if req.get("keep"):  # its timed runs come later, in their own request (time_runs)
+        _KEPT.update(compiled=compiled, options=options if inductor else None, inputs=device_inputs(g, device, train),
+                     device=device, train=train)
+    with ctx:
         for v in req.get("variants", []):
             vreq = {**req, **v}
             _, vg = load_graph(vreq)
@@ -61,13 +66,36 @@ def run(req) -> Dict[str, Any]:
     return first
 
 
+# What the last `run` with "keep" compiled, for its `time_runs`: the compiled callable, its
+# inputs, where and how it ran.
+_KEPT: Dict[str, Any] = {}
+
+
+def _sync(device: str):
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def _timed_calls(compiled, inputs, device: str, train: bool, n: int):
+    """n calls of `compiled` on `inputs`, each timed (the device synchronized)."""
+    sync = _sync(device)
+    times = []
+    with contextlib.nullcontext() if train else torch.no_grad():
+        for _ in range(n):
+            t0 = time.perf_counter()
+            compiled(*inputs)
+            sync()
+            times.append(time.perf_counter() - t0)
+    return times
+
+
 def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) -> Dict[str, Any]:
     """One call of `compiled` on g's inputs (timed: the first call includes the compile), then
     iters - 1 timed calls; the results written to req["out"]."""
     inputs = device_inputs(g, device, train)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    grad_ctx = contextlib.nullcontext() if train else torch.no_grad()
-    with grad_ctx:
+    sync = _sync(device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    with contextlib.nullcontext() if train else torch.no_grad():
         # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
         # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
         torch.manual_seed(int(req.get("seed", SEED)))
@@ -75,15 +103,26 @@ def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) ->
         out = compiled(*inputs)
         sync()
         compile_time = time.perf_counter() - t0
-        times = []
-        for _ in range(iters - 1 if iters > 1 else 0):
-            t0 = time.perf_counter()
-            compiled(*inputs)
-            sync()
-            times.append(time.perf_counter() - t0)
+    times = _timed_calls(compiled, inputs, device, train, iters - 1 if iters > 1 else 0)
     tensors = _results(gm, g, out, inputs, train, req)
     write_tensors(req["out"], tensors)
-    return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times}
+    peak = torch.cuda.max_memory_allocated() if device.startswith("cuda") else 0
+    return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times, "peak_memory_bytes": peak}
+
+
+def time_runs(req) -> Dict[str, Any]:
+    """The timed runs of what the last `run` with "keep" compiled (req["iterations"] of them):
+    parity asks for them once its own reference runs are done, so that neither times the other."""
+    if not _KEPT:
+        raise RuntimeError("time_runs: no compiled graph kept (a run request with \"keep\" comes first)")
+    k = _KEPT
+    ctx = _inductor_config(k["options"]) if k["options"] is not None else contextlib.nullcontext()
+    try:
+        with ctx:
+            times = _timed_calls(k["compiled"], k["inputs"], k["device"], k["train"], max(0, int(req.get("iterations", 1))))
+    finally:
+        _KEPT.clear()  # what it holds (the compiled graph's parameters, on a GPU too) goes now
+    return {"run_times_s": times}
 
 
 def _results(gm, g, out, inputs, train: bool, req) -> Dict[str, torch.Tensor]:

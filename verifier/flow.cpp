@@ -1,0 +1,476 @@
+// RunExperiment: the steps of one experiment (experiment.h says what they are for), each in
+// the phase the record accounts it to (verifier/phase_clock.h).
+//
+// Where the backend computes in another process (Backend::RunsApart: the Python worker), its
+// compile and first run go to the worker first, and the reference runs (eager twice, fp64) run
+// here meanwhile: the experiment costs the longer of the two, not their sum. Its timed runs come
+// after the reference's, so neither times the other. Noise budgets (four more eager runs per
+// graph) are measured last, only where NoiseBudgets says they are needed.
+#include <ATen/Context.h>
+
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "compare/budget.h"
+#include "compare/same.h"
+#include "interpreter/interpreter.h"
+#include "runtime/host_ops.h"
+#include "runtime/worker.h"
+#include "util/files.h"
+#include "verifier/backend.h"
+#include "verifier/calibration.h"
+#include "verifier/case.h"
+#include "verifier/device_memory.h"
+#include "verifier/experiment.h"
+#include "verifier/judge.h"
+#include "verifier/phase_clock.h"
+#include "verifier/reference.h"
+#include "verifier/shapes.h"
+
+namespace parity::verifier {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ExperimentResult Finish(ExperimentResult r, Code code, std::string error = "") {
+  r.code = code;
+  r.error = std::move(error);
+  return r;
+}
+
+// Determinism as PyTorch's benchmark runner sets it up.
+void DeterministicSetup() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(true, /*warn_only=*/true);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
+  ctx.setAllowTF32CuDNN(false);
+}
+
+void Note(ExperimentResult& r, const std::string& note) { r.notes += (r.notes.empty() ? "" : "; ") + note; }
+
+// One graph at one shape, as the later steps need it: calibration reruns its program on its
+// inputs; its results are [begin, end) of Collected.
+struct Unit {
+  const interp::Program* program;
+  const ReproDir* repro;
+  const GraphEntry* graph;
+  std::string mode;
+  ReferenceOptions eager;
+  bool fp64_ran = false;
+  size_t begin = 0, end = 0;
+};
+
+// One experiment's state across its steps.
+struct Flow {
+  const ExperimentSpec& spec;
+  ExperimentResult r;
+  PhaseClock clock;
+  std::deque<interp::Program> programs;  // every graph's, for its shapes' units
+  std::deque<ReproDir> variants;         // --shapes: the variant dirs the units point into
+  std::vector<Unit> units;
+  Collected c;
+};
+
+using Stop = std::optional<ExperimentResult>;  // set when the experiment ends early
+
+Stop Early(Flow& f, Code code, std::string error) { return Finish(f.r, code, std::move(error)); }
+
+// A graph's tolerance: --tol (or the failure's), else the suite default for the mode and
+// dtype the program ran that graph in.
+double GraphTolerance(const ExperimentSpec& spec, const GraphEntry& graph) {
+  if (spec.tol) return *spec.tol;
+  const std::string dtype = graph.dtype.empty() ? spec.dtype : graph.amp.empty() ? graph.dtype : "amp";
+  return DefaultTolerance(spec.suite, graph.mode.empty() ? spec.test : graph.mode, dtype);
+}
+
+// Device, backend availability, the table's traits and the backend's own capability check.
+Stop CheckCapability(Flow& f, Backend& backend, ExperimentContext& ctx) {
+  const ExperimentSpec& spec = f.spec;
+  Availability avail = backend.Available();
+  if (!avail.available) return Early(f, Code::kVerifierSkipped, "backend " + spec.backend + " unavailable: " + avail.why);
+  auto info = FindBackend(spec.backend);
+  if (info.ok() && spec.test == "train" && !info->train) return Early(f, Code::kVerifierSkipped, spec.backend + " runs inference only");
+  if (info.ok() && !info->symbolic && ctx.repro)
+    for (const auto& g : ctx.repro->graphs())
+      if (g.graph.symbolic())
+        return Early(f, Code::kVerifierSkipped,
+                     spec.backend + " compiles static shapes only, and " + g.name +
+                         " has symbolic ones (inductor, eager or torch_compile:<backend> compile it as dynamic)");
+  if (Status st = backend.Supports(ctx); !st.ok()) {
+    if (st.error().kind == ErrorKind::kUnsupported) return Early(f, Code::kVerifierSkipped, st.error().message);
+    return Early(f, Code::kExceptionRaised, st.error().message);
+  }
+  return std::nullopt;
+}
+
+// Eager twice: as PyTorch's benchmark runner, bitwise on CUDA; on the CPU, same()'s default
+// tolerance (threaded CPU BLAS may reorder reductions between two runs of the same process).
+Stop CheckDeterministic(Flow& f, const NamedTensors& a, const NamedTensors& b, bool cuda, const std::string& prefix) {
+  compare::SameOptions exact;
+  exact.tol = cuda ? 0.0 : 1e-4;
+  exact.equal_nan = true;
+  exact.compute_stats = false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    auto v = compare::SameTensor(a[k].second, b[k].second, std::nullopt, exact);
+    if (!v.pass) return Early(f, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
+  }
+  return std::nullopt;
+}
+
+Stop BackendFailed(Flow& f, const Error& e, const std::string& where) {
+  if (e.kind == ErrorKind::kUnsupported) return Early(f, Code::kVerifierSkipped, e.message);
+  // The worker's Python exception keeps its type and traceback; a C++ failure is a RuntimeError.
+  f.r.exception_type = e.exception_type.empty() ? "RuntimeError" : e.exception_type;
+  f.r.traceback = e.traceback;
+  return Early(f, Code::kExceptionRaised, where + e.Text());
+}
+
+// One shape of a graph: the recorded call's (the capture itself), or a --shapes variant.
+struct Shape {
+  std::string label;  // "" for the recorded shape, else "[s77=12]"
+  const ReproDir* repro;
+  const GraphEntry* graph;
+  sym::Bindings symbols;
+};
+
+// The shapes a graph runs at: the recorded one, and for a symbolic graph under --shapes sweep
+// its variants, written into the experiment's work dir (kept in f.variants).
+Expected<std::vector<Shape>> ShapesOf(Flow& f, const ExperimentContext& ctx, const GraphEntry& graph) {
+  sym::Bindings recorded;
+  for (const auto& [name, sy] : graph.graph.symbols) recorded[name] = sy.hint;
+  std::vector<Shape> shapes = {{"", ctx.repro, &graph, recorded}};
+  // A train graph with the gradients its program fed back sweeps where they fit every size (a
+  // scalar loss's); gradients of outputs with symbolic sizes hold at the recorded sizes only.
+  if (!graph.graph.symbolic() || f.spec.sweep <= 0 || !TangentsFitEveryShape(graph)) return shapes;
+  int k = 0;
+  for (const auto& point : SweepPoints(graph.graph, f.spec.sweep)) {
+    const std::filesystem::path dir = ctx.work_dir / ("shape" + std::to_string(k) + "-" + FileNameSlug(graph.name));
+    PARITY_RETURN_IF_ERROR(WriteShapeVariant(*ctx.repro, graph, point, ShapeSeed(point), dir));
+    ++k;
+    PARITY_ASSIGN_OR_RETURN(ReproDir v, ReproDir::Load(dir));
+    f.variants.push_back(std::move(v));
+    shapes.push_back({"[" + PointLabel(point) + "]", &f.variants.back(), &f.variants.back().graphs().at(0), point});
+  }
+  return shapes;
+}
+
+// The backend's compile and first run of one graph, in a thread of its own while the reference
+// runs here (Backend::RunsApart), with the moments it reached: when the worker listened (a
+// worker still starting is waited for first), when the run was back.
+class BackendBeside {
+ public:
+  BackendBeside(Backend& backend, std::vector<ExperimentContext> contexts)
+      : contexts_(std::move(contexts)), thread_([this, &backend] { Work(backend); }) {}
+  ~BackendBeside() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Waits for the runs; `clock` splits the wait by what the worker was doing then.
+  Expected<std::vector<BackendRun>> Join(PhaseClock& clock) {
+    thread_.join();
+    clock.SplitWait({{listening_, "worker_start"}, {done_, "compile"}});
+    return std::move(runs_);
+  }
+
+ private:
+  void Work(Backend& backend) {
+    Status connected = runtime::ConnectWorker();
+    listening_ = Clock::now();
+    if (!connected.ok()) {
+      runs_ = connected.error();
+    } else if (contexts_.size() == 1) {
+      auto run = backend.Run(contexts_[0]);
+      if (run.ok())
+        runs_ = std::vector<BackendRun>{std::move(*run)};
+      else
+        runs_ = run.error();
+    } else {
+      runs_ = backend.RunShapes(contexts_);
+    }
+    done_ = Clock::now();
+  }
+  std::vector<ExperimentContext> contexts_;
+  Expected<std::vector<BackendRun>> runs_ = std::vector<BackendRun>{};
+  Clock::time_point listening_, done_;
+  std::thread thread_;  // last: started once the members it writes exist
+};
+
+// The backend's runs of one graph at its shapes where it runs here, the compile and first run
+// accounted apart from the timed runs.
+Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, const std::vector<ExperimentContext>& contexts) {
+  f.clock.Enter("backend_runs", "backend");
+  Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
+  if (contexts.size() == 1) {
+    auto run = backend.Run(contexts[0]);
+    if (!run.ok()) return run.error();
+    runs->push_back(std::move(*run));
+  } else {
+    runs = backend.RunShapes(contexts);
+  }
+  double timed = 0;
+  if (runs.ok())
+    for (const auto& run : *runs)
+      for (double t : run.run_times_s) timed += t;
+  f.clock.SplitWait({{Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timed)), "compile"}});
+  return runs;
+}
+
+// The reference of one shape: eager twice (they must agree), then fp64 (without it, cosine).
+struct Reference {
+  NamedTensors eager, fp64;
+  bool fp64_ran = false;
+};
+Stop RunReferences(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
+                   const std::string& prefix, Reference& ref) {
+  f.clock.Enter("eager");
+  auto first = RunReference(program, *sh.repro, *sh.graph, mode, ro);
+  if (!first.ok())
+    return Early(f, Code::kEagerFailed, "eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message);
+  f.clock.Enter("eager", "eager_2nd_run");
+  auto second = RunReference(program, *sh.repro, *sh.graph, mode, ro);
+  if (!second.ok()) return Early(f, Code::kEagerFailed, "eager 2nd run: " + second.error().message);
+  if (Stop st = CheckDeterministic(f, *first, *second, ro.device.is_cuda(), prefix)) return st;
+  second = NamedTensors{};  // its memory back before fp64's
+  f.clock.Enter("fp64", "fp64_reference");
+  ReferenceOptions r64 = ro;
+  r64.float_dtype = c10::kDouble;
+  r64.hook = nullptr;
+  auto fp64 = RunReference(program, *sh.repro, *sh.graph, mode, r64);
+  if (!fp64.ok()) {
+    // Never silent: the record says the reference is missing, why, and which rule decided.
+    f.c.fp64_ok = false;
+    if (f.r.reference_error.empty()) f.r.reference_error = prefix + fp64.error().message.substr(0, 300);
+    f.r.cosine = true;
+  }
+  ref.eager = std::move(*first);
+  ref.fp64_ran = fp64.ok();
+  if (fp64.ok()) ref.fp64 = std::move(*fp64);
+  return std::nullopt;
+}
+
+// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
+// shape (one compile for all where it can), beside the reference where it runs apart.
+Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi) {
+  const ExperimentSpec& spec = f.spec;
+  const std::string gprefix = multi ? graph.name + "/" : "";
+  const std::string mode = graph.mode.empty() ? spec.test : graph.mode;
+  ctx.graph = &graph;
+  ctx.mode = mode;
+  f.clock.Enter("load", "eager");
+  auto program = interp::Program::Compile(graph.graph, (ctx.repro->root() / graph.file).string());
+  if (!program.ok()) return Early(f, Code::kEagerFailed, program.error().message);
+  f.programs.push_back(std::move(*program));
+  const interp::Program& prog = f.programs.back();
+  auto shapes = ShapesOf(f, ctx, graph);
+  if (!shapes.ok()) return Early(f, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
+  if (spec.sweep > 0 && graph.graph.symbolic() && shapes->size() == 1)
+    Note(f.r, graph.name + ": verified at its recorded shape only (" +
+                  (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") +
+                  ")");
+  std::vector<ExperimentContext> contexts;
+  for (const Shape& sh : *shapes) {
+    ExperimentContext sc = ctx;
+    sc.repro = sh.repro;
+    sc.graph = sh.graph;
+    contexts.push_back(std::move(sc));
+  }
+  // Host ops call the worker from the reference runs: then the backend waits its turn.
+  const bool apart = backend.RunsApart(ctx) && ctx.repro->manifest().host_ops.empty();
+  std::optional<BackendBeside> beside;
+  if (apart) {
+    // Started from this thread, which outlives it (a child dies with the thread that made it).
+    if (Status st = runtime::LaunchWorker(); !st.ok()) return BackendFailed(f, st.error(), "");
+    std::vector<ExperimentContext> first_runs = contexts;
+    for (auto& c : first_runs) c.iterations = 0;
+    beside.emplace(backend, std::move(first_runs));
+  }
+  ReferenceOptions ro;
+  ro.device = ctx.device;
+  ro.hook = backend.EagerHook(ctx);
+  std::vector<Reference> refs(shapes->size());
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const Shape& sh = (*shapes)[i];
+    if (Stop st = RunReferences(f, prog, sh, mode, ro, gprefix + (sh.label.empty() ? "" : sh.label + "/"), refs[i]))
+      return st;  // `beside` is waited for as it goes
+  }
+  Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
+  if (apart) {
+    f.clock.Enter("backend_runs", "backend");
+    runs = beside->Join(f.clock);
+    if (runs.ok() && ctx.iterations > 0) {
+      auto times = backend.TimedRuns(ctx);
+      if (!times.ok()) return BackendFailed(f, times.error(), multi ? graph.name + ": " : "");
+      runs->at(0).run_times_s = std::move(*times);
+    }
+  } else {
+    runs = RunBackendHere(f, backend, contexts);
+  }
+  if (!runs.ok()) return BackendFailed(f, runs.error(), multi ? graph.name + ": " : "");
+  Collected& c = f.c;
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const Shape& sh = (*shapes)[i];
+    BackendRun& run = (*runs)[i];
+    const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
+    if (i == 0) {  // the recorded shape's timings are the experiment's
+      f.r.compile_time_s += run.compile_time_s;
+      if (c.run_times.size() < run.run_times_s.size()) c.run_times.resize(run.run_times_s.size(), 0.0);
+      for (size_t t = 0; t < run.run_times_s.size(); ++t) c.run_times[t] += run.run_times_s[t];
+    }
+    if (run.peak_memory_bytes > 0)
+      f.r.peak_memory_bytes["backend"] = std::max(f.r.peak_memory_bytes["backend"], run.peak_memory_bytes);
+    Unit u{&prog, sh.repro, sh.graph, mode, ro, refs[i].fp64_ran, c.ref.size(), 0};
+    for (size_t k = 0; k < refs[i].eager.size(); ++k) {
+      const std::string& name = refs[i].eager[k].first;
+      const bool named = name.rfind("output/", 0) == 0 && k < graph.output_names.size();
+      c.shown.push_back(prefix + (named ? graph.output_names[k] : name));
+      c.ref.emplace_back(prefix + name, refs[i].eager[k].second);
+      c.tols.push_back(GraphTolerance(spec, graph));
+      c.budgets.push_back(std::nullopt);
+      if (refs[i].fp64_ran) c.fp64.emplace_back(prefix + name, refs[i].fp64[k].second);
+    }
+    for (auto& [name, t] : run.outputs) c.got.emplace_back(prefix + name, std::move(t));
+    u.end = c.ref.size();
+    if (graph.graph.symbolic() && shapes->size() > 1) c.spans.push_back({graph.name, sh.symbols, u.begin, u.end});
+    f.units.push_back(u);
+  }
+  return std::nullopt;
+}
+
+// Which units' noise budgets to measure: every one where the rule or --noise-budgets asks, else
+// (same()) those where same() fails an output: whether rounding alone explains that failure.
+std::vector<bool> UnitsToCalibrate(Flow& f) {
+  std::vector<bool> want(f.units.size(), false);
+  if (!f.c.fp64_ok || f.spec.noise_budgets == NoiseBudgets::kNever) return want;
+  const bool every = f.spec.noise_budgets == NoiseBudgets::kAlways || f.spec.rule == kRuleCalibrated;
+  std::vector<bool> fails;
+  if (!every) fails = SameFails(f.spec, f.r, f.c);
+  for (size_t u = 0; u < f.units.size(); ++u) {
+    const Unit& unit = f.units[u];
+    if (!unit.fp64_ran) continue;
+    want[u] = every || std::any_of(fails.begin() + static_cast<std::ptrdiff_t>(unit.begin),
+                                   fails.begin() + static_cast<std::ptrdiff_t>(unit.end), [](bool b) { return b; });
+  }
+  return want;
+}
+
+// The noise budget of each floating result of one unit, from its calibration runs (eager's own
+// error the first sample). None when the calibration cannot run: the notes say why, and the
+// calibrated rule leaves those results to same().
+void MeasureBudgets(Flow& f, const Unit& u) {
+  const auto started = Clock::now();
+  auto runs = CalibrationRuns(*u.program, *u.repro, *u.graph, u.mode, u.eager);
+  if (!runs.ok()) {
+    Note(f.r, "no noise budget: a calibration run failed: " + runs.error().message.substr(0, 200));
+  } else {
+    for (size_t k = u.begin; k < u.end; ++k) {
+      const at::Tensor& ref = f.c.ref[k].second;
+      const at::Tensor& fp64 = f.c.fp64[k].second;
+      if (!compare::FloatingOutput(ref) || fp64.numel() != ref.numel()) continue;
+      std::vector<std::pair<std::string, at::Tensor>> samples = {{"eager", ref}};
+      for (const auto& run : *runs)
+        if (k - u.begin < run.results.size() && run.results[k - u.begin].second.numel() == ref.numel())
+          samples.emplace_back(run.label, run.results[k - u.begin].second);
+      f.c.budgets[k] = compare::MeasureBudget(fp64, samples);
+    }
+  }
+  f.r.calibration_time_s += std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+void Calibrate(Flow& f) {
+  const std::vector<bool> want = UnitsToCalibrate(f);
+  for (size_t u = 0; u < f.units.size(); ++u)
+    if (want[u]) {
+      f.clock.Enter("calibration");
+      MeasureBudgets(f, f.units[u]);
+    }
+}
+
+// Per-repetition totals of the timed runs.
+void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times, ExperimentResult& r) {
+  const int iters = std::max(1, spec.iterations_per_run);
+  for (int rep = 0; rep < spec.repeat; ++rep) {
+    double total = 0;
+    for (int i = 0; i < iters; ++i) {
+      size_t idx = static_cast<size_t>(rep * iters + i);
+      if (idx < run_times.size()) total += run_times[idx];
+    }
+    r.total_time.push_back(total);
+    r.per_iter_time.push_back(total / iters);
+  }
+}
+
+// The repro dir, the device and the backend: what every graph's steps need.
+struct Setup {
+  std::optional<ReproDir> repro;
+  std::unique_ptr<Backend> backend;
+  ExperimentContext ctx;
+};
+Stop Prepare(Flow& f, Setup& s) {
+  const ExperimentSpec& spec = f.spec;
+  f.clock.Enter("load");
+  auto repro = ReproDir::Load(spec.repro);
+  if (!repro.ok()) return Early(f, Code::kEagerFailed, repro.error().message);
+  s.repro.emplace(std::move(*repro));
+  c10::Device device(c10::kCPU);
+  try {
+    device = c10::Device(spec.device);
+  } catch (const std::exception&) {
+    return Early(f, Code::kVerifierSkipped, "invalid device \"" + spec.device + "\"");
+  }
+  if (device.is_cuda() && !at::hasCUDA()) return Early(f, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
+  // Host ops (ops registered from Python only) call the worker; the driver checked approval.
+  if (Status st = runtime::PrepareHostOps(*s.repro, spec.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); });
+      !st.ok())
+    return Early(f, Code::kEagerFailed, st.error().message);
+  auto backend = MakeBackend(spec.backend);
+  if (!backend.ok()) return Early(f, Code::kVerifierSkipped, backend.error().message);
+  s.backend = std::move(*backend);
+  ExperimentContext& ctx = s.ctx;
+  ctx.repro = &*s.repro;
+  ctx.graph = &s.repro->graphs().at(0);  // capability is asked of the first graph
+  ctx.mode = spec.test;
+  ctx.device = device;
+  ctx.options = spec.backend_options;
+  ctx.work_dir = spec.work_dir;
+  ctx.cache_dir = spec.cache_dir;
+  ctx.iterations = std::max(1, spec.repeat * spec.iterations_per_run);
+  ResetPeakMemory(device);
+  f.clock.Enter("load", "capability");
+  return CheckCapability(f, *s.backend, ctx);
+}
+
+// What the record says of the time and memory it took, whatever came of it.
+ExperimentResult Accounted(Flow& f, ExperimentResult r, c10::Device device) {
+  r.phase_seconds = f.clock.Seconds();
+  if (int64_t peak = PeakMemory(device); peak > 0) r.peak_memory_bytes["reference"] = peak;
+  return r;
+}
+
+}  // namespace
+
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase) {
+  Flow f{spec, {}, PhaseClock(nullptr), {}, {}, {}, {}};
+  f.clock = PhaseClock([&](const std::string& step) {
+    f.r.phase = step;
+    if (on_phase) on_phase(step);
+  });
+  f.r.tol = EffectiveTolerance(spec);
+  f.r.cosine = spec.cosine;
+  DeterministicSetup();
+  Setup s;
+  if (Stop st = Prepare(f, s)) return Accounted(f, *st, s.ctx.device);
+  const bool multi = s.repro->graphs().size() > 1;
+  for (const GraphEntry& graph : s.repro->graphs())
+    if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
+  FillTimes(spec, f.c.run_times, f.r);
+  Calibrate(f);
+  f.clock.Enter("compare");
+  ExperimentResult judged = Judge(spec, f.r, f.c);
+  return Accounted(f, std::move(judged), s.ctx.device);
+}
+
+}  // namespace parity::verifier
