@@ -1,0 +1,186 @@
+"""verify vs the Python accuracy runner (issue 43): `parity verify --backend inductor` on
+HuggingFace models captured with dump_backend (trained one step under amp bf16, and eval), side
+by side with the check PyTorch's dynamo runner does on the same models (bench/hf_flow.py: eager
+twice, fp64, the compiled model, same(); a fresh process per model, as the runner runs each model
+with --only in a subprocess), in one run on this machine.
+
+Per model, each side as a fresh process: cold (empty Inductor caches on both sides) and warm (the
+caches the cold run filled: the CI case). Then the matrix as CI runs it: every model in one
+`parity verify` (its workers and experiment processes started once), against the runner's
+subprocess per model; its per-model time is the run's wall time over the models.
+
+    .venv/bin/python bench/accuracy_runner.py [--device cuda --size gpu] [--models bert gpt2 t5] [--out FILE]
+
+Also the section `accuracy_runner` of bench/run_benchmarks.py (docs/benchmarks.md); on a GPU,
+docs/gpu.md quotes its output."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HF_FLOW = os.path.join(ROOT, "bench", "hf_flow.py")
+
+
+def _env(cache: str) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, PYTHONPATH=os.path.join(ROOT, "tools"))
+    env.pop("PARITY_KEEP_WORKERS", None)
+    return env
+
+
+def _timed(cmd, env) -> tuple:
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t0, p
+
+
+def _records(out: str) -> list:
+    path = os.path.join(out, "results.jsonl")
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def capture(python: str, tmp: str, model: str, test: str, device: str, size: str) -> str:
+    d = os.path.join(tmp, "dirs", f"{model}-{test}")
+    if not os.path.exists(d):
+        p = subprocess.run([python, HF_FLOW, "capture", d, "--model", model, "--test", test, "--device", device, "--size", size],
+                           capture_output=True, text=True, env=_env(os.path.join(tmp, "capture-cache")))
+        if p.returncode != 0:
+            raise RuntimeError(f"capture of {model} {test} failed:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return d
+
+
+def python_flow(python: str, model: str, test: str, device: str, size: str, cache: str) -> dict:
+    wall, p = _timed([python, HF_FLOW, "python", "--model", model, "--test", test, "--device", device, "--size", size],
+                     _env(cache))
+    if p.returncode != 0:
+        raise RuntimeError(f"python flow {model} {test}:\n{p.stderr[-4000:]}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["process_wall_s"] = wall
+    return out
+
+
+def parity_verify(parity: str, dirs: list, device: str, cache: str, out: str, extra=()) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    wall, p = _timed([parity, "verify", *dirs, "--backend", "inductor", "--device", device, "--output-dir", out, *extra],
+                     _env(cache))
+    recs = _records(out)
+    if len(recs) != len(dirs):
+        raise RuntimeError(f"parity verify wrote {len(recs)} records for {len(dirs)} dirs:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return {"process_wall_s": wall, "records": recs}
+
+
+def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "small", models=("bert", "gpt2", "t5"),
+        tests=("train", "eval"), jobs: int = 1) -> dict:
+    rows = []
+    dirs = []
+    for model in models:
+        for test in tests:
+            d = capture(python, tmp, model, test, device, size)
+            dirs.append(d)
+            pc, qc = os.path.join(tmp, f"py-{model}-{test}"), os.path.join(tmp, f"pa-{model}-{test}")
+            row = {"model": model, "test": test}
+            py_cold = python_flow(python, model, test, device, size, pc)
+            pa_cold = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-cold"))
+            py_warm = python_flow(python, model, test, device, size, pc)
+            pa_warm = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-warm"))
+            rec = pa_warm["records"][0]
+            row.update(python_cold_s=py_cold["process_wall_s"], parity_cold_s=pa_cold["process_wall_s"],
+                       python_warm_s=py_warm["process_wall_s"], parity_warm_s=pa_warm["process_wall_s"],
+                       python_verdict=py_warm["verdict"], parity_verdict=rec["verification_code"],
+                       python_phases=py_warm["phases"], parity_phases=rec["metrics"].get("phase_seconds", {}),
+                       python_peak_bytes=py_warm.get("peak_bytes", 0),
+                       parity_peak_bytes=rec["metrics"].get("peak_memory_bytes", {}))
+            row["ratio_cold"] = row["parity_cold_s"] / row["python_cold_s"]
+            row["ratio_warm"] = row["parity_warm_s"] / row["python_warm_s"]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("phases")}), file=sys.stderr, flush=True)
+    # The matrix as CI runs it: one parity run over every dir (warm caches: each dir's own cache
+    # was filled above, so use a shared one filled by a first matrix run), the runner a process per model.
+    shared = os.path.join(tmp, "pa-matrix")
+    parity_verify(parity, dirs, device, shared, os.path.join(tmp, "out-matrix-fill"), ["-j", str(jobs)])
+    matrix = parity_verify(parity, dirs, device, shared, os.path.join(tmp, "out-matrix"), ["-j", str(jobs)])
+    python_total = sum(r["python_warm_s"] for r in rows)
+    result = {"device": device, "size": size, "jobs": jobs, "rows": rows,
+              "matrix": {"experiments": len(dirs), "parity_wall_s": matrix["process_wall_s"],
+                         "parity_per_model_s": matrix["process_wall_s"] / len(dirs),
+                         "python_per_model_s": python_total / len(dirs),
+                         "ratio": matrix["process_wall_s"] / python_total,
+                         "verdicts": [r["verification_code"] for r in matrix["records"]]}}
+    result["markdown"] = render(result)
+    return result
+
+
+def _fmt_split(phases: dict, top: int = 4) -> str:
+    items = sorted(phases.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{k} {v:.1f}" for k, v in items)
+
+
+def render(r: dict) -> list:
+    env = r.get("env", {})
+    sizes = {"small": "hidden 256, 4 layers, 4 heads, seq 128, batch 4", "gpu": "hidden 768, 12 layers, 12 heads, seq 256, batch 8"}
+    lines = ["## verify vs the Python accuracy runner", ""]
+    if env:
+        lines += [f"Measured {env.get('date', '')} on {env.get('cpu', '')} ({env.get('threads', '')} threads), torch {env.get('torch', '')}"
+                  + (f", {r['device']}" if r["device"] != "cpu" else "") + ".", ""]
+    lines += [
+        f"HuggingFace models ({sizes.get(r['size'], r['size'])}, vocab as in bench/hf_flow.py), trained one step under "
+        "amp bf16 (loss inside the model) and run in eval, each captured once with `dump_backend` from the program "
+        "itself. parity: `parity verify DIR --backend inductor` (eager twice, fp64, Inductor, same(), every "
+        "gradient). Python: `bench/hf_flow.py python`, the dynamo runner's accuracy check of the same model (eager "
+        "twice, fp64 deepcopy, the model compiled with Inductor, same() over logits, loss, every gradient and every "
+        "parameter after the SGD step), a fresh process per model as the runner runs each model (`--only` in a "
+        "subprocess). Cold: empty Inductor caches on both sides; warm: the caches the cold run filled (the CI case). "
+        "Ratios are parity's time over Python's: below 1 parity is faster.", "",
+        "| model | test | Python cold | parity cold | ratio | Python warm | parity warm | ratio | verdicts (Python / parity) | where parity's warm time went |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in r["rows"]:
+        lines.append(f"| {row['model']} | {row['test']} | {row['python_cold_s']:.1f} s | {row['parity_cold_s']:.1f} s | "
+                     f"{row['ratio_cold']:.2f}x | {row['python_warm_s']:.1f} s | {row['parity_warm_s']:.1f} s | "
+                     f"**{row['ratio_warm']:.2f}x** | {row['python_verdict']} / {row['parity_verdict']} | "
+                     f"{_fmt_split(row['parity_phases'])} |")
+    m = r["matrix"]
+    lines += ["", f"The matrix as a CI gate runs it (warm caches): all {m['experiments']} experiments in one `parity verify` "
+              f"(`-j {r['jobs']}`) took {m['parity_wall_s']:.1f} s, {m['parity_per_model_s']:.1f} s per model, against "
+              f"{m['python_per_model_s']:.1f} s per model for the runner's process per model: **{m['ratio']:.2f}x** "
+              f"(verdicts: {', '.join(m['verdicts'])}).", ""]
+    if any(row.get("python_peak_bytes") for row in r["rows"]):
+        lines += ["Peak device memory (warm run): Python's `max_memory_allocated` against parity's reference (its "
+                  "process) and backend (the worker), which run side by side:", "",
+                  "| model | test | Python | parity reference + backend |", "|---|---|---|---|"]
+        for row in r["rows"]:
+            p = row.get("parity_peak_bytes") or {}
+            lines.append(f"| {row['model']} | {row['test']} | {row['python_peak_bytes'] / 2**30:.2f} GiB | "
+                         f"{p.get('reference', 0) / 2**30:.2f} + {p.get('backend', 0) / 2**30:.2f} GiB |")
+        lines.append("")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parity", default=os.path.join(os.environ.get("PARITY_BUILD_DIR", os.path.join(ROOT, "build")), "parity"))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--size", default="small")
+    ap.add_argument("--models", nargs="*", default=["bert", "gpt2", "t5"])
+    ap.add_argument("--tests", nargs="*", default=["train", "eval"])
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run(a.parity, a.python, tmp, a.device, a.size, a.models, a.tests, a.jobs)
+    text = json.dumps(r, indent=1)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    print("\n".join(r["markdown"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
