@@ -1,24 +1,66 @@
 #include "compare/histogram.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "compare/stats.h"
 
 namespace parity::compare {
 
 namespace {
 
-void Bin(const at::Tensor& t, const at::Tensor& fp64, nlohmann::json& out, const char* name) {
-  const at::Tensor e = (t.to(at::kDouble).flatten() - fp64).abs();
-  const at::Tensor finite = e.isfinite();
-  const at::Tensor ef = e.masked_select(finite);
-  const at::Tensor nz = ef.masked_select(ef > 0);
-  std::vector<int64_t> counts(kHistBins, 0);
-  if (nz.numel() > 0) {
-    const at::Tensor h = at::histc(nz.log10().clamp(kHistLo, kHistHi - 1e-9), kHistBins, kHistLo, kHistHi).to(at::kLong);
-    for (int i = 0; i < kHistBins; ++i) counts[static_cast<size_t>(i)] = h[i].item<int64_t>();
+// One pass over a tensor's errors against fp64 (contiguous CPU data: `t` float or double, `f`
+// double), in parallel chunks each counting into its own bins. A finite non-zero error e goes
+// to bin floor((log10(e) clamped to [lo, hi)) - lo) * bins / (hi - lo)), as torch.histc of the
+// clamped log10 bins it.
+struct Counts {
+  std::array<int64_t, kHistBins> bins{};
+  int64_t zero = 0, nonfinite = 0;
+};
+
+template <typename T>
+Counts Bin(const T* t, const double* f, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<Counts> parts(static_cast<size_t>(chunks));
+  constexpr double scale = kHistBins / (kHistHi - kHistLo);
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      Counts& p = parts[static_cast<size_t>(c)];
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+        const double e = std::abs(static_cast<double>(t[i]) - f[i]);
+        if (!std::isfinite(e)) {
+          ++p.nonfinite;
+        } else if (e == 0) {
+          ++p.zero;
+        } else {
+          const double x = std::min(std::max(std::log10(e), kHistLo), kHistHi - 1e-9);
+          const int64_t b = static_cast<int64_t>((x - kHistLo) * scale);
+          ++p.bins[static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(b, 0), kHistBins - 1))];
+        }
+      }
+    }
+  });
+  Counts total;
+  for (const Counts& p : parts) {
+    for (int k = 0; k < kHistBins; ++k) total.bins[static_cast<size_t>(k)] += p.bins[static_cast<size_t>(k)];
+    total.zero += p.zero;
+    total.nonfinite += p.nonfinite;
   }
-  out[name] = counts;
-  out[std::string(name) + "_zero"] = ef.numel() - nz.numel();
-  out[std::string(name) + "_nonfinite"] = e.numel() - ef.numel();
+  return total;
+}
+
+void Put(const at::Tensor& t, const at::Tensor& f, nlohmann::json& out, const char* name) {
+  const at::Tensor c = AsStreamable(t);  // float or double, contiguous, on the CPU
+  const double* fp = f.const_data_ptr<double>();
+  const Counts k = c.scalar_type() == at::kFloat ? Bin(c.const_data_ptr<float>(), fp, c.numel())
+                                                 : Bin(c.const_data_ptr<double>(), fp, c.numel());
+  out[name] = std::vector<int64_t>(k.bins.begin(), k.bins.end());
+  out[std::string(name) + "_zero"] = k.zero;
+  out[std::string(name) + "_nonfinite"] = k.nonfinite;
 }
 
 }  // namespace
@@ -27,10 +69,10 @@ nlohmann::json ErrorHistogram(const at::Tensor& ref, const at::Tensor& res, cons
   if (!fp64.defined() || !ref.defined() || !res.defined() || !fp64.is_floating_point() || !res.is_floating_point() ||
       !ref.is_floating_point() || fp64.numel() == 0 || ref.sizes() != fp64.sizes() || res.sizes() != fp64.sizes())
     return nullptr;
-  const at::Tensor f = fp64.to(at::kDouble).flatten();
+  const at::Tensor f = fp64.detach().to(at::kCPU).to(at::kDouble).contiguous();
   nlohmann::json h = {{"lo", kHistLo}, {"hi", kHistHi}, {"bins", kHistBins}};
-  Bin(res, f, h, "res");
-  Bin(ref, f, h, "ref");
+  Put(res, f, h, "res");
+  Put(ref, f, h, "ref");
   return h;
 }
 
