@@ -13,8 +13,9 @@ difference is eager_two_runs_differ), the fp64 run (a deepcopy cast to float64),
 parameter's gradient and every parameter after the step. Eval: forward only, under no_grad.
 Prints one JSON line: the verdict, each phase's seconds and the peak device memory.
 
-Sizes: `--size small` (the CPU's: hidden 256, 4 layers, seq 128, batch 4) or `--size gpu`
-(hidden 768, 12 layers, seq 256, batch 8)."""
+Models: MODELS (BERT, RoBERTa, ELECTRA, ALBERT, DistilBERT, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
+OPT, BLOOM, T5, BART). Sizes: `--size small` (the CPU's: hidden 256, 4 layers, seq 128, batch 4)
+or `--size gpu` (hidden 768, 6 layers, seq 256, batch 8)."""
 from __future__ import annotations
 
 import argparse
@@ -28,40 +29,61 @@ import torch  # noqa: E402
 
 SIZES = {
     "small": dict(hidden=256, layers=4, heads=4, seq=128, batch=4, vocab=1024),
-    "gpu": dict(hidden=768, layers=12, heads=12, seq=256, batch=8, vocab=8192),
+    "gpu": dict(hidden=768, layers=6, heads=12, seq=256, batch=8, vocab=8192),
+}
+
+# name: (config class, model class, how the config names hidden size, layers, heads, FFN width);
+# every model takes input_ids and labels (a seq2seq model makes its decoder inputs from them).
+_STD = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+MODELS = {
+    "bert": ("BertConfig", "BertForMaskedLM", _STD),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", _STD),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM", _STD),
+    "albert": ("AlbertConfig", "AlbertForMaskedLM", _STD),
+    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", ("dim", "n_layers", "n_heads", "hidden_dim")),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", ("n_embd", "n_layer", "n_head", "n_inner")),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _STD),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", _STD),
+    "mistral": ("MistralConfig", "MistralForCausalLM", _STD),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", _STD),
+    "opt": ("OPTConfig", "OPTForCausalLM", ("hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim")),
+    "bloom": ("BloomConfig", "BloomForCausalLM", ("hidden_size", "n_layer", "n_head", None)),
+    "t5": ("T5Config", "T5ForConditionalGeneration", ("d_model", "num_layers", "num_heads", "d_ff")),
+    "bart": ("BartConfig", "BartForConditionalGeneration", ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim")),
 }
 
 
 def build(model: str, size: str, device: str):
-    """The model and its inputs (labels included: the loss is computed inside the model, as HF
-    training runs)."""
+    """The model (random weights, dropout on: a random op both sides must draw alike) and its
+    inputs, labels included: the loss is computed inside the model, as HF training runs."""
     import transformers as tf
+    if model not in MODELS:
+        raise SystemExit(f"unknown model {model}; known: {', '.join(MODELS)}")
     s = SIZES[size]
     h, n, a, seq, b, v = s["hidden"], s["layers"], s["heads"], s["seq"], s["batch"], s["vocab"]
-    common = dict(vocab_size=v)
-    if model == "bert":
-        cfg = tf.BertConfig(hidden_size=h, num_hidden_layers=n, num_attention_heads=a, intermediate_size=4 * h,
-                            max_position_embeddings=max(512, seq), **common)
-        m = tf.BertForMaskedLM(cfg)
-    elif model == "gpt2":
-        cfg = tf.GPT2Config(n_embd=h, n_layer=n, n_head=a, n_positions=max(512, seq), **common)
-        m = tf.GPT2LMHeadModel(cfg)
-    elif model == "t5":
-        cfg = tf.T5Config(d_model=h, d_kv=h // a, d_ff=4 * h, num_layers=n // 2 or 1, num_decoder_layers=n // 2 or 1,
-                          num_heads=a, **common)
-        m = tf.T5ForConditionalGeneration(cfg)
-    else:
-        raise SystemExit(f"unknown model {model}")
-    # Dropout off as the runner's accuracy mode leaves it on but seeds it; keep it on: it is a
-    # random op both sides must draw the same.
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, v, (b, seq), generator=g)
-    labels = torch.randint(0, v, (b, seq), generator=g)
-    kwargs = {"input_ids": ids.to(device), "labels": labels.to(device)}
+    config_cls, model_cls, (kh, kn, ka, kf) = MODELS[model]
+    cfg = {kh: h, kn: n, ka: a, "vocab_size": v}
+    if kf:
+        cfg[kf] = 4 * h
     if model == "t5":
-        kwargs["decoder_input_ids"] = torch.randint(0, v, (b, seq // 2), generator=g).to(device)
-        kwargs["labels"] = torch.randint(0, v, (b, seq // 2), generator=g).to(device)
-    return m.to(device), kwargs
+        cfg.update(d_kv=h // a, num_decoder_layers=n)
+    if model == "bart":
+        cfg.update(decoder_layers=n, decoder_attention_heads=a, decoder_ffn_dim=4 * h, max_position_embeddings=max(512, seq))
+    if model in ("bert", "roberta", "electra", "albert", "gpt_neox", "llama", "mistral", "qwen2", "opt"):
+        cfg["max_position_embeddings"] = max(512, seq + 2)
+    if model == "distilbert":
+        cfg["max_position_embeddings"] = max(512, seq)
+    if model == "gpt2":
+        cfg["n_positions"] = max(512, seq)
+    if model in ("llama", "mistral", "qwen2"):
+        cfg["num_key_value_heads"] = max(1, a // 2)
+    if model == "albert":
+        cfg["embedding_size"] = min(128, h)
+    m = getattr(tf, model_cls)(getattr(tf, config_cls)(**cfg))
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, v, (b, seq), generator=g)
+    labels = torch.randint(4, v, (b, seq // 2 if model in ("t5", "bart") else seq), generator=g)
+    return m.to(device), {"input_ids": ids.to(device), "labels": labels.to(device)}
 
 
 def amp_ctx(device: str, amp: bool):

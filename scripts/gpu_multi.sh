@@ -14,16 +14,6 @@ export PARITY_CACHE_DIR=/tmp/parity-multi-cache TORCHINDUCTOR_CACHE_DIR=/tmp/par
 NG=$(nvidia-smi -L | wc -l)
 MODELS=${MODELS:-mlp resnet mobilenet llama gpt2 bert dlrm qwen2}
 TESTS=${TESTS:-eval}
-now() { date +%s.%N; }
-sampled() {  # sampled LABEL COMMAND...: runs COMMAND with nvidia-smi sampling, logs its wall time
-  local label=$1; shift
-  nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 >"$OUTDIR/smi-$label.csv" &
-  local smi=$! t0; t0=$(now)
-  "$@" >"$OUTDIR/$label.log" 2>&1
-  local rc=$?
-  echo "$label exit=$rc wall_s=$("$PY" -c "print(round($(now) - $t0, 1))")" | tee -a "$OUTDIR/runs.txt"
-  kill $smi; wait $smi 2>/dev/null
-}
 run() {  # run LABEL JOBS
   sampled "$1" build-gpu/parity verify --model $MODELS --test $TESTS --backend inductor --device cuda -j "$2" \
     --output-dir "$OUTDIR/out-$1"

@@ -219,22 +219,42 @@ Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, cons
   return runs;
 }
 
-// The reference of one shape: eager twice (they must agree), then fp64 (without it, cosine).
+// The reference of one shape: eager twice (they must agree) and fp64 (without it, cosine).
 struct Reference {
   NamedTensors eager, fp64;
   bool fp64_ran = false;
 };
-Stop RunReferences(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
+
+// Results held on the device go to the host as soon as they are made: the comparison reads them
+// there, and the device holds one run's working set at a time.
+void ToHost(NamedTensors& results) {
+  for (auto& [name, t] : results)
+    if (t.defined() && !t.device().is_cpu()) t = t.to(at::kCPU);
+}
+
+Stop RunEagerTwice(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
                    const std::string& prefix, Reference& ref) {
+  // An eager failure is EAGER_FAILED whatever fp64 made of the graph.
+  auto failed = [&](const std::string& what) {
+    f.r.reference_error.clear();
+    f.r.cosine = f.spec.cosine;
+    return Early(f, Code::kEagerFailed, what);
+  };
   f.clock.Enter("eager");
   auto first = RunReference(program, *sh.repro, *sh.graph, mode, ro);
-  if (!first.ok())
-    return Early(f, Code::kEagerFailed, "eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message);
+  if (!first.ok()) return failed("eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message);
+  ToHost(*first);
   f.clock.Enter("eager", "eager_2nd_run");
   auto second = RunReference(program, *sh.repro, *sh.graph, mode, ro);
-  if (!second.ok()) return Early(f, Code::kEagerFailed, "eager 2nd run: " + second.error().message);
+  if (!second.ok()) return failed("eager 2nd run: " + second.error().message);
+  ToHost(*second);
   if (Stop st = CheckDeterministic(f, *first, *second, ro.device.is_cuda(), prefix)) return st;
-  second = NamedTensors{};  // its memory back before fp64's
+  ref.eager = std::move(*first);
+  return std::nullopt;
+}
+
+void RunFp64(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
+             const std::string& prefix, Reference& ref) {
   f.clock.Enter("fp64", "fp64_reference");
   ReferenceOptions r64 = ro;
   r64.float_dtype = c10::kDouble;
@@ -245,11 +265,11 @@ Stop RunReferences(Flow& f, const interp::Program& program, const Shape& sh, con
     f.c.fp64_ok = false;
     if (f.r.reference_error.empty()) f.r.reference_error = prefix + fp64.error().message.substr(0, 300);
     f.r.cosine = true;
+    return;
   }
-  ref.eager = std::move(*first);
-  ref.fp64_ran = fp64.ok();
-  if (fp64.ok()) ref.fp64 = std::move(*fp64);
-  return std::nullopt;
+  ToHost(*fp64);
+  ref.fp64_ran = true;
+  ref.fp64 = std::move(*fp64);
 }
 
 // One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
@@ -278,6 +298,17 @@ Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntr
     sc.graph = sh.graph;
     contexts.push_back(std::move(sc));
   }
+  ReferenceOptions ro;
+  ro.device = ctx.device;
+  ro.hook = backend.EagerHook(ctx);
+  std::vector<Reference> refs(shapes->size());
+  auto prefix_of = [&](const Shape& sh) { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); };
+  // On an accelerator the fp64 run, the largest working set, comes first and alone: the backend
+  // (in its own process, on the same device) starts after it, so the two sides never hold their
+  // largest working sets at once.
+  const bool fp64_first = !ctx.device.is_cpu();
+  if (fp64_first)
+    for (size_t i = 0; i < shapes->size(); ++i) RunFp64(f, prog, (*shapes)[i], mode, ro, prefix_of((*shapes)[i]), refs[i]);
   // Host ops call the worker from the reference runs: then the backend waits its turn.
   const bool apart = backend.RunsApart(ctx) && ctx.repro->manifest().host_ops.empty();
   std::optional<BackendBeside> beside;
@@ -288,14 +319,10 @@ Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntr
     for (auto& c : first_runs) c.iterations = 0;
     beside.emplace(backend, std::move(first_runs));
   }
-  ReferenceOptions ro;
-  ro.device = ctx.device;
-  ro.hook = backend.EagerHook(ctx);
-  std::vector<Reference> refs(shapes->size());
   for (size_t i = 0; i < shapes->size(); ++i) {
     const Shape& sh = (*shapes)[i];
-    if (Stop st = RunReferences(f, prog, sh, mode, ro, gprefix + (sh.label.empty() ? "" : sh.label + "/"), refs[i]))
-      return st;  // `beside` is waited for as it goes
+    if (Stop st = RunEagerTwice(f, prog, sh, mode, ro, prefix_of(sh), refs[i])) return st;  // `beside` is waited for as it goes
+    if (!fp64_first) RunFp64(f, prog, sh, mode, ro, prefix_of(sh), refs[i]);
   }
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
   if (apart) {
@@ -341,18 +368,18 @@ Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntr
 }
 
 // Which units' noise budgets to measure: every one where the rule or --noise-budgets asks, else
-// (same()) those where same() fails an output: whether rounding alone explains that failure.
-std::vector<bool> UnitsToCalibrate(Flow& f) {
+// (same()) those where the verdict without budgets (`judged`) fails an output: whether rounding
+// alone explains that failure.
+std::vector<bool> UnitsToCalibrate(const Flow& f, const ExperimentResult& judged) {
   std::vector<bool> want(f.units.size(), false);
   if (!f.c.fp64_ok || f.spec.noise_budgets == NoiseBudgets::kNever) return want;
   const bool every = f.spec.noise_budgets == NoiseBudgets::kAlways || f.spec.rule == kRuleCalibrated;
-  std::vector<bool> fails;
-  if (!every) fails = SameFails(f.spec, f.r, f.c);
   for (size_t u = 0; u < f.units.size(); ++u) {
     const Unit& unit = f.units[u];
     if (!unit.fp64_ran) continue;
-    want[u] = every || std::any_of(fails.begin() + static_cast<std::ptrdiff_t>(unit.begin),
-                                   fails.begin() + static_cast<std::ptrdiff_t>(unit.end), [](bool b) { return b; });
+    want[u] = every;
+    for (size_t k = unit.begin; k < unit.end && !want[u] && k < judged.outputs.size(); ++k)
+      want[u] = !judged.outputs[k].value("pass", true);
   }
   return want;
 }
@@ -380,13 +407,17 @@ void MeasureBudgets(Flow& f, const Unit& u) {
   f.r.calibration_time_s += std::chrono::duration<double>(Clock::now() - started).count();
 }
 
-void Calibrate(Flow& f) {
-  const std::vector<bool> want = UnitsToCalibrate(f);
+// Budgets where they are needed (UnitsToCalibrate of `judged`); whether any was measured.
+bool Calibrate(Flow& f, const ExperimentResult& judged) {
+  const std::vector<bool> want = UnitsToCalibrate(f, judged);
+  bool any = false;
   for (size_t u = 0; u < f.units.size(); ++u)
     if (want[u]) {
       f.clock.Enter("calibration");
       MeasureBudgets(f, f.units[u]);
+      any = true;
     }
+  return any;
 }
 
 // Per-repetition totals of the timed runs.
@@ -467,10 +498,19 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   for (const GraphEntry& graph : s.repro->graphs())
     if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
   FillTimes(spec, f.c.run_times, f.r);
-  Calibrate(f);
-  f.clock.Enter("compare");
-  ExperimentResult judged = Judge(spec, f.r, f.c);
-  return Accounted(f, std::move(judged), s.ctx.device);
+  // Judged once; where budgets are needed (the calibrated rule, a failure to explain), judged
+  // again with them.
+  const bool every = spec.noise_budgets == NoiseBudgets::kAlways || spec.rule == kRuleCalibrated;
+  std::optional<ExperimentResult> judged;
+  if (!every || !f.c.fp64_ok) {
+    f.clock.Enter("compare");
+    judged = Judge(spec, f.r, f.c);
+  }
+  if (Calibrate(f, judged ? *judged : f.r) || !judged) {
+    f.clock.Enter("compare");
+    judged = Judge(spec, f.r, f.c);
+  }
+  return Accounted(f, std::move(*judged), s.ctx.device);
 }
 
 }  // namespace parity::verifier

@@ -78,22 +78,6 @@ std::string Justify(const std::vector<Judged>& judged, bool calibrated) {
 
 }  // namespace
 
-std::vector<bool> SameFails(const ExperimentSpec& spec, const ExperimentResult& r, const Collected& c) {
-  std::map<std::string, at::Tensor> got(c.got.begin(), c.got.end());
-  compare::SameOptions so = SameOptionsOf(spec, r);
-  so.compute_stats = false;
-  std::vector<bool> fails(c.ref.size(), true);
-  for (size_t k = 0; k < c.ref.size(); ++k) {
-    auto it = got.find(c.ref[k].first);
-    if (it == got.end()) continue;
-    so.tol = c.tols[k];
-    std::optional<at::Tensor> f;
-    if (c.fp64_ok) f = c.fp64[k].second.to(at::kCPU);
-    fails[k] = !compare::SameTensor(c.ref[k].second.to(at::kCPU), it->second.to(at::kCPU), f, so).pass;
-  }
-  return fails;
-}
-
 // same() on every reference result against the backend's, and each result against its noise
 // budget; spec.rule says which decides.
 ExperimentResult Judge(const ExperimentSpec& spec, ExperimentResult r, const Collected& c) {

@@ -33,10 +33,6 @@ struct Collected {
   std::vector<Span> spans;
 };
 
-// Per reference result, whether same() (--tol, cosine without fp64) fails the backend's: where
-// noise budgets are worth measuring under the same() rule.
-std::vector<bool> SameFails(const ExperimentSpec& spec, const ExperimentResult& r, const Collected& c);
-
 // The verdict (PASS or FAIL), every output's statistics and the justification.
 ExperimentResult Judge(const ExperimentSpec& spec, ExperimentResult r, const Collected& c);
 

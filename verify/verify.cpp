@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 #include <set>
@@ -132,6 +133,25 @@ results::Record Record(const Item& item, Session& s) {
   return RecordOf(spec, r, ctx);
 }
 
+// `order` (positions in `items`) sorted by each experiment's expected cost, largest first: its
+// wall time in an earlier run's records (--shard-costs), else its repro dir's tensor bytes (a
+// larger model takes longer to compile and run). Ties keep the matrix order.
+std::vector<size_t> LongestFirst(const std::vector<Item>& items, std::vector<size_t> order, const std::vector<fs::path>& cost_files) {
+  const auto known = KnownCosts(cost_files);
+  std::vector<double> seconds(items.size(), -1), bytes(items.size(), 0);
+  for (size_t i : order) {
+    if (auto it = known.find(items[i].spec.Fingerprint()); it != known.end()) seconds[i] = it->second;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(items[i].spec.repro, ec))
+      if (e.path().extension() == ".safetensors") bytes[i] += static_cast<double>(e.file_size(ec));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((seconds[a] >= 0) != (seconds[b] >= 0)) return seconds[a] >= 0;  // known costs first
+    return seconds[a] >= 0 ? seconds[a] > seconds[b] : bytes[a] > bytes[b];
+  });
+  return order;
+}
+
 void Tally(VerifySummary& summary, Code code) {
   ++summary.total;
   if (code == results::Code::kPass)
@@ -168,9 +188,11 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
       }
       continue;
     }
-    batch.emplace_back(items[i].spec, run_dir / ("exp" + std::to_string(i + 1)));
     index_of.push_back(i);
   }
+  // The longest first: with several slots, the run ends when its longest experiment does.
+  index_of = LongestFirst(items, index_of, s.o.cost_files);
+  for (size_t i : index_of) batch.emplace_back(items[i].spec, run_dir / ("exp" + std::to_string(i + 1)));
   s.runner.RunStream(
       std::move(batch), [&](size_t k, const verifier::ExperimentResult& r) { return finish(index_of[k], r); },
       [&](size_t k, const fs::path& dir) {

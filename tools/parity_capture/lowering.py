@@ -410,10 +410,17 @@ def replay_mismatch(gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[
             any(random(sg) for sg in (g.get("subgraphs") or {}).values())
     if random(gjson):
         return None
+    # In the grad mode the program ran it, with what it differentiated requiring grad: kernels
+    # are chosen by it (scaled_dot_product_attention on CUDA picks another backend for a call
+    # that will be differentiated), and another kernel rounds otherwise.
+    needs = set(entry.get("requires_grad") or [])
     try:
-        gm = on_device(graph_from_json(gjson, tensors), device)
+        gm = on_device(graph_from_json(gjson, tensors, parameters=lambda key: key in needs), device)
+        names = [n["name"] for n in gjson["nodes"] if n["op"] == "placeholder"]
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in placeholder_values(gjson, entry, tensors)]
-        with torch.no_grad():
+        inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() and name in needs
+                  else x for x, name in zip(inputs, names)]
+        with torch.set_grad_enabled(bool(needs)):
             out = gm(*inputs)
     except Exception:
         return None

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issue 43 on a GPU machine, in one run: `parity verify` against the dynamo runner's accuracy
+# check (bench/accuracy_runner.py: HF models trained one step under amp bf16, per model cold and
+# warm, each side a fresh process), then a matrix of HF models at -j 1 and -j <GPUs> (warm, the
+# GPUs sampled every 100 ms), their verdicts compared and the throughput ratio. Output in $OUT:
+# runner.json/.md, the matrix's records (out-j1/, out-jN/), smi-*.csv, summary.json.
+#   scripts/gpu_speed.sh [PYTHON] [HEADERS_DIR]     (MODELS, RUNNER_MODELS, SIZE to change what runs)
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+NG=$(nvidia-smi -L | wc -l)
+MODELS=${MODELS:-bert roberta electra albert distilbert gpt2 gpt_neox llama mistral qwen2 opt bloom t5 bart}
+RUNNER_MODELS=${RUNNER_MODELS:-bert}
+PER_GPU=${PER_GPU:-2}  # captures at once on each GPU
+SIZE=${SIZE:-gpu}
+WORK=${WORK:-/tmp/parity-speed}
+mkdir -p "$WORK/dirs"
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUTDIR/progress.txt"; }
+"$PY" -c 'import torch, transformers; print("torch", torch.__version__, torch.cuda.get_device_name(0), "x", torch.cuda.device_count(), "transformers", transformers.__version__)' | tee "$OUTDIR/env.txt"
+log "built; capturing $MODELS"
+# The matrix's programs, captured PER_GPU at a time on each GPU.
+i=0
+for m in $MODELS; do
+  [ -d "$WORK/dirs/$m" ] || CUDA_VISIBLE_DEVICES=$((i % NG)) "$PY" bench/hf_flow.py capture "$WORK/dirs/$m" --model "$m" \
+      --device cuda --size "$SIZE" >"$OUTDIR/capture-$m.log" 2>&1 &
+  i=$((i + 1))
+  (( i % (NG * PER_GPU) == 0 )) && wait
+done
+wait
+# Only the dirs that hold a graph (a capture the program's own values refused leaves none).
+for d in "$WORK"/dirs/*; do
+  "$PY" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]+"/manifest.json"))["graphs"] else 1)' "$d" || mv "$d" "$WORK/empty-$(basename "$d")"
+done
+log "captured $(ls "$WORK/dirs" | wc -l) dirs"
+# verify vs the runner, per model (cold and warm, each side its own Inductor cache).
+"$PY" bench/accuracy_runner.py --parity build-gpu/parity --device cuda --size "$SIZE" --models $RUNNER_MODELS \
+  --tests train --out "$OUTDIR/runner.json" >"$OUTDIR/runner.md" 2>"$OUTDIR/runner.err"
+log "runner: exit $?"
+# The matrix: a first run fills the caches (cold, -j NG), then -j 1 and -j NG warm.
+export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
+run() { sampled "$1" build-gpu/parity verify "$WORK"/dirs/* --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"; }
+ls -d "$WORK"/empty-* 2>/dev/null | tee "$OUTDIR/empty.txt"
+run cold "$NG"
+log "cold done"
+run j1 1
+run "j$NG" "$NG"
+log "matrix done"
+"$PY" - "$OUTDIR" "$NG" <<'PY'
+import csv, json, os, re, sys
+out, ng = sys.argv[1], int(sys.argv[2])
+def records(label):
+    return [json.loads(l) for l in open(os.path.join(out, f"out-{label}", "results.jsonl")) if l.strip()]
+def busy(label):
+    seen = {}
+    for row in csv.reader(open(os.path.join(out, f"smi-{label}.csv"))):
+        if len(row) < 3: continue
+        n, b = seen.get(int(row[0]), (0, 0))
+        seen[int(row[0])] = (n + 1, b + (float(row[1]) > 0))
+    return {i: round(b / n, 2) for i, (n, b) in sorted(seen.items())}
+walls = dict(re.findall(r"^(\S+) exit=\d+ wall_s=([\d.]+)", open(os.path.join(out, "runs.txt")).read(), re.M))
+codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in ("cold", "j1", f"j{ng}")}
+summary = {"gpus": ng, "models": len(codes["j1"]), "wall_s": {k: float(v) for k, v in walls.items()},
+           "throughput_ratio": float(walls["j1"]) / float(walls[f"j{ng}"]),
+           "same_verdicts": codes["j1"] == codes[f"j{ng}"] == codes["cold"], "verdicts": codes["j1"],
+           "busy": {label: busy(label) for label in ("j1", f"j{ng}")},
+           "per_model": {}}
+cold = {r["model"]["model_name"]: r for r in records("cold")}
+for r in records("j1"):
+    name = r["model"]["model_name"]
+    summary["per_model"][name] = {"cold_s": cold[name]["metrics"]["wall_time_s"], "warm_s": r["metrics"]["wall_time_s"],
+                                  "phases": r["metrics"].get("phase_seconds"), "peak_memory_bytes": r["metrics"].get("peak_memory_bytes")}
+print(json.dumps(summary, indent=1))
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+PY
+log "all done"
