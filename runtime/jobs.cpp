@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <deque>
@@ -67,7 +68,8 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
     // made it 20x slower on a 16-core H100 host (a scan's noise-budget calibration 6.3 s, against
     // 0.28 s with one thread; measured, docs/gpu.md). Each slot gets its share, at most 4.
     const std::string threads = std::to_string(std::clamp(cpus / jobs, 1, 4));
-    for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
+    const std::string share = std::to_string(std::max(1, cpus / jobs));
+    for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads, std::string(kSlotCpusEnv) + "=" + share};
     std::vector<std::string> ids;
     std::stringstream in(visible_devices);
     for (std::string id; std::getline(in, id, ',');)
@@ -82,6 +84,16 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
   const std::string threads = std::to_string(std::max(1, cpus / jobs));
   for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
   return env;
+}
+
+int SlotCpus() {
+  const char* v = std::getenv(kSlotCpusEnv);
+  if (!v || !*v) return 0;
+  try {
+    return std::max(0, std::stoi(v));
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 struct JobRunner::Running {

@@ -51,8 +51,13 @@ inline constexpr const char* kJobCommand = "_experiment";
 // the ids in `visible_devices` = $CUDA_VISIBLE_DEVICES when set, else 0..gpus-1) and several
 // slots slot i is pinned to GPU i mod n; on the CPU with jobs > 1 each slot gets cpus/jobs
 // threads. One CPU slot gets nothing.
+// On CUDA each slot also gets kSlotCpusEnv: its share of the cores (cpus/jobs), for host work
+// that no other process of the slot competes with (the comparison, once the backend is done).
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
                                                        int cpus);
+inline constexpr const char* kSlotCpusEnv = "PARITY_SLOT_CPUS";
+// This process's slot's share of the cores ($PARITY_SLOT_CPUS), 0 when none was given.
+int SlotCpus();
 
 struct Job {
   nlohmann::json spec;         // what the child reads (DIR/spec.json)

@@ -7,9 +7,11 @@ namespace {
 
 using Env = std::vector<std::vector<std::string>>;
 
-// A CUDA slot's environment: its share of threads (at most 4), then its GPU when pinned.
-std::vector<std::string> Cuda(int threads, const std::string& gpu = "") {
-  std::vector<std::string> e = {"OMP_NUM_THREADS=" + std::to_string(threads), "MKL_NUM_THREADS=" + std::to_string(threads)};
+// A CUDA slot's environment: its share of threads (at most 4), its share of the cores, then its
+// GPU when pinned.
+std::vector<std::string> Cuda(int threads, int cores, const std::string& gpu = "") {
+  std::vector<std::string> e = {"OMP_NUM_THREADS=" + std::to_string(threads), "MKL_NUM_THREADS=" + std::to_string(threads),
+                                "PARITY_SLOT_CPUS=" + std::to_string(cores)};
   if (!gpu.empty()) e.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
   return e;
 }
@@ -17,29 +19,29 @@ std::vector<std::string> Cuda(int threads, const std::string& gpu = "") {
 TEST(Jobs, OneCpuSlotGetsNothing) { EXPECT_EQ(SlotEnvironments(1, false, 0, "", 16), Env(1)); }
 
 TEST(Jobs, CudaSlotsGetAShareOfThreadsAtMostFour) {
-  EXPECT_EQ(SlotEnvironments(1, true, 8, "", 16), Env{Cuda(4)});  // one slot: no GPU pinned
-  EXPECT_EQ(SlotEnvironments(4, true, 1, "", 16), Env(4, Cuda(4)));
-  EXPECT_EQ(SlotEnvironments(8, true, 1, "", 16), Env(8, Cuda(2)));
-  EXPECT_EQ(SlotEnvironments(4, true, 1, "", 2), Env(4, Cuda(1)));
+  EXPECT_EQ(SlotEnvironments(1, true, 8, "", 16), Env{Cuda(4, 16)});  // one slot: no GPU pinned
+  EXPECT_EQ(SlotEnvironments(4, true, 1, "", 16), Env(4, Cuda(4, 4)));
+  EXPECT_EQ(SlotEnvironments(8, true, 1, "", 16), Env(8, Cuda(2, 2)));
+  EXPECT_EQ(SlotEnvironments(4, true, 1, "", 2), Env(4, Cuda(1, 1)));
 }
 
 TEST(Jobs, EachSlotGetsItsOwnGpu) {
-  EXPECT_EQ(SlotEnvironments(2, true, 2, "", 16), (Env{Cuda(4, "0"), Cuda(4, "1")}));
+  EXPECT_EQ(SlotEnvironments(2, true, 2, "", 16), (Env{Cuda(4, 8, "0"), Cuda(4, 8, "1")}));
   // The GPUs this process may use, round robin.
-  EXPECT_EQ(SlotEnvironments(3, true, 2, "4,6", 16), (Env{Cuda(4, "4"), Cuda(4, "6"), Cuda(4, "4")}));
+  EXPECT_EQ(SlotEnvironments(3, true, 2, "4,6", 16), (Env{Cuda(4, 5, "4"), Cuda(4, 5, "6"), Cuda(4, 5, "4")}));
   // One GPU: every slot shares it, nothing to pin.
-  EXPECT_EQ(SlotEnvironments(2, true, 1, "", 16), Env(2, Cuda(4)));
+  EXPECT_EQ(SlotEnvironments(2, true, 1, "", 16), Env(2, Cuda(4, 8)));
 }
 
 TEST(Jobs, EightGpusAndMoreSlotsThanGpus) {
   const Env eight = SlotEnvironments(8, true, 8, "", 128);
   ASSERT_EQ(eight.size(), 8u);
-  for (size_t k = 0; k < 8; ++k) EXPECT_EQ(eight[k], Cuda(4, std::to_string(k)));
+  for (size_t k = 0; k < 8; ++k) EXPECT_EQ(eight[k], Cuda(4, 16, std::to_string(k)));
   // -j 4 on 2 GPUs: two slots per GPU, each GPU as busy as the other.
-  EXPECT_EQ(SlotEnvironments(4, true, 2, "", 32), (Env{Cuda(4, "0"), Cuda(4, "1"), Cuda(4, "0"), Cuda(4, "1")}));
+  EXPECT_EQ(SlotEnvironments(4, true, 2, "", 32), (Env{Cuda(4, 8, "0"), Cuda(4, 8, "1"), Cuda(4, 8, "0"), Cuda(4, 8, "1")}));
   const Env sixteen = SlotEnvironments(16, true, 8, "", 128);
   ASSERT_EQ(sixteen.size(), 16u);
-  for (size_t k = 0; k < 16; ++k) EXPECT_EQ(sixteen[k], Cuda(4, std::to_string(k % 8)));
+  for (size_t k = 0; k < 16; ++k) EXPECT_EQ(sixteen[k], Cuda(4, 8, std::to_string(k % 8)));
 }
 
 TEST(Jobs, CpuSlotsSplitTheThreads) {

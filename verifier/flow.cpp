@@ -7,6 +7,7 @@
 // after the reference's, so neither times the other. Noise budgets (four more eager runs per
 // graph) are measured last, only where NoiseBudgets says they are needed.
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "compare/same.h"
 #include "interpreter/interpreter.h"
 #include "runtime/host_ops.h"
+#include "runtime/jobs.h"
 #include "runtime/worker.h"
 #include "util/files.h"
 #include "verifier/backend.h"
@@ -498,18 +500,22 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   for (const GraphEntry& graph : s.repro->graphs())
     if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
   FillTimes(spec, f.c.run_times, f.r);
+  // The comparison has the slot's cores to itself (the backend's work is done); the calibration
+  // runs at the reference's own thread count.
+  const int threads = at::get_num_threads();
+  auto judge = [&] {
+    f.clock.Enter("compare");
+    if (runtime::SlotCpus() > threads) at::set_num_threads(runtime::SlotCpus());
+    ExperimentResult j = Judge(spec, f.r, f.c);
+    at::set_num_threads(threads);
+    return j;
+  };
   // Judged once; where budgets are needed (the calibrated rule, a failure to explain), judged
   // again with them.
   const bool every = spec.noise_budgets == NoiseBudgets::kAlways || spec.rule == kRuleCalibrated;
   std::optional<ExperimentResult> judged;
-  if (!every || !f.c.fp64_ok) {
-    f.clock.Enter("compare");
-    judged = Judge(spec, f.r, f.c);
-  }
-  if (Calibrate(f, judged ? *judged : f.r) || !judged) {
-    f.clock.Enter("compare");
-    judged = Judge(spec, f.r, f.c);
-  }
+  if (!every || !f.c.fp64_ok) judged = judge();
+  if (Calibrate(f, judged ? *judged : f.r) || !judged) judged = judge();
   return Accounted(f, std::move(*judged), s.ctx.device);
 }
 
