@@ -52,7 +52,7 @@ void set_minify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("dir", a->dir, "the failing repro dir (e.g. parity-results/repros/...)");
   cmd->add_option("--out", a->out, "output dir (default DIR-minify): minified/, repro.py, summary.json");
   cmd->add_option("--backend", a->backend, "backend (default: the manifest's)");
-  AddExperimentOptions(cmd, a->experiment, kBackendOptions | kDevice | kTol | kRule | kTimeout | kJobs | kCacheDir | kImports | kKeepWorkers);
+  AddExperimentOptions(cmd, a->experiment, kBackendOptions | kDevice | kTol | kRule | kTimeout | kJobs | kCacheDir | kImports | kKeepWorkers | kWhileLimit);
   cmd->add_flag("--strict", a->strict, "accuracy: integer/bool outputs that differ count too");
   cmd->add_option("--confirm", a->confirm, "runs of the original before reducing (default 3)");
   cmd->add_flag("--majority", a->majority, "reduce a flaky original by majority vote");

@@ -53,6 +53,11 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                   "measure every output's noise budget (four more eager runs per graph), also where same() passes: "
                   "a PASS further from fp64 than rounding goes is then said (default: only where the rule or a "
                   "failure needs them)");
+  if (has(kWhileLimit))
+    cmd->add_option("--while-limit", a.options.while_limit,
+                    "the most iterations a while_loop may run in parity's interpreter (default: 16x what the program ran "
+                    "it, at least 1024, at most 1048576; a loop past it is an error naming its node)")
+        ->check(CLI::NonNegativeNumber);
   if (has(kKeepWorkers))
     cmd->add_option("--keep-workers", a.keep_workers,
                     "leave this run's Python workers warm for SECONDS once idle: the next parity run with the same "

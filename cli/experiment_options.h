@@ -29,7 +29,8 @@ enum ExperimentFlag : unsigned {
   kShapes = 1u << 10,         // --shapes
   kRule = 1u << 11,           // --rule
   kKeepWorkers = 1u << 12,    // --keep-workers
-  kAllExperimentFlags = (1u << 13) - 1,
+  kWhileLimit = 1u << 13,     // --while-limit
+  kAllExperimentFlags = (1u << 14) - 1,
 };
 
 // What the parser fills; the defaults are `options`' (a command may set its own first, as

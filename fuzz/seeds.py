@@ -107,8 +107,68 @@ def seeds_compare(testdata, out):
                 write(out, header + raw + raw[::-1] + raw)
 
 
+def _t(dtype, shape):
+    return {"val": [{"dtype": dtype, "shape": shape, "stride": [1] * len(shape)}]}
+
+
+def _ph(name, dtype="float32", shape=(4, 8)):
+    return {"name": name, "op": "placeholder", "meta": _t(dtype, list(shape))}
+
+
+def _call(name, target, args, dtype="float32", shape=(4, 8)):
+    return {"name": name, "op": "call_function", "target": target, "args": args, "meta": _t(dtype, list(shape))}
+
+
+def _out(*names):
+    return {"name": "output", "op": "output", "args": [[{"node": n} for n in names]]}
+
+
+def _branch(op):
+    return {"nodes": [_ph("a"), _call("r", op, [{"node": "a"}]), _out("r")]}
+
+
+def seeds_graph_hops(testdata, out):
+    """Format-3 graphs calling each kind of higher-order op (fuzz_graph_hops mutates their
+    structure): a cond, a cond in a cond's branch, a while_loop, a scan, an invoke_subgraph."""
+    top = [_ph("x"), _call("s", "aten::sum", [{"node": "x"}], shape=[]), _call("p", "aten::gt.Scalar", [{"node": "s"}, 0], "bool", [])]
+    cond = {"version": 3, "name": "cond", "subgraphs": {"t": _branch("aten::relu"), "f": _branch("aten::sin")},
+            "nodes": top + [_call("c", "hop::cond", [{"node": "p"}, {"subgraph": "t"}, {"subgraph": "f"}, [{"node": "x"}]]),
+                            _call("g", "getitem", [{"node": "c"}, 0]), _out("g")]}
+    nested = json.loads(json.dumps(cond))
+    nested["name"] = "nested"
+    inner = nested["subgraphs"]["t"]
+    inner["subgraphs"] = {"t2": _branch("aten::tanh"), "f2": _branch("aten::cos")}
+    inner["nodes"] = [_ph("a"), _call("q", "aten::sum", [{"node": "a"}], shape=[]),
+                      _call("qp", "aten::lt.Scalar", [{"node": "q"}, 1], "bool", []),
+                      _call("c2", "hop::cond", [{"node": "qp"}, {"subgraph": "t2"}, {"subgraph": "f2"}, [{"node": "a"}]]),
+                      _call("g2", "getitem", [{"node": "c2"}, 0]), _out("g2")]
+    i64 = ("int64", ())
+    loop = {"version": 3, "name": "loop",
+            "subgraphs": {"cond": {"nodes": [_ph("i", *i64), _ph("y"), _call("lt", "aten::lt.Scalar", [{"node": "i"}, 4], "bool", []),
+                                             {"name": "output", "op": "output", "args": [{"node": "lt"}]}]},
+                          "body": {"nodes": [_ph("i", *i64), _ph("y"), _call("i1", "aten::add.Tensor", [{"node": "i"}, 1], *i64),
+                                             _call("t", "aten::tanh", [{"node": "y"}]), _out("i1", "t")]}},
+            "nodes": [_ph("x"), _call("z", "aten::scalar_tensor", [0], *i64),
+                      dict(_call("w", "hop::while_loop", [{"subgraph": "cond"}, {"subgraph": "body"}, [{"node": "z"}, {"node": "x"}], []]),
+                           meta={"val": [{"dtype": "int64", "shape": [], "stride": []}, {"dtype": "float32", "shape": [4, 8], "stride": [8, 1]}],
+                                 "iterations": 4}),
+                      _call("g", "getitem", [{"node": "w"}, 1]), _out("g")]}
+    scan = {"version": 3, "name": "scan",
+            "subgraphs": {"f": {"nodes": [_ph("h", shape=(2, 8)), _ph("x", shape=(2, 8)),
+                                          _call("a", "aten::add.Tensor", [{"node": "h"}, {"node": "x"}], shape=[2, 8]),
+                                          _call("t", "aten::tanh", [{"node": "a"}], shape=[2, 8]), _out("t", "t")]}},
+            "nodes": [_ph("h0", shape=(2, 8)), _ph("xs", shape=(5, 2, 8)),
+                      _call("s", "hop::scan", [{"subgraph": "f"}, [{"node": "h0"}], [{"node": "xs"}], []], shape=[2, 8]),
+                      _call("g", "getitem", [{"node": "s"}, 0], shape=[2, 8]), _out("g")]}
+    invoke = {"version": 3, "name": "invoke", "subgraphs": {"b": _branch("aten::relu")},
+              "nodes": [_ph("x"), _call("i", "hop::invoke_subgraph", [{"subgraph": "b"}, "block", {"node": "x"}]),
+                        _call("g", "getitem", [{"node": "i"}, 0]), _out("g")]}
+    for g in (cond, nested, loop, scan, invoke):
+        write(out, json.dumps(g, indent=1).encode())
+
+
 SEEDERS = {"safetensors": seeds_safetensors, "graph_json": seeds_graph_json, "manifest": seeds_manifest,
-           "compare": seeds_compare}
+           "compare": seeds_compare, "graph_hops": seeds_graph_hops}
 
 
 def main(argv):

@@ -11,10 +11,6 @@ using ir::Node;
 
 namespace {
 
-// A while_loop runs at most this many iterations: a file whose condition never turns false is
-// an error naming the node, never a run that does not end.
-constexpr int64_t kMaxWhileIterations = int64_t{1} << 24;
-
 Error Bad(const std::string& where, const std::string& what) { return Error::BadInput(where + ": " + what); }
 
 // A condition's value as a bool: a bool, a number, or a one-element tensor.
@@ -69,12 +65,21 @@ Expected<HopKernel> CompileWhileLoop(const Node& n, const std::string& where, co
   PARITY_RETURN_IF_ERROR(CheckArity(*cond, operands, where, "the condition"));
   PARITY_RETURN_IF_ERROR(CheckArity(*body, operands, where, "the body"));
   const Arg carried_arg = n.args[2], extra_arg = n.args[3];
+  const std::optional<int64_t> recorded = n.iterations;
   return HopKernel([=](const HopEnv& env) -> Expected<c10::IValue> {
     std::vector<c10::IValue> carried = Items(env.value(carried_arg));
     const std::vector<c10::IValue> extra = Items(env.value(extra_arg));
+    const int64_t limit = WhileLimit(recorded, env.options.while_limit);
     for (int64_t it = 0;; ++it) {
-      if (it >= kMaxWhileIterations)
-        return Error::Runtime(where + ": while_loop did not end within " + std::to_string(kMaxWhileIterations) + " iterations");
+      if (it >= limit)
+        return Error::Runtime(where + ": while_loop did not end within " + std::to_string(limit) + " iterations (" +
+                              (env.options.while_limit > 0
+                                   ? std::string("--while-limit")
+                                   : (recorded ? "the program ran it " + std::to_string(*recorded) + " times; the limit is " +
+                                                     std::to_string(kWhileFactor) + "x that, at least " + std::to_string(kWhileFloor)
+                                               : std::string("no iteration count was recorded: the ceiling")) +
+                                         "; --while-limit N sets another") +
+                              ")");
       PARITY_ASSIGN_OR_RETURN(auto c, cond->RunPositional(Concat(carried, extra), env.attrs, env.options));
       if (c.size() != 1) return Error::Runtime(where + ": the condition returns " + std::to_string(c.size()) + " values, not one");
       PARITY_ASSIGN_OR_RETURN(bool go, Truth(c[0], where));
@@ -232,6 +237,12 @@ std::vector<c10::IValue> Items(const c10::IValue& v) {
   return {v};
 }
 
+std::vector<std::string> RunnableHigherOrderOps() {
+  std::vector<std::string> names;
+  for (const auto& [name, compile] : Table()) names.push_back(name);
+  return names;
+}
+
 Expected<HopKernel> CompileHop(const Node& n, const std::string& where, const Subprograms& subprograms) {
   const std::string name = n.target().substr(std::string(ir::kHopNamespace).size());
   auto it = Table().find(name);
@@ -244,3 +255,14 @@ Expected<HopKernel> CompileHop(const Node& n, const std::string& where, const Su
 }
 
 }  // namespace parity::interp::detail
+
+namespace parity::interp {
+
+int64_t WhileLimit(std::optional<int64_t> recorded, int64_t override_limit) {
+  if (override_limit > 0) return override_limit;
+  if (!recorded) return kWhileCeiling;
+  const int64_t scaled = *recorded > kWhileCeiling / kWhileFactor ? kWhileCeiling : kWhileFactor * *recorded;
+  return std::min(kWhileCeiling, std::max(kWhileFloor, scaled));
+}
+
+}  // namespace parity::interp

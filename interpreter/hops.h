@@ -43,6 +43,10 @@ using Subprograms = std::map<std::string, Program>;
 // index tensors.
 [[nodiscard]] Expected<HopKernel> CompileFlexAttention(const ir::Node& n, const std::string& where, const Subprograms& subprograms);
 
+// The names of the table's ops (sorted): repro/hop_check.h's KnownHigherOrderOps, the ops a
+// file may call, are exactly these (a unit test says so).
+std::vector<std::string> RunnableHigherOrderOps();
+
 // A subgraph argument's program; BadInput naming `where` when the argument names none.
 [[nodiscard]] Expected<const Program*> SubprogramOf(const ir::Arg& a, const std::string& where, const Subprograms& subprograms);
 // The items of a list value (a HopEnv::value of a list argument); one value when it is no list.

@@ -47,7 +47,15 @@ struct RunOptions {
   bool record_all = false;
   std::vector<std::string> record;  // names of nodes whose values to keep
   NodeHook hook;
+  // The most iterations a while_loop may run; 0: WhileLimit's rule (from what the program ran).
+  int64_t while_limit = 0;
 };
+
+// A while_loop stops with an error naming its node after this many iterations: kWhileFactor x
+// the iterations the program ran it (recorded at capture), at least kWhileFloor, at most
+// kWhileCeiling (kWhileCeiling where nothing was recorded); `override_limit` > 0 instead.
+inline constexpr int64_t kWhileFactor = 16, kWhileFloor = 1024, kWhileCeiling = int64_t{1} << 20;
+int64_t WhileLimit(std::optional<int64_t> recorded, int64_t override_limit);
 
 struct RunResult {
   std::vector<c10::IValue> outputs;                     // in output order

@@ -226,6 +226,7 @@ Node* CopyNode(Graph& g, const Node& n, const std::unordered_map<const Node*, No
   c->sym_type = n.sym_type;
   c->stack_trace = n.stack_trace;
   c->module_path = n.module_path;
+  c->iterations = n.iterations;
   return c;
 }
 }  // namespace

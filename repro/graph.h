@@ -207,6 +207,9 @@ class Node {
   std::string sym_type = "int";  // with `sym`: int | float | bool
   std::string stack_trace;
   std::string module_path;
+  // A while_loop's: how many iterations the program ran it (recorded at capture); the
+  // interpreter stops one that runs far longer (interpreter/hops.cpp).
+  std::optional<int64_t> iterations;
 
   // Every node this one reads, in argument order, with repeats.
   std::vector<Node*> Inputs() const;

@@ -1,5 +1,7 @@
 #include "repro/graph_json.h"
 
+#include "repro/hop_check.h"
+
 #include "repro/sym_expr.h"
 
 #include <cmath>
@@ -404,6 +406,10 @@ Status ParseNodeMeta(Parser& p, const json& m, const std::string& field, Node& n
   }
   if (m.contains("stack_trace") && m["stack_trace"].is_string()) n.stack_trace = m["stack_trace"].get<std::string>();
   if (m.contains("module_path") && m["module_path"].is_string()) n.module_path = m["module_path"].get<std::string>();
+  if (m.contains("iterations")) {
+    if (!m["iterations"].is_number_unsigned()) return p.Bad(field + ".meta.iterations", "not a non-negative integer");
+    n.iterations = m["iterations"].get<int64_t>();
+  }
   return Status::Ok();
 }
 
@@ -470,6 +476,7 @@ Expected<Graph> GraphFromJson(const json& j, const std::string& where) {
   for (size_t k = 0; k < j["nodes"].size(); ++k) PARITY_RETURN_IF_ERROR(ParseNode(p, j["nodes"][k], k));
   auto st = g.Lint();
   if (!st.ok()) return Error::BadInput(where + ": " + st.error().message);
+  if (Status hops = CheckHigherOrderCalls(g); !hops.ok()) return Error::BadInput(where + ": " + hops.error().message);
   return g;
 }
 
@@ -514,6 +521,7 @@ json NodesToJson(const Graph& g) {
     }
     if (!n->stack_trace.empty()) meta["stack_trace"] = n->stack_trace;
     if (!n->module_path.empty()) meta["module_path"] = n->module_path;
+    if (n->iterations) meta["iterations"] = *n->iterations;
     if (!meta.empty()) jn["meta"] = meta;
     nodes.push_back(std::move(jn));
   }

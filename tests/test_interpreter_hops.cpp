@@ -14,8 +14,12 @@
 #include <ATen/ops/where.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "interpreter/hops.h"
 #include "interpreter/interpreter.h"
 #include "repro/graph_json.h"
+#include "repro/hop_check.h"
 #include "test_helpers.h"
 
 namespace parity::interp {
@@ -120,19 +124,41 @@ TEST(Hops, WhileLoopIteratesAndInvokeSubgraphCalls) {
 }
 
 TEST(Hops, WhatCannotRunIsNamed) {
+  // A file calling an op parity does not know, or a branch with other operands than the call
+  // gives, is refused when it is read (repro/hop_check.h), naming the node and the field.
   json j = json::parse(kCond);
   j["nodes"][3]["target"] = "hop::a_future_op";
-  ir::Graph g = Parse(j.dump());
+  auto unknown = ir::GraphFromJson(j, "hops.json");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(unknown.error().message.find("field \"target\": hop::a_future_op is no higher-order op parity knows"), std::string::npos)
+      << unknown.error().message;
+  json arity = json::parse(kCond);
+  arity["nodes"][3]["args"][3] = json::array({{{"node", "x"}}, {{"node", "x"}}});
+  auto bad = ir::GraphFromJson(arity, "hops.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("takes 1 operands, the call gives it 2"), std::string::npos) << bad.error().message;
+  // A graph made in memory (a pass's candidate) that calls one is Unsupported when compiled.
+  ir::Graph g = Parse(kCond);
+  g.Find(j["nodes"][3]["name"].get<std::string>())->set_target("hop::a_future_op");
   auto p = Program::Compile(g, "hops.json");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().kind, ErrorKind::kUnsupported);
-  EXPECT_NE(p.error().message.find("the higher-order op a_future_op is not one parity runs"), std::string::npos)
-      << p.error().message;
-  json arity = json::parse(kCond);
-  arity["nodes"][3]["args"][3] = json::array({{{"node", "x"}}, {{"node", "x"}}});
-  auto q = Program::Compile(Parse(arity.dump()), "hops.json");
-  ASSERT_FALSE(q.ok());
-  EXPECT_NE(q.error().message.find("takes 1 operands, the op gives it 2"), std::string::npos) << q.error().message;
+  EXPECT_NE(p.error().message.find("the higher-order op a_future_op is not one parity runs"), std::string::npos) << p.error().message;
+}
+
+TEST(Hops, TheOpsAFileMayCallAreTheOpsTheInterpreterRuns) {
+  std::vector<std::string> known = ir::KnownHigherOrderOps();
+  std::sort(known.begin(), known.end());
+  EXPECT_EQ(known, detail::RunnableHigherOrderOps());
+}
+
+TEST(Hops, AWhileLoopStopsAtALimitDerivedFromWhatTheProgramRan) {
+  EXPECT_EQ(WhileLimit(4, 0), kWhileFloor);         // 16 x 4 is below the floor
+  EXPECT_EQ(WhileLimit(1000, 0), 16000);            // 16 x what the program ran
+  EXPECT_EQ(WhileLimit(std::nullopt, 0), kWhileCeiling);  // nothing recorded: the ceiling
+  EXPECT_EQ(WhileLimit(int64_t{1} << 40, 0), kWhileCeiling);
+  EXPECT_EQ(WhileLimit(4, 7), 7);                   // --while-limit
 }
 
 // flex_attention with a causal score function and an all-true mask function: softmax over the

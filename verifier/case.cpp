@@ -21,6 +21,7 @@ void ApplyCommon(ExperimentSpec& s, const ExperimentOptions& o) {
   s.sweep = ParseShapes(o.shapes).value_or(0);  // checked with the options (ExperimentOptions::Check)
   s.rule = o.rule.value_or(kRuleSame);
   s.noise_budgets = o.noise_budgets ? NoiseBudgets::kAlways : NoiseBudgets::kWhereNeeded;
+  s.while_limit = o.while_limit;
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
   if (sweep > 0) j["sweep"] = sweep;  // absent when 0: fingerprints of earlier runs stay the same
   if (rule != "same") j["rule"] = rule;  // likewise
   j["noise_budgets"] = ToString(noise_budgets);
+  if (while_limit > 0) j["while_limit"] = while_limit;  // absent when 0: fingerprints of earlier runs stay the same
   return j;
 }
 
@@ -73,6 +74,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.imports = j.value("imports", std::vector<std::string>{});
     s.sweep = j.value("sweep", 0);
     s.rule = j.value("rule", std::string("same"));
+    s.while_limit = j.value("while_limit", int64_t{0});
     s.noise_budgets = ParseNoiseBudgets(j.value("noise_budgets", nlohmann::json("where_needed")));
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
     return s;

@@ -55,6 +55,7 @@ struct ExperimentSpec {
   int sweep = 0;                     // shapes beyond the recorded one a symbolic graph runs at (--shapes)
   std::string rule = "same";         // --rule (verifier/options.h): what decides PASS/FAIL
   NoiseBudgets noise_budgets = NoiseBudgets::kWhereNeeded;  // not in the fingerprint
+  int64_t while_limit = 0;  // --while-limit (0: the interpreter's rule)
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);

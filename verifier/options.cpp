@@ -1,6 +1,7 @@
 #include "verifier/options.h"
 
 #include "compare/same.h"
+#include "verifier/devices.h"
 #include "verifier/shapes.h"
 
 namespace parity::verifier {
@@ -21,6 +22,7 @@ json ExperimentOptions::ToJson() const {
             {"jobs", jobs},
             {"shapes", shapes},
             {"noise_budgets", noise_budgets},
+            {"while_limit", while_limit},
             {"cache_dir", cache_dir.string()},
             {"imports", imports}};
   j["backend_options"] = backend_options ? *backend_options : json(nullptr);
@@ -61,6 +63,10 @@ Expected<ExperimentOptions> ExperimentOptions::FromJson(const json& j) {
   PARITY_RETURN_IF_ERROR(boolean("cosine", o.cosine));
   PARITY_RETURN_IF_ERROR(boolean("ignore_non_fp", o.ignore_non_fp));
   PARITY_RETURN_IF_ERROR(boolean("noise_budgets", o.noise_budgets));
+  if (j.contains("while_limit")) {
+    if (!j["while_limit"].is_number_integer()) return bad("while_limit", "is not an integer");
+    o.while_limit = j["while_limit"].get<int64_t>();
+  }
   PARITY_RETURN_IF_ERROR(integer("batch_size", o.batch_size));
   PARITY_RETURN_IF_ERROR(integer("repeat", o.repeat));
   PARITY_RETURN_IF_ERROR(integer("iterations_per_run", o.iterations_per_run));
@@ -96,7 +102,10 @@ Status ExperimentOptions::Check() const {
     return Error::BadInput("--iterations-per-run " + std::to_string(iterations_per_run) + ": expected 1 or more");
   if (timeout_s < 1) return Error::BadInput("--timeout " + std::to_string(timeout_s) + ": expected 1 or more seconds");
   if (jobs < 1) return Error::BadInput("--jobs " + std::to_string(jobs) + ": expected 1 or more");
+  if (while_limit < 0) return Error::BadInput("--while-limit " + std::to_string(while_limit) + ": expected 0 (the rule) or more");
   PARITY_RETURN_IF_ERROR(ParseShapes(shapes));
+  if (device)
+    if (std::string why = DeviceUnavailable(*device); !why.empty()) return Error::BadInput("--device " + *device + ": " + why);
   if (rule) PARITY_RETURN_IF_ERROR(CheckRule(*rule));
   return Status::Ok();
 }

@@ -46,6 +46,9 @@ struct ExperimentOptions {
   // --noise-budgets: every graph's noise budgets measured (four more eager runs each), also where
   // same() passes every output; else only where the rule or a failure needs them (NoiseBudgets).
   bool noise_budgets = false;
+  // --while-limit: the most iterations a while_loop may run in parity's interpreter; 0: the rule
+  // (interpreter.h WhileLimit: 16x what the program ran, at least 1024, at most 2^20).
+  int64_t while_limit = 0;
   std::filesystem::path cache_dir;   // --cache-dir; empty: DefaultCacheDir()
   std::vector<std::string> imports;  // --import, and parity's config allow-list: approved host-op modules
 

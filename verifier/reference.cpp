@@ -64,6 +64,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   at::manual_seed(options.seed);
   interp::RunOptions ro;
   ro.device = options.device;
+  ro.while_limit = options.while_limit;
   ro.float_dtype = options.float_dtype;
   ro.hook = options.hook;
   PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(g));

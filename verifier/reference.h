@@ -24,6 +24,7 @@ struct ReferenceOptions {
   // in its captured dtype, each direction drawn from this seed (a calibration run of the noise
   // budget, verifier/calibration.h: the math kept, the rounding moved).
   std::optional<uint64_t> ulp_seed;
+  int64_t while_limit = 0;  // interp::RunOptions::while_limit
 };
 
 // `t` with each element moved one ulp up or down (directions drawn from `gen`); non-floating

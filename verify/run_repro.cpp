@@ -66,6 +66,7 @@ Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& 
     interp::RunOptions ro;
     ro.device = options.device;
     ro.float_dtype = options.dtype;
+    ro.while_limit = options.while_limit;
     const auto t0 = std::chrono::steady_clock::now();
     auto run = program.Run(inputs, attrs, ro);
     gr.run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

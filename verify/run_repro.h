@@ -25,6 +25,7 @@ struct RunReproOptions {
   c10::Device device{c10::kCPU};
   compare::SameOptions same;
   bool fp64_reference = true;
+  int64_t while_limit = 0;  // interp::RunOptions::while_limit
 };
 
 struct GraphRunReport {

@@ -14,6 +14,7 @@ import torch.utils._pytree as pytree
 from .dynamo_backend import dump_backend
 from .host_ops import describe_graphs
 from .lowering import PRODUCER, flatten_outputs, lower_exported, lower_make_fx, output_mismatch
+from .loops import record_iterations
 from .serialize import CaptureError, write_repro_dir
 
 
@@ -178,6 +179,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         if why is not None:
             raise CaptureError(f"the lowered graph does not compute what the model did: {why}")
     gjson, entry, tensors = lowered
+    record_iterations(gjson, entry, tensors, next((str(x.device) for x in flat_inputs if x.device.type != "cpu"), "cpu"))
     if not entry["expected_outputs"]:
         raise CaptureError("the traced graph computes none of the model's outputs (each is a constant of the trace, "
                            "as a value read out of a tensor is): nothing to replay")

@@ -32,6 +32,7 @@ import torch
 from . import checkpointed
 from .lowering import (PRODUCER, aot_inference_graph, capture_graph_module, capture_symbolic_graph, flatten_outputs,
                        snapshot_attrs, unbacked_values, transform_state_kept, replay_mismatch)
+from .loops import record_iterations
 from .host_ops import describe_graphs
 from .serialize import CaptureError, write_repro_dir  # noqa: F401 (CaptureError: what a lowering raises)
 
@@ -230,9 +231,11 @@ class _Dump:
                 with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
                     g = self._lower(name, gm, facts, args, snapshot, outputs, attrs)
                 self._keep_shared_keys_apart(g)
-                why = replay_mismatch(g.gjson, g.entry, {**self.tensors, **g.tensors}, f"cuda:{devices[0]}" if devices else "cpu")
+                on = f"cuda:{devices[0]}" if devices else "cpu"
+                why = replay_mismatch(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
                 if why:
                     raise CaptureError(f"the recorded graph does not compute what the program did: {why}")
+                record_iterations(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
                 self.graphs.append(g)
                 self.tensors.update(g.tensors)
                 self.write()
