@@ -14,6 +14,7 @@
 #include "util/files.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
+#include "verifier/devices.h"
 #include "verifier/experiment.h"
 #include "runtime/host_ops.h"
 #include "verify/run_repro.h"
@@ -65,23 +66,16 @@ int RunReproRun(const ReproRunArgs& a) {
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
   // The dir's own device (where it was captured, or where it failed) unless --device says.
-  const std::string device = options.device.value_or(repro.manifest().device);
-  try {
-    o.device = c10::Device(device);
-  } catch (const std::exception&) {
-    throw Failure{Error::BadInput(!options.device ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
-                                                        "\", not a device"
-                                                  : "--device \"" + device + "\" is not a device")};
-  }
-  if (o.device.is_cuda() && !at::hasCUDA())
-    throw Failure{Error::BadInput(
-        !options.device ? (repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device +
-                              "\" but CUDA is not available here; pass --device cpu to run it on the CPU"
-                        : "--device " + device + ": CUDA is not available here")};
+  const std::string device = options.device.value_or(repro.manifest().device);  // --device was checked with the options
+  if (std::string why = verifier::DeviceUnavailable(device); !why.empty())
+    throw Failure{Error::BadInput((repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
+                                  "; pass --device cpu to run it on the CPU")};
+  o.device = c10::Device(device);
   o.same.tol = options.tol.value_or(compare::kDefaultTol);
   o.same.equal_nan = a.equal_nan;
   o.same.cos_similarity = options.cosine;
   o.fp64_reference = !a.no_fp64;
+  o.while_limit = options.while_limit;
   auto report = Unwrap(verify::RunRepro(repro, o));
   std::cout << (a.json ? report.ToJson().dump(2) + "\n" : report.ToText());
   return report.pass ? 0 : 1;
@@ -137,7 +131,7 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   run->add_option(
       "--backend", run_args->backend,
       "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");
-  AddExperimentOptions(run, run_args->experiment, kBackendOptions | kDevice | kTol | kCosine | kImports);
+  AddExperimentOptions(run, run_args->experiment, kBackendOptions | kDevice | kTol | kCosine | kImports | kWhileLimit);
   run->add_option("--dtype", run_args->dtype, "run floating data in this dtype (e.g. float64)");
   run->add_flag("--equal-nan", run_args->equal_nan, "NaNs in the same places compare equal");
   run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");

@@ -23,7 +23,7 @@
 #include "verifier/backend.h"
 #include "verifier/calibration.h"
 #include "verifier/case.h"
-#include "verifier/device_memory.h"
+#include "verifier/devices.h"
 #include "verifier/experiment.h"
 #include "verifier/judge.h"
 #include "verifier/phase_clock.h"
@@ -303,6 +303,7 @@ Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntr
   ReferenceOptions ro;
   ro.device = ctx.device;
   ro.hook = backend.EagerHook(ctx);
+  ro.while_limit = spec.while_limit;
   std::vector<Reference> refs(shapes->size());
   auto prefix_of = [&](const Shape& sh) { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); };
   // On an accelerator the fp64 run, the largest working set, comes first and alone: the backend
@@ -448,13 +449,10 @@ Stop Prepare(Flow& f, Setup& s) {
   auto repro = ReproDir::Load(spec.repro);
   if (!repro.ok()) return Early(f, Code::kEagerFailed, repro.error().message);
   s.repro.emplace(std::move(*repro));
-  c10::Device device(c10::kCPU);
-  try {
-    device = c10::Device(spec.device);
-  } catch (const std::exception&) {
-    return Early(f, Code::kVerifierSkipped, "invalid device \"" + spec.device + "\"");
-  }
-  if (device.is_cuda() && !at::hasCUDA()) return Early(f, Code::kVerifierSkipped, "CUDA is not available on this machine/build");
+  // --device was checked with the options; a repro dir's own device may be one this machine lacks.
+  if (std::string why = DeviceUnavailable(spec.device); !why.empty())
+    return Early(f, Code::kVerifierSkipped, "device " + spec.device + ": " + why);
+  const c10::Device device(spec.device);
   // Host ops (ops registered from Python only) call the worker; the driver checked approval.
   if (Status st = runtime::PrepareHostOps(*s.repro, spec.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); });
       !st.ok())

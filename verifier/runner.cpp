@@ -1,7 +1,7 @@
 #include "verifier/runner.h"
 
 #include "verifier/backend.h"
-#include "verifier/device_memory.h"
+#include "verifier/devices.h"
 
 #include <ATen/Context.h>
 

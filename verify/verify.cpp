@@ -13,6 +13,7 @@
 #include "util/files.h"
 #include "verifier/backend.h"
 #include "verifier/case.h"
+#include "verifier/devices.h"
 #include "verifier/runner.h"
 #include "verify/captures.h"
 #include "verify/console.h"
@@ -87,10 +88,10 @@ void Prepare(std::vector<Item>& items, Session& s) {
   for (Item& item : items) {
     verifier::ExperimentSpec& spec = item.spec;
     item.from_repro = !spec.repro.empty();
-    if (spec.device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+    if (std::string why = verifier::DeviceUnavailable(spec.device); !why.empty()) {  // a repro dir's own device
       verifier::ExperimentResult r;
       r.code = results::Code::kVerifierSkipped;
-      r.error = "CUDA is not available on this machine/build";
+      r.error = "device " + spec.device + ": " + why;
       item.early = r;
     } else if (spec.repro.empty()) {
       const auto started = Clock::now();
@@ -190,8 +191,9 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
     }
     index_of.push_back(i);
   }
-  // The longest first: with several slots, the run ends when its longest experiment does.
-  index_of = LongestFirst(items, index_of, s.o.cost_files);
+  // With several slots the longest first (the run ends when its longest experiment does); one
+  // slot keeps the matrix's order.
+  if (s.runner.jobs() > 1) index_of = LongestFirst(items, index_of, s.o.cost_files);
   for (size_t i : index_of) batch.emplace_back(items[i].spec, run_dir / ("exp" + std::to_string(i + 1)));
   s.runner.RunStream(
       std::move(batch), [&](size_t k, const verifier::ExperimentResult& r) { return finish(index_of[k], r); },

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import warnings
 
-import pytest
 import torch
 
 from conftest import run_parity

@@ -3,7 +3,6 @@ read by a real consumer (junitparser), summary.md appended to $GITHUB_STEP_SUMMA
 report rendered in headless Chromium (Debian's package) with the network off: its plots drawn,
 no console errors, nothing fetched."""
 import csv
-import os
 import re
 import shutil
 import subprocess

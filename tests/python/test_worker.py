@@ -182,7 +182,6 @@ def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
 def test_an_experiment_starts_beside_its_starting_worker_and_ends_when_that_worker_dies(tmp_path, test_data):
     """A job starts without waiting for its slot's worker to listen (the reference runs meanwhile);
     a worker that dies starting ends the job at once, saying so, never at the timeout."""
-    from conftest import run_parity
     parity_bin = os.environ.get("PARITY_BIN")
     if not parity_bin:
         pytest.skip("PARITY_BIN is not set (run through ctest)")
@@ -194,6 +193,7 @@ def test_an_experiment_starts_beside_its_starting_worker_and_ends_when_that_work
     r = subprocess.run([parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "inductor",
                         "--output-dir", str(tmp_path / "out"), "--timeout", "600"], capture_output=True, text=True, env=env)
     took = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
     rec = json.loads(open(tmp_path / "out" / "results.jsonl").readline())
     assert rec["verification_code"] == "VERIFIER_DIDNT_RUN", rec
     assert "exited at start-up" in rec["error"], rec["error"]

@@ -5,7 +5,6 @@ import registers it. parity imports such a module (in the worker only) when the 
 (--import MODULE or the allow-list in parity's config); loading a repro dir never imports."""
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, Iterable, Optional
 
 import torch

@@ -5,7 +5,6 @@ operator.getitem."""
 from __future__ import annotations
 
 import json
-import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional

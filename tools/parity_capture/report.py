@@ -8,7 +8,6 @@ distributions with matplotlib as inline SVG: no scripts, no network, opens offli
 """
 import io
 import json
-import math
 import os
 import sys
 from collections import OrderedDict

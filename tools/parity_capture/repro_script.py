@@ -44,6 +44,7 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
         + "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
         + f"DYNAMO_BACKEND = {json.dumps(dynamo_backend or None).replace('null', 'None')}\n\n")
     tail = ("\n\nif __name__ == \"__main__\":\n"
+            "    import sys\n"
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
     text = header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone.py ----\n" + _body(standalone) + tail
     tmp = out + ".tmp"

@@ -12,7 +12,6 @@ import json
 import math
 import operator
 import os
-import sys
 
 import torch
 import torch.fx as fx

@@ -56,7 +56,6 @@ import torch
 
 from . import compiler_bisect, host_ops, shm
 from .backends import aot_inductor, nativert, python_backends, torchscript
-from .runs import write_tensors as _write
 
 
 def cmd_capture(req) -> Dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import Dict, List
 
-import torch
 
 
 # Inductor names a CPU kernel's profiler record "graph_<id>_<kernel>".

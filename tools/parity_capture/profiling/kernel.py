@@ -125,7 +125,7 @@ def kernel_request(spec: str, kernels: Dict[str, Dict[str, str]]) -> tuple:
 
 
 
-def bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance) -> Dict[str, Any]:
+def bench_kernel(req, gm, inputs, train, tangents, sync, step, kernels, provenance) -> Dict[str, Any]:
     """Runs one generated kernel alone on the arguments it got in the model, with the backend's
     options and, if given, once more compiled with `kernel_options` changed (there, the kernel
     computing the same graph nodes, whatever its name)."""

@@ -84,7 +84,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
         result["kernels"] = kernels
         result["provenance"] = provenance.answered
         if req.get("kernel"):
-            result["kernel_bench"] = bench_kernel(req, gm, inputs, train, sync, step, kernels, provenance)
+            result["kernel_bench"] = bench_kernel(req, gm, inputs, train, tangents, sync, step, kernels, provenance)
     if req.get("trace"):
         merge_traces(trace_parts, req["trace"])
         for _, p in trace_parts:
