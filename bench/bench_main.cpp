@@ -23,7 +23,7 @@
 #include "interpreter/interpreter.h"
 #include "repro/repro_dir.h"
 #include "repro/safetensors.h"
-#include "runtime/host_ops.h"
+#include "host_ops/host_ops.h"
 #include "runtime/worker.h"
 
 namespace {
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     out = KernelBench(numel, with_fp64, warmup, iters);
   } else if (*interp) {
     auto repro = Must(parity::ReproDir::Load(dir));
-    if (auto st = parity::runtime::PrepareHostOps(repro, imports, [](const nlohmann::json& r) { return parity::runtime::AskWorker(r); });
+    if (auto st = parity::host_ops::PrepareHostOps(repro, imports, [](const nlohmann::json& r) { return parity::runtime::AskWorker(r); });
         !st.ok()) {
       std::cerr << "parity_bench: " << st.error().message << "\n";
       return 2;

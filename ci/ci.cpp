@@ -5,12 +5,12 @@
 #include <ostream>
 #include <set>
 
+#include "matrix/matrix.h"
 #include "minifier/minify.h"
 #include "repro/graph.h"
 #include "results/statuses.h"
 #include "util/files.h"
-#include "verifier/experiment.h"
-#include "verify/matrix.h"
+#include "experiment/experiment.h"
 #include "verify/record.h"
 
 namespace parity::ci {
@@ -25,7 +25,7 @@ Expected<std::vector<results::Record>> RunMatrix(const CiOptions& o, Baseline& b
   verify::VerifyOptions vo = o.verify;
   if (fs::exists(baseline.StatsPath())) vo.cost_files.push_back(baseline.StatsPath());
   verify::VerifyHooks hooks;
-  hooks.retry = [&](const verifier::ExperimentSpec& spec, const std::vector<verifier::ExperimentResult>& attempts) {
+  hooks.retry = [&](const experiment::ExperimentSpec& spec, const std::vector<experiment::ExperimentResult>& attempts) {
     const std::string config = verify::ConfigOfSpec(spec);
     if (!baseline.LoadConfigs({config}).ok()) return false;  // reported when the gate loads it
     std::vector<std::string> statuses;
@@ -63,7 +63,7 @@ Expected<GateScope> ScopeOf(const CiOptions& o) {
   const auto& m = o.verify.models;
   const bool all_models = std::find(m.begin(), m.end(), "all") != m.end();  // repro dirs and named models are a choice
   scope.complete = !o.results.empty() || (o.verify.shard.count <= 1 && all_models);
-  PARITY_ASSIGN_OR_RETURN(scope.wanted, verify::ModelNameFilter(o.verify));
+  PARITY_ASSIGN_OR_RETURN(scope.wanted, matrix::ModelNameFilter(o.verify));
   return scope;
 }
 

@@ -2,8 +2,9 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "verifier/backend.h"
+#include "experiment/backend.h"
 #include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 
 namespace parity::cli {
 
@@ -11,7 +12,7 @@ namespace {
 // The dynamo backends registered in the worker's torch (out-of-tree ones too, through the
 // torch_dynamo_backends entry point), each runnable as torch_compile:<name>.
 void AddDynamoBackends(nlohmann::json& list) {
-  auto resp = runtime::AskWorker({{"cmd", "list_backends"}});
+  auto resp = runtime::AskWorker(runtime::requests::ListBackends());
   if (!resp.ok()) {
     list.push_back({{"name", "torch_compile:<name>"},
                     {"kind", "python worker"},
@@ -30,11 +31,11 @@ void AddDynamoBackends(nlohmann::json& list) {
 
 int RunBackends(bool as_json) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& info : verifier::Backends()) {
+  for (const auto& info : experiment::Backends()) {
     std::string name = info.name;
     if (name.find('<') != std::string::npos) name = name.substr(0, name.find('<')) + "inductor";  // a probe instance
-    auto b = verifier::MakeBackend(name);
-    verifier::Availability a = b.ok() ? (*b)->Available() : verifier::Availability{false, b.error().message};
+    auto b = experiment::MakeBackend(name);
+    experiment::Availability a = b.ok() ? (*b)->Available() : experiment::Availability{false, b.error().message};
     list.push_back({{"name", info.name},
                     {"kind", info.kind},
                     {"available", a.available},

@@ -1,8 +1,8 @@
 // parity _experiment --dir DIR | --serve SOCKET: the hidden entry of an isolated experiment child,
 // or of a job server running a slot's experiments one after another (runtime/jobs.h owns both
-// ends of the protocol, verifier/runner.h the experiment it runs).
+// ends of the protocol, experiment/runner.h the experiment it runs).
 #include "cli/commands.h"
-#include "verifier/runner.h"
+#include "experiment/runner.h"
 
 namespace parity::cli {
 
@@ -14,7 +14,7 @@ void set_experiment_command(CLI::App& app, int& exit_code) {
   auto* d = exp->add_option("--dir", *dir);
   exp->add_option("--serve", *serve)->excludes(d);
   exp->callback([dir, serve, &exit_code] {
-    exit_code = serve->empty() ? verifier::ExperimentChildMain(*dir) : verifier::ExperimentServerMain(*serve);
+    exit_code = serve->empty() ? experiment::ExperimentChildMain(*dir) : experiment::ExperimentServerMain(*serve);
   });
 }
 

@@ -3,12 +3,13 @@
 
 #include "cli/commands.h"
 #include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 
 namespace parity::cli {
 
 namespace {
 int RunModels(bool as_json) {
-  auto resp = Unwrap(runtime::AskWorker({{"cmd", "list_models"}}));
+  auto resp = Unwrap(runtime::AskWorker(runtime::requests::ListModels()));
   if (as_json) {
     std::cout << resp["models"].dump(2) << "\n";
     return 0;

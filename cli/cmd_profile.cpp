@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/experiment_options.h"
 #include "profile/profile.h"
-#include "verifier/backend.h"
+#include "experiment/backend.h"
 
 namespace parity::cli {
 
@@ -33,7 +33,7 @@ profile::ProfileOptions ToOptions(const ProfileArgs& a) {
   o.profile_iterations = a.profile_iterations;
   if (!a.trace.empty()) o.trace = a.trace;
   o.kernel = a.kernel;
-  o.kernel_options = Unwrap(verifier::ParseBackendOptions(a.kernel_options));
+  o.kernel_options = Unwrap(experiment::ParseBackendOptions(a.kernel_options));
   o.top = a.top;
   return o;
 }

@@ -10,13 +10,14 @@
 #include "cli/experiment_options.h"
 #include "compare/same.h"
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 #include "repro/repro_dir.h"
 #include "util/files.h"
-#include "verifier/backend.h"
-#include "verifier/case.h"
-#include "verifier/devices.h"
-#include "verifier/experiment.h"
-#include "runtime/host_ops.h"
+#include "experiment/backend.h"
+#include "experiment/case.h"
+#include "experiment/devices.h"
+#include "experiment/experiment.h"
+#include "host_ops/host_ops.h"
 #include "verify/run_repro.h"
 #include "runtime/worker.h"
 
@@ -36,13 +37,13 @@ struct ReproRunArgs {
 
 // With a backend other than eager: the verification flow on this repro dir, in this process
 // (eager twice, fp64 reference, the backend, same()), e.g. to replay a minified failure.
-int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const verifier::ExperimentOptions& options) {
-  verifier::ExperimentSpec spec = Unwrap(verifier::Case::FromRepro(repro, a.backend, options));
-  Unwrap(verifier::MakeBackend(spec.backend));
+int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const experiment::ExperimentOptions& options) {
+  experiment::ExperimentSpec spec = Unwrap(experiment::Case::FromRepro(repro, a.backend, options));
+  Unwrap(experiment::MakeBackend(spec.backend));
   const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch);
   spec.work_dir = scratch.string();
-  verifier::ExperimentResult r = verifier::RunExperiment(spec, nullptr);
+  experiment::ExperimentResult r = experiment::RunExperiment(spec, nullptr);
   RemoveAll(scratch);
   if (a.json) {
     std::cout << r.ToJson().dump(2) << "\n";
@@ -52,22 +53,22 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const veri
       std::cout << (o.value("pass", false) ? "PASS " : "FAIL ") << o.value("path", std::string()) << "  max_abs_err "
                 << st.value("max_abs_err", nlohmann::json()).dump() << "  " << o.value("message", std::string()) << "\n";
     }
-    std::cout << verifier::ToString(r.code) << (r.error.empty() ? "" : ": " + r.error) << "\n";
+    std::cout << experiment::ToString(r.code) << (r.error.empty() ? "" : ": " + r.error) << "\n";
   }
-  return r.code == verifier::Code::kPass ? 0 : 1;
+  return r.code == experiment::Code::kPass ? 0 : 1;
 }
 
 int RunReproRun(const ReproRunArgs& a) {
-  const verifier::ExperimentOptions options = ToExperimentOptions(a.experiment);
+  const experiment::ExperimentOptions options = ToExperimentOptions(a.experiment);
   ReproDir repro = Unwrap(ReproDir::Load(a.dir));
   if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options);
-  Unwrap(runtime::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
+  Unwrap(host_ops::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
   verify::RunReproOptions o;
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
   // The dir's own device (where it was captured, or where it failed) unless --device says.
   const std::string device = options.device.value_or(repro.manifest().device);  // --device was checked with the options
-  if (std::string why = verifier::DeviceUnavailable(device); !why.empty())
+  if (std::string why = experiment::DeviceUnavailable(device); !why.empty())
     throw Failure{Error::BadInput((repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
                                   "; pass --device cpu to run it on the CPU")};
   o.device = c10::Device(device);

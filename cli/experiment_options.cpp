@@ -5,15 +5,15 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
-#include "runtime/host_ops.h"
+#include "host_ops/host_ops.h"
 #include "runtime/worker.h"
 #include "runtime/worker_pool.h"
-#include "verifier/backend.h"
+#include "experiment/backend.h"
 
 namespace parity::cli {
 
 void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
-  const verifier::ExperimentOptions& d = a.options;
+  const experiment::ExperimentOptions& d = a.options;
   auto has = [which](ExperimentFlag f) { return (which & f) != 0; };
   if (has(kBackendOptions))
     cmd->add_option("--backend-option", a.backend_options,
@@ -47,7 +47,7 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                     "what decides PASS/FAIL: same (torch._dynamo.utils.same, PyTorch's) or calibrated (each output within "
                     "its noise budget, measured from eager reruns that move only the rounding; docs/verify.md) (default "
                     "same; a failure repro dir: the rule it failed by)")
-        ->check(CLI::IsMember({verifier::kRuleSame, verifier::kRuleCalibrated}));
+        ->check(CLI::IsMember({experiment::kRuleSame, experiment::kRuleCalibrated}));
   if (has(kRule))
     cmd->add_flag("--noise-budgets", a.options.noise_budgets,
                   "measure every output's noise budget (four more eager runs per graph), also where same() passes: "
@@ -70,13 +70,13 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
                     "registers passes, backends or devices; a module registering host ops of the repro dirs)");
 }
 
-verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
-  verifier::ExperimentOptions o = a.options;
-  if (!a.backend_options.empty()) o.backend_options = Unwrap(verifier::ParseBackendOptions(a.backend_options));
+experiment::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a) {
+  experiment::ExperimentOptions o = a.options;
+  if (!a.backend_options.empty()) o.backend_options = Unwrap(experiment::ParseBackendOptions(a.backend_options));
   if (!a.device.empty()) o.device = a.device;
   if (!a.cache_dir.empty()) o.cache_dir = a.cache_dir;
   if (!a.rule.empty()) o.rule = a.rule;
-  o.imports = Unwrap(runtime::ApprovedImports(a.imports));
+  o.imports = Unwrap(host_ops::ApprovedImports(a.imports));
   Unwrap(o.Check());
   if (const char* e = std::getenv(runtime::kKeepWorkersEnv); e && *e && std::string(e).find_first_not_of("0123456789") != std::string::npos)
     throw Failure{Error::BadInput(std::string("$") + runtime::kKeepWorkersEnv + "=" + e + ": not a number of seconds")};
@@ -108,18 +108,18 @@ void AddMatrixOptions(CLI::App* cmd, MatrixArgs& a) {
 }
 
 verify::VerifyOptions ToVerifyOptions(const MatrixArgs& a) {
-  verify::VerifyOptions o{.models = a.models,
-                          .repro_dirs = a.dirs,
-                          .backends = a.backends,
-                          .tests = a.tests,
-                          .dtypes = a.dtypes,
-                          .experiment = ToExperimentOptions(a.experiment),
-                          .filter = a.filter,
-                          .exclude = a.exclude,
-                          .output_dir = a.output_dir,
-                          .progress = ::isatty(1) != 0,
-                          .shard = Unwrap(verify::ResolveShard(a.shard, a.shards, [](const char* name) { return std::getenv(name); })),
-                          .cost_files = {}};
+  verify::VerifyOptions o;
+  o.models = a.models;
+  o.repro_dirs = a.dirs;
+  o.backends = a.backends;
+  o.tests = a.tests;
+  o.dtypes = a.dtypes;
+  o.experiment = ToExperimentOptions(a.experiment);
+  o.filter = a.filter;
+  o.exclude = a.exclude;
+  o.output_dir = a.output_dir;
+  o.progress = ::isatty(1) != 0;
+  o.shard = Unwrap(matrix::ResolveShard(a.shard, a.shards, [](const char* name) { return std::getenv(name); }));
   for (const auto& f : a.shard_costs) {
     if (!std::filesystem::is_regular_file(f)) throw Failure{Error::BadInput("--shard-costs " + f + ": no such file")};
     o.cost_files.emplace_back(f);

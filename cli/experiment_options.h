@@ -1,6 +1,6 @@
 // The command-line options of every subcommand that runs experiments (verify, ci, minify,
 // profile, repro run), declared once: AddExperimentOptions declares the ones a command takes
-// (`which`), with the defaults its ExperimentOptions holds (verifier/options.h, the one place
+// (`which`), with the defaults its ExperimentOptions holds (experiment/options.h, the one place
 // for them), and ToExperimentOptions checks and converts after parsing. The options verify and
 // ci share beyond those (the matrix, sharding, output) are declared once too: AddMatrixOptions.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "verifier/options.h"
+#include "experiment/options.h"
 #include "verify/verify.h"
 
 namespace parity::cli {
@@ -36,8 +36,8 @@ enum ExperimentFlag : unsigned {
 // What the parser fills; the defaults are `options`' (a command may set its own first, as
 // minify does: MinifyOptions::MinifyDefaults).
 struct ExperimentArgs {
-  explicit ExperimentArgs(verifier::ExperimentOptions defaults = {}) : options(std::move(defaults)) {}
-  verifier::ExperimentOptions options;
+  explicit ExperimentArgs(experiment::ExperimentOptions defaults = {}) : options(std::move(defaults)) {}
+  experiment::ExperimentOptions options;
   std::vector<std::string> backend_options, imports;
   std::string device, cache_dir, rule;
   double tol = 0;  // --tol's value; options.tol is set when it is given
@@ -47,7 +47,7 @@ struct ExperimentArgs {
 void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which = kAllExperimentFlags);
 // Throws Failure on bad input (exit 2): a malformed KEY=VALUE, a tolerance or count out of range,
 // an import no allow-list approves.
-verifier::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a);
+experiment::ExperimentOptions ToExperimentOptions(const ExperimentArgs& a);
 
 // verify's and ci's: what to run (repro dirs, --model, --backend, --test, --dtype, --filter,
 // --exclude), where the records go (--output-dir), sharding (--shard, --shards, --shard-costs),

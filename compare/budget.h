@@ -1,6 +1,6 @@
 // Noise budgets: how far from its fp64 reference an output may be when nothing but rounding
 // changed. The verifier reruns eager with the math kept and the rounding moved (inputs and
-// parameters moved one ulp at random, another intra-op thread count: verifier/calibration.h);
+// parameters moved one ulp at random, another intra-op thread count: experiment/calibration.h);
 // each run's error against fp64 is one sample, eager's own error another. The budget is
 // kBudgetQuantile of the samples times kBudgetFactor, for the RMSE and for the largest
 // element error, never below the unit roundoff (half an ulp) of the output's dtype at the

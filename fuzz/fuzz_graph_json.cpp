@@ -4,6 +4,7 @@
 #include <string>
 
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 #include "util/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

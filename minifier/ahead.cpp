@@ -4,24 +4,24 @@
 
 namespace parity::minifier {
 
-std::string AheadRunner::Key(const verifier::ExperimentSpec& spec, const std::filesystem::path& dir) {
+std::string AheadRunner::Key(const experiment::ExperimentSpec& spec, const std::filesystem::path& dir) {
   return spec.ToJson().dump() + "\n" + dir.string();
 }
 
-void AheadRunner::RunAhead(verifier::ExperimentBatch batch) {
+void AheadRunner::RunAhead(experiment::ExperimentBatch batch) {
   std::vector<std::string> keys;
   for (const auto& [spec, dir] : batch) keys.push_back(Key(spec, dir));
   auto results = inner_.RunMany(std::move(batch));
   for (size_t i = 0; i < results.size() && i < keys.size(); ++i) made_[keys[i]] = std::move(results[i]);
 }
 
-bool AheadRunner::Has(const verifier::ExperimentSpec& spec, const std::filesystem::path& dir) const {
+bool AheadRunner::Has(const experiment::ExperimentSpec& spec, const std::filesystem::path& dir) const {
   return made_.count(Key(spec, dir)) > 0;
 }
 
-std::vector<verifier::ExperimentResult> AheadRunner::RunMany(verifier::ExperimentBatch batch) {
-  std::vector<verifier::ExperimentResult> out(batch.size());
-  verifier::ExperimentBatch rest;
+std::vector<experiment::ExperimentResult> AheadRunner::RunMany(experiment::ExperimentBatch batch) {
+  std::vector<experiment::ExperimentResult> out(batch.size());
+  experiment::ExperimentBatch rest;
   std::vector<size_t> where;
   for (size_t i = 0; i < batch.size(); ++i) {
     auto it = made_.find(Key(batch[i].first, batch[i].second));

@@ -11,30 +11,30 @@
 #include <string>
 #include <vector>
 
-#include "verifier/runner.h"
+#include "experiment/runner.h"
 
 namespace parity::minifier {
 
-class AheadRunner final : public verifier::ExperimentRunner {
+class AheadRunner final : public experiment::ExperimentRunner {
  public:
-  explicit AheadRunner(verifier::ExperimentRunner& inner) : inner_(inner) {}
+  explicit AheadRunner(experiment::ExperimentRunner& inner) : inner_(inner) {}
 
   // Runs `batch` now, in its order (the longest first), and keeps the results for RunMany.
-  void RunAhead(verifier::ExperimentBatch batch);
+  void RunAhead(experiment::ExperimentBatch batch);
   // Each experiment's result: the one made ahead (taken, so a second ask runs it again), else a
   // run of the wrapped runner (those together, in one batch). Results in the order given.
-  std::vector<verifier::ExperimentResult> RunMany(verifier::ExperimentBatch batch) override;
+  std::vector<experiment::ExperimentResult> RunMany(experiment::ExperimentBatch batch) override;
   int jobs() const override { return inner_.jobs(); }
   // Whether the experiment has a result made ahead.
-  bool Has(const verifier::ExperimentSpec& spec, const std::filesystem::path& dir) const;
+  bool Has(const experiment::ExperimentSpec& spec, const std::filesystem::path& dir) const;
   // Drops the results no step asked for and returns how many there were (backend runs made all
   // the same).
   int DropUnused();
 
  private:
-  static std::string Key(const verifier::ExperimentSpec& spec, const std::filesystem::path& dir);
-  verifier::ExperimentRunner& inner_;
-  std::map<std::string, verifier::ExperimentResult> made_;
+  static std::string Key(const experiment::ExperimentSpec& spec, const std::filesystem::path& dir);
+  experiment::ExperimentRunner& inner_;
+  std::map<std::string, experiment::ExperimentResult> made_;
 };
 
 }  // namespace parity::minifier

@@ -129,13 +129,13 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
   return Status::Ok();
 }
 
-DirJudge BackendJudge(verifier::ExperimentRunner& runner, verifier::ExperimentSpec base, Signature original, fs::path scratch) {
+DirJudge BackendJudge(experiment::ExperimentRunner& runner, experiment::ExperimentSpec base, Signature original, fs::path scratch) {
   auto serial = std::make_shared<int>(0);
   return [&runner, base = std::move(base), original = std::move(original), scratch = std::move(scratch),
           serial](const std::vector<fs::path>& dirs) {
-    verifier::ExperimentBatch batch;
+    experiment::ExperimentBatch batch;
     for (const auto& d : dirs) {
-      verifier::ExperimentSpec spec = base;
+      experiment::ExperimentSpec spec = base;
       spec.repro = fs::absolute(d).string();
       batch.emplace_back(spec, scratch / ("run" + std::to_string((*serial)++)));
     }

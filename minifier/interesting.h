@@ -17,7 +17,7 @@
 
 #include "minifier/signature.h"
 #include "repro/repro_dir.h"
-#include "verifier/runner.h"
+#include "experiment/runner.h"
 
 namespace parity::minifier {
 
@@ -66,7 +66,7 @@ class CandidateWriter {
 using DirJudge = std::function<std::vector<bool>(const std::vector<std::filesystem::path>& dirs)>;
 
 // Runs each dir through `base`'s backend (spec.repro set per dir) and matches `original`.
-DirJudge BackendJudge(verifier::ExperimentRunner& runner, verifier::ExperimentSpec base, Signature original,
+DirJudge BackendJudge(experiment::ExperimentRunner& runner, experiment::ExperimentSpec base, Signature original,
                       std::filesystem::path scratch);
 // Runs `command "<dir>"` (also in $PARITY_CANDIDATE) through /bin/sh; exit 0 = interesting.
 DirJudge CheckCommandJudge(std::string command, int jobs, int timeout_s);

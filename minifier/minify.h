@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "util/status.h"
-#include "verifier/options.h"
+#include "experiment/options.h"
 
 namespace parity::minifier {
 
@@ -26,7 +26,7 @@ struct MinifyOptions {
   std::optional<std::string> backend;  // default: the manifest's
   // How candidates run (backend options, device, tolerance default to the repro dir's); minify's
   // own defaults: MinifyDefaults().
-  verifier::ExperimentOptions experiment = MinifyDefaults();
+  experiment::ExperimentOptions experiment = MinifyDefaults();
   int confirm_runs = 3;   // runs of the original before reducing
   bool majority = false;  // accept a flaky original that fails in most runs
   bool stage_bisect = true;
@@ -38,8 +38,8 @@ struct MinifyOptions {
 
   // A candidate gets 600 s (not verify's 1800), and integer/bool outputs that differ do not count
   // (--strict counts them).
-  static verifier::ExperimentOptions MinifyDefaults() {
-    verifier::ExperimentOptions o;
+  static experiment::ExperimentOptions MinifyDefaults() {
+    experiment::ExperimentOptions o;
     o.timeout_s = 600;
     o.ignore_non_fp = true;
     return o;

@@ -5,10 +5,12 @@
 
 #include "compare/budget.h"
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 #include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 #include "util/files.h"
-#include "verifier/backend.h"
-#include "verifier/case.h"
+#include "experiment/backend.h"
+#include "experiment/case.h"
 
 namespace parity::minifier {
 namespace fs = std::filesystem;
@@ -43,7 +45,7 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   json j = {{"source", s.source},
             {"backend", s.base.backend},
             {"backend_options", s.base.backend_options},
-            {"tol", verifier::EffectiveTolerance(s.base)},
+            {"tol", experiment::EffectiveTolerance(s.base)},
             {"rule", s.base.rule},
             {"strict", !ctx.options.experiment.ignore_non_fp},
             {"confirm", s.confirm},
@@ -84,14 +86,11 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
 // repro.py from the Python package (parity_capture.standalone), which also holds the one
 // Python copy of the comparison rules.
 Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
-  PARITY_ASSIGN_OR_RETURN(verifier::BackendInfo info, verifier::FindBackend(s.base.backend));
-  json req = {{"cmd", "repro_script"},
-              {"repro", fs::absolute(minified).string()},
-              {"dynamo_backend", info.dynamo},
-              {"imports", runtime::ImportModules()},
-              {"out", fs::absolute(minified / "repro.py").string()}};
-  if (!s.compiler_culprit.is_null()) req["compiler_culprit"] = s.compiler_culprit;
-  PARITY_RETURN_IF_ERROR(ctx.ask(req));
+  PARITY_ASSIGN_OR_RETURN(experiment::BackendInfo info, experiment::FindBackend(s.base.backend));
+  PARITY_RETURN_IF_ERROR(ctx.ask(runtime::requests::ReproScript(fs::absolute(minified).string(), info.dynamo,
+                                                                runtime::ImportModules(),
+                                                                fs::absolute(minified / "repro.py").string(),
+                                                                s.compiler_culprit)));
   return Status::Ok();
 }
 
@@ -125,7 +124,7 @@ void Report(const json& summary, const ReductionState& s, const fs::path& minifi
 
 json FailureRecord(const ReductionState& state) {
   json f = state.original.ToJson();
-  f["tol"] = verifier::EffectiveTolerance(state.base);
+  f["tol"] = experiment::EffectiveTolerance(state.base);
   f["rule"] = state.base.rule;
   return f;
 }

@@ -49,7 +49,7 @@ std::optional<ReductionState> ReductionState::FromJson(const nlohmann::json& j, 
 }
 
 std::optional<ReductionState> ReductionState::LoadCheckpoint(const std::filesystem::path& out,
-                                                             const verifier::ExperimentSpec& base, size_t graph_count) {
+                                                             const experiment::ExperimentSpec& base, size_t graph_count) {
   auto text = ReadFile(out / "state.json");
   if (!text.ok() || !std::filesystem::exists(out / "checkpoint" / "manifest.json")) return std::nullopt;
   auto restored = FromJson(nlohmann::json::parse(*text, nullptr, false), base.repro, base.backend);

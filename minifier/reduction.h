@@ -16,13 +16,13 @@
 #include "minifier/minify.h"
 #include "minifier/signature.h"
 #include "repro/graph.h"
-#include "verifier/runner.h"
+#include "experiment/runner.h"
 
 namespace parity::minifier {
 
 struct ReductionState {
   std::string source;             // the original repro dir, absolute
-  verifier::ExperimentSpec base;  // backend, options, test, device, tol, ...
+  experiment::ExperimentSpec base;  // backend, options, test, device, tol, ...
   Signature original;
   nlohmann::json confirm = {{"runs", 0}, {"failing", 0}};
   nlohmann::json stages;  // stage bisection's table (null: not run)
@@ -46,7 +46,7 @@ struct ReductionState {
 
   // The checkpoint in `out` (state.json beside checkpoint/, a repro dir of the graph so far) of a
   // run on the same source and backend, its graph restored; nullopt when there is none.
-  static std::optional<ReductionState> LoadCheckpoint(const std::filesystem::path& out, const verifier::ExperimentSpec& base,
+  static std::optional<ReductionState> LoadCheckpoint(const std::filesystem::path& out, const experiment::ExperimentSpec& base,
                                                       size_t graph_count);
   // Saves `g` as the checkpoint (best effort: a lost checkpoint costs a rerun).
   void SaveCheckpoint(const std::filesystem::path& out, const CandidateWriter& writer, const ir::Graph& g) const;
@@ -63,7 +63,7 @@ std::string SourceLine(const ir::Node& n);
 struct StepContext {
   const ReproDir& repro;
   const MinifyOptions& options;
-  verifier::ExperimentRunner& runner;
+  experiment::ExperimentRunner& runner;
   std::ostream& log;
   // A test of candidates of graph `graph_index` (fed from that graph's inputs).
   std::function<std::unique_ptr<Interestingness>(size_t graph_index)> test_for_graph;
@@ -72,10 +72,10 @@ struct StepContext {
   std::filesystem::path scratch;
   // Candidates of the graph being reduced run through the backend as one batch (-j at a time),
   // each one's whole result (the per-output verdicts and errors), in order; unset with --check.
-  std::function<std::vector<verifier::ExperimentResult>(const std::vector<const ir::Graph*>&)> run_candidates;
+  std::function<std::vector<experiment::ExperimentResult>(const std::vector<const ir::Graph*>&)> run_candidates;
   // The experiment run_candidates runs for a graph (the candidate written; the same spec and dir
   // for the same graph), for a run made ahead; nullopt when it cannot be written.
-  std::function<std::optional<std::pair<verifier::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run;
+  std::function<std::optional<std::pair<experiment::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run;
   // Where runs made ahead go (RunAhead); nullptr: none are.
   AheadRunner* ahead = nullptr;
   // The CPU cores of this machine (what compiles share).

@@ -72,8 +72,8 @@ std::vector<std::string> AccuracyClasses(const nlohmann::json& outputs) {
 
 }  // namespace
 
-Signature Signature::FromResult(const verifier::ExperimentResult& r) {
-  using verifier::Code;
+Signature Signature::FromResult(const experiment::ExperimentResult& r) {
+  using experiment::Code;
   Signature s;
   switch (r.code) {
     case Code::kFail:

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "util/status.h"
-#include "verifier/experiment.h"
+#include "experiment/experiment.h"
 
 namespace parity::minifier {
 
@@ -31,7 +31,7 @@ struct Signature {
 
   // PASS and SKIPPED are no failure; so are EAGER_FAILED and NONDETERMINISTIC_EAGER_RUN (the
   // candidate itself is broken, not the backend).
-  static Signature FromResult(const verifier::ExperimentResult& r);
+  static Signature FromResult(const experiment::ExperimentResult& r);
   [[nodiscard]] static Expected<Signature> FromJson(const nlohmann::json& j);
   nlohmann::json ToJson() const;
   bool Matches(const Signature& original) const;

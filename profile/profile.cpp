@@ -10,19 +10,20 @@
 #include "util/files.h"
 #include "util/json.h"
 #include "util/subprocess.h"
-#include "verifier/backend.h"
-#include "verify/captures.h"
-#include "verifier/case.h"
-#include "verifier/runner.h"
-#include "verify/matrix.h"
+#include "experiment/backend.h"
+#include "matrix/captures.h"
+#include "experiment/case.h"
+#include "experiment/runner.h"
+#include "matrix/matrix.h"
 #include "results/record.h"
 #include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 
 namespace parity::profile {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using verifier::ExperimentSpec;
+using experiment::ExperimentSpec;
 
 namespace {
 
@@ -35,13 +36,15 @@ struct Experiment {
 };
 
 // The one experiment the options name, through the one case mapping verify uses.
-Expected<Experiment> ResolveExperiment(const ProfileOptions& o, verifier::IsolatedRunner& runner) {
-  PARITY_RETURN_IF_ERROR(verify::ValidateVerifyOptions(o.matrix));
-  PARITY_ASSIGN_OR_RETURN(auto specs, verify::ExpandMatrix(o.matrix, [&] { return runner.Ask({{"cmd", "list_models"}}); }));
+Expected<Experiment> ResolveExperiment(const ProfileOptions& o, experiment::IsolatedRunner& runner) {
+  PARITY_RETURN_IF_ERROR(matrix::ValidateMatrixOptions(o.matrix));
+  const matrix::LoadedDirs dirs = matrix::LoadReproDirs(o.matrix);
+  if (!dirs.bad.empty()) return dirs.bad.front().error;
+  PARITY_ASSIGN_OR_RETURN(auto specs, matrix::ExpandMatrix(o.matrix, dirs, [&] { return runner.Ask(runtime::requests::ListModels()); }));
   if (specs.size() != 1)
     return Error::BadInput("parity profile takes one model or repro dir, one backend, test and dtype; these options give " +
                            std::to_string(specs.size()) + " experiments");
-  PARITY_ASSIGN_OR_RETURN(auto info, verifier::FindBackend(specs[0].backend));
+  PARITY_ASSIGN_OR_RETURN(auto info, experiment::FindBackend(specs[0].backend));
   if (info.dynamo.empty())
     return Error::Unsupported("backend " + specs[0].backend + " (" + info.kind +
                               ") has no torch.compile form; parity profile profiles backends run through torch.compile "
@@ -50,9 +53,9 @@ Expected<Experiment> ResolveExperiment(const ProfileOptions& o, verifier::Isolat
 }
 
 // The captured repro dir of a suite model (cached, as verify caches it).
-Status EnsureCapture(ExperimentSpec& spec, const fs::path& cache_dir, verifier::IsolatedRunner& runner) {
+Status EnsureCapture(ExperimentSpec& spec, const fs::path& cache_dir, experiment::IsolatedRunner& runner) {
   if (!spec.repro.empty()) return Status::Ok();
-  verify::CaptureCache captures(cache_dir, [&](const json& req) { return runner.Ask(req); });
+  matrix::CaptureCache captures(cache_dir, [&](const json& req) { return runner.Ask(req); });
   PARITY_ASSIGN_OR_RETURN(spec.repro, captures.Get(spec));
   return Status::Ok();
 }
@@ -149,11 +152,11 @@ json ProfileRecord(const ExperimentSpec& spec, const Report& report) {
 
 Expected<Report> Profile(const ProfileOptions& o, std::ostream& progress) {
   PARITY_RETURN_IF_ERROR(CheckProfileOptions(o));
-  const fs::path cache_dir = fs::absolute(o.matrix.experiment.cache_dir.empty() ? verifier::DefaultCacheDir() : o.matrix.experiment.cache_dir);
+  const fs::path cache_dir = fs::absolute(o.matrix.experiment.cache_dir.empty() ? experiment::DefaultCacheDir() : o.matrix.experiment.cache_dir);
   RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-profile-");
   const fs::path scratch = fs::temp_directory_path() / ("parity-profile-" + std::to_string(::getpid()));
   fs::create_directories(scratch);
-  verifier::IsolatedRunner runner(scratch / "workers", o.matrix.experiment.timeout_s, 1);
+  experiment::IsolatedRunner runner(scratch / "workers", o.matrix.experiment.timeout_s, 1);
   PARITY_ASSIGN_OR_RETURN(Experiment experiment, ResolveExperiment(o, runner));
   ExperimentSpec& spec = experiment.spec;
   progress << "profile: " << spec.model << " " << spec.backend << " " << spec.device << " " << spec.test << " " << spec.dtype

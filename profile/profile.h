@@ -39,6 +39,6 @@ struct ProfileOptions {
 
 // The results.jsonl record of a report (no "fingerprint": verify's resume must not take a
 // profile for a verified experiment).
-nlohmann::json ProfileRecord(const verifier::ExperimentSpec& spec, const Report& report);
+nlohmann::json ProfileRecord(const experiment::ExperimentSpec& spec, const Report& report);
 
 }  // namespace parity::profile

@@ -1,10 +1,12 @@
-// The stable JSON form of a graph (docs/format.md) and the readable text form.
+// The stable JSON form of a graph (docs/format.md): read (graph_json_read.cpp, every field
+// checked) and written (graph_json_write.cpp). The readable text form is graph_text.h.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <string>
 
+#include "repro/dtypes.h"
 #include "repro/graph.h"
 #include "util/status.h"
 
@@ -19,15 +21,7 @@ inline constexpr int kOldestGraphFormatVersion = 1;
 // Parses a graph. `where` names the source (a file path) in error messages.
 [[nodiscard]] Expected<Graph> GraphFromJson(const nlohmann::json& j, const std::string& where);
 nlohmann::json GraphToJson(const Graph& g);
-
-// "float32" <-> c10::ScalarType::Float (torch's spelling).
-[[nodiscard]] Expected<c10::ScalarType> ParseTorchDtype(const std::string& name);
-std::string TorchDtypeName(c10::ScalarType t);
-std::string ShortDtypeName(c10::ScalarType t);  // "f32", "bf16", "i64", ...
-
-// The readable form: one line per node, stable for golden tests.
-//   %add : f32[2, 3] = aten::add.Tensor(%x, %w, alpha=1)
-std::string GraphToText(const Graph& g, bool with_stack_traces = false);
-std::string ArgToText(const Arg& a);
+// One argument as the format writes it (docs/format.md "args").
+nlohmann::json ArgToJson(const Arg& a);
 
 }  // namespace parity::ir

@@ -1,5 +1,5 @@
 // The phases an experiment's wall time is split into (a record's metrics.phase_seconds), in the
-// order an experiment meets them: the one list the flow accounts by (verifier/flow.cpp), the
+// order an experiment meets them: the one list the flow accounts by (experiment/flow.cpp), the
 // driver adds its own to (verify/), and the console and the HTML report show.
 #pragma once
 

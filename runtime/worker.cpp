@@ -1,4 +1,5 @@
 #include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -68,7 +69,7 @@ std::vector<std::string> ImportModules() {
 Status CheckImportModules() {
   const char* set = std::getenv(kImportEnv);
   if (!set || !*set) return Status::Ok();
-  auto pong = AskWorker({{"cmd", "ping"}});
+  auto pong = AskWorker(requests::Ping());
   if (pong.ok()) return Status::Ok();
   if (pong.error().exception_type == "ImportError") return Error::BadInput(pong.error().message);
   return pong.error();
@@ -86,7 +87,7 @@ namespace {
 // with a request of a run that was killed (a hung compile) would not.
 bool Answers(const std::string& socket_path, std::chrono::milliseconds timeout) {
   auto client = WorkerClient::Connect(socket_path, timeout);
-  return client.ok() && client->Call({{"cmd", "ping"}}).ok();
+  return client.ok() && client->Call(requests::Ping()).ok();
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
 """The rooms' layering (ARCHITECTURE.md): an #include of another room only runs down the list,
-so no include runs upward and no folders form a loop. Exit 1 naming each offending include.
+so no include runs upward and no folders form a loop; and the same for the Python package
+(tools/parity_capture): a module imports, at its top or inside a function, only modules of a
+layer below its own, so the package has no circle. Exit 1 naming each offending include or import.
 
     python tests/check_layers.py SOURCE_DIR
 """
@@ -8,9 +10,28 @@ import re
 import sys
 
 # Lowest first; rooms on one line may not include each other.
-LAYERS = [["util"], ["repro"], ["interpreter", "compare"], ["results"], ["runtime"], ["verifier"], ["verify"],
+LAYERS = [["util"], ["repro"], ["interpreter", "compare"], ["results"], ["runtime"], ["host_ops"], ["experiment"], ["matrix"], ["verify"],
           ["minifier"], ["profile", "ci", "report"], ["cli"]]
 OUTSIDE = {"tests", "fuzz", "bench"}  # may include any room
+
+# The Python package's modules, lowest first (a dotted name also places the modules under it;
+# an exact name wins): a module imports only modules of a layer below its own, and every module
+# has a layer.
+PY_PACKAGE = os.path.join("tools", "parity_capture")
+PY_LAYERS = [
+    # the format's graph reader (standalone_graph, inlined into repro.py), errors, leaves
+    ["errors", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported",
+     "profiling", "profiling.categories", "profiling.timing", "profiling.trace"],
+    ["standalone", "functionalized", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)
+    ["loops", "reader", "contract", "repro_script", "replay_check"],  # what both sides share; the package's reader
+    ["serialize", "runs", "profiling.compile", "profiling.kineto"],  # the writer; a stored graph run
+    ["symbolic_lowering", "backends", "profiling.kernel"],  # symbolic graphs; the backends' Python sides
+    ["lowering", "compiler_bisect", "profiling.run"],  # lowering to the format; bisection
+    ["recording"],  # what the dump backend records
+    ["dynamo_backend"],  # the dump backend: its hooks into the program
+    ["capture", "profiling.__main__"],  # the front doors: capture(), the profiling child
+    ["worker", "__main__", "__init__"],  # the worker's request table, the CLI, the package's API
+]
 
 
 def level(room):
@@ -39,16 +60,76 @@ def offending(root):
     return bad
 
 
+def py_modules(root):
+    """{dotted module name: path} of the Python package ("__init__" for its own __init__.py)."""
+    base = os.path.join(root, PY_PACKAGE)
+    out = {}
+    for dirpath, _, files in os.walk(base):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(dirpath, f), base)[:-3].replace(os.sep, ".")
+                if rel.endswith(".__init__"):
+                    rel = rel[: -len(".__init__")]
+                out[rel] = os.path.join(dirpath, f)
+    return out
+
+
+def py_level(mod):
+    for i, names in enumerate(PY_LAYERS):
+        if mod in names:
+            return i
+    parts = mod.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        for i, names in enumerate(PY_LAYERS):
+            if ".".join(parts[:k]) in names:
+                return i
+    return None
+
+
+def py_imports(mod, path, modules):
+    """(line, imported module) of each relative import of `mod`, functions' own included."""
+    import ast
+    package = [] if mod == "__init__" else mod.split(".")[:-1] if not path.endswith("__init__.py") else mod.split(".")
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+        if node.module:
+            target = ".".join(base + node.module.split("."))
+            subs = [target + "." + a.name for a in node.names if target + "." + a.name in modules]
+            for t in subs or [target]:
+                yield node.lineno, t
+        else:
+            for a in node.names:
+                yield node.lineno, ".".join(base + [a.name])
+
+
+def py_offending(root):
+    modules = py_modules(root)
+    bad = []
+    for mod, path in sorted(modules.items()):
+        rel = os.path.relpath(path, root)
+        mine = py_level(mod)
+        if mine is None:
+            bad.append(f"{rel}: module {mod} has no layer in check_layers.py's PY_LAYERS")
+            continue
+        for line, target in py_imports(mod, path, modules):
+            theirs = py_level(target)
+            if theirs is not None and theirs >= mine:
+                bad.append(f"{rel}:{line}: {mod} imports {target}, which is not below it")
+    return bad
+
+
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     missing = [r for rooms in LAYERS for r in rooms if not os.path.isdir(os.path.join(root, r))]
     if missing:
         print("check_layers: no such room: " + ", ".join(missing))
         return 1
-    bad = offending(root)
+    bad = offending(root) + py_offending(root)
     for b in bad:
         print(b)
-    print(f"check_layers: {len(bad)} include(s) against the layering")
+    print(f"check_layers: {len(bad)} include(s) or import(s) against the layering")
     return 1 if bad else 0
 
 

@@ -7,13 +7,13 @@
 namespace parity::minifier {
 namespace {
 
-using verifier::Code;
-using verifier::ExperimentBatch;
-using verifier::ExperimentResult;
-using verifier::ExperimentSpec;
+using experiment::Code;
+using experiment::ExperimentBatch;
+using experiment::ExperimentResult;
+using experiment::ExperimentSpec;
 
 // Answers each experiment with its error set to "<dir>#<n>" (n: the inner runner's count).
-class CountingRunner final : public verifier::ExperimentRunner {
+class CountingRunner final : public experiment::ExperimentRunner {
  public:
   std::vector<size_t> batch_sizes;
   int ran = 0;

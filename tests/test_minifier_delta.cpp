@@ -8,6 +8,7 @@
 
 #include "minifier/passes/passes.h"
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 
 namespace parity::minifier {
 namespace {

@@ -18,14 +18,14 @@ TEST(Signature, LongLinesDoNotOverflowTheStack) {
 }
 
 TEST(Signature, MatchesOnlyTheSameKindOfFailure) {
-  verifier::ExperimentResult fail, raise, crash, pass;
-  fail.code = verifier::Code::kFail;
-  raise.code = verifier::Code::kExceptionRaised;
+  experiment::ExperimentResult fail, raise, crash, pass;
+  fail.code = experiment::Code::kFail;
+  raise.code = experiment::Code::kExceptionRaised;
   raise.exception_type = "RuntimeError";
   raise.error = "bad thing 12";
-  crash.code = verifier::Code::kVerifierDidntRun;
+  crash.code = experiment::Code::kVerifierDidntRun;
   crash.signal = 11;
-  pass.code = verifier::Code::kPass;
+  pass.code = experiment::Code::kPass;
   Signature a = Signature::FromResult(fail), e = Signature::FromResult(raise), c = Signature::FromResult(crash);
   EXPECT_TRUE(a.Matches(a));
   EXPECT_FALSE(e.Matches(a));
@@ -45,8 +45,8 @@ TEST(Signature, MatchesOnlyTheSameKindOfFailure) {
 // fail only on a dtype does not stand for an original whose values were off (the drift a
 // bfloat16 model's reduction made: a prefix's loss summed from bfloat16 and float32 values).
 TEST(Signature, AccuracyFailuresMatchOnlyWhereTheyFailForTheSameReason) {
-  verifier::ExperimentResult values, dtype, both, unlisted;
-  values.code = dtype.code = both.code = unlisted.code = verifier::Code::kFail;
+  experiment::ExperimentResult values, dtype, both, unlisted;
+  values.code = dtype.code = both.code = unlisted.code = experiment::Code::kFail;
   values.outputs = nlohmann::json::array({{{"pass", true}, {"rule", "allclose"}}, {{"pass", false}, {"rule", "rmse"}}});
   dtype.outputs = nlohmann::json::array({{{"pass", false}, {"rule", "dtype_mismatch"}}});
   both.outputs = nlohmann::json::array({{{"pass", false}, {"rule", "dtype_mismatch"}}, {{"pass", false}, {"rule", "noise_budget"}}});
@@ -60,8 +60,8 @@ TEST(Signature, AccuracyFailuresMatchOnlyWhereTheyFailForTheSameReason) {
   EXPECT_TRUE(Signature::FromResult(unlisted).Matches(v));  // a result without outputs says nothing against it
   EXPECT_EQ(d.Describe(), "accuracy (dtype)");
   // Off by rounding only (within the output's noise budget) is not off beyond it.
-  verifier::ExperimentResult rounding;
-  rounding.code = verifier::Code::kFail;
+  experiment::ExperimentResult rounding;
+  rounding.code = experiment::Code::kFail;
   rounding.outputs = nlohmann::json::array(
       {{{"pass", false}, {"rule", "rmse"}, {"noise_budget", {{"check", {{"within", true}, {"budgets", 0.39}}}}}}});
   const Signature r = Signature::FromResult(rounding);

@@ -9,6 +9,7 @@
 
 #include "minifier/steps/loss.h"
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 #include "test_helpers.h"
 
 namespace parity::minifier {
@@ -17,16 +18,16 @@ namespace {
 using ir::Arg;
 using ir::Graph;
 using ir::NodeKind;
-using verifier::Code;
-using verifier::ExperimentResult;
+using experiment::Code;
+using experiment::ExperimentResult;
 
 // Answers each experiment from a table keyed by backend (cycling through its list).
-class FakeRunner final : public verifier::ExperimentRunner {
+class FakeRunner final : public experiment::ExperimentRunner {
  public:
   std::map<std::string, std::vector<Code>> codes;
   std::vector<std::string> asked, dirs;
   int slots = 2;
-  std::vector<ExperimentResult> RunMany(verifier::ExperimentBatch batch) override {
+  std::vector<ExperimentResult> RunMany(experiment::ExperimentBatch batch) override {
     std::vector<ExperimentResult> out;
     for (const auto& [spec, dir] : batch) {
       asked.push_back(spec.backend);

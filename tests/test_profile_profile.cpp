@@ -21,7 +21,7 @@ TEST(Profile, OptionsAreCheckedBeforeAnythingRuns) {
 }
 
 TEST(Profile, ARecordIsAProfileNotAVerification) {
-  verifier::ExperimentSpec spec;
+  experiment::ExperimentSpec spec;
   spec.model = "mlp";
   spec.suite = "parity";
   spec.backend = "inductor";

@@ -5,6 +5,7 @@
 #include "test_helpers.h"
 
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 
 namespace parity::ir {
 namespace {

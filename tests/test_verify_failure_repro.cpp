@@ -4,13 +4,13 @@
 
 #include "repro/repro_dir.h"
 #include "test_helpers.h"
-#include "verifier/case.h"
+#include "experiment/case.h"
 
 namespace parity::verify {
 namespace {
 
-verifier::ExperimentSpec FailedOn(const std::string& device, const std::filesystem::path& repro) {
-  verifier::ExperimentSpec spec;
+experiment::ExperimentSpec FailedOn(const std::string& device, const std::filesystem::path& repro) {
+  experiment::ExperimentSpec spec;
   spec.model = "small";
   spec.backend = "fault";
   spec.backend_options = {{"op", "aten::relu"}};
@@ -22,7 +22,7 @@ verifier::ExperimentSpec FailedOn(const std::string& device, const std::filesyst
 TEST(FailureRepro, KeepsTheDeviceItFailedOnAndTheFailure) {
   testing::TempDir dir;
   testing::WriteSmallRepro(dir / "capture");  // captured on the CPU
-  verifier::ExperimentResult r;
+  experiment::ExperimentResult r;
   r.code = results::Code::kFail;
   r.error = "y: RMSE ...";
   r.tol = 1e-4;
@@ -39,7 +39,7 @@ TEST(FailureRepro, KeepsTheDeviceItFailedOnAndTheFailure) {
   EXPECT_EQ(m.failure["failing_outputs"], nlohmann::json::array({"y"}));
   EXPECT_EQ(m.failure["device"], "cuda:1");
   // What minify and repro run make of it without flags: the device it failed on.
-  auto spec = verifier::Case::FromRepro(*repro, std::nullopt, verifier::ExperimentOptions{});
+  auto spec = experiment::Case::FromRepro(*repro, std::nullopt, experiment::ExperimentOptions{});
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->device, "cuda:1");
   EXPECT_DOUBLE_EQ(*spec->tol, 1e-4);

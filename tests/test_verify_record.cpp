@@ -6,10 +6,10 @@ namespace parity::verify {
 namespace {
 
 TEST(VerifyRecord, TheDriversTimeCompletesTheSplitAndTheWallTimeIsItsSum) {
-  verifier::ExperimentSpec spec;
+  experiment::ExperimentSpec spec;
   spec.model = "bert";
   spec.backend = "inductor";
-  verifier::ExperimentResult r;
+  experiment::ExperimentResult r;
   r.code = results::Code::kPass;
   r.phase_seconds = {{"load", 0.2}, {"eager", 1.0}, {"compile", 2.0}};
   r.peak_memory_bytes = {{"reference", 100}};
@@ -30,8 +30,8 @@ TEST(VerifyRecord, TheDriversTimeCompletesTheSplitAndTheWallTimeIsItsSum) {
 }
 
 TEST(VerifyRecord, AJobThatNeverReportedItsPhasesIsAllProcess) {
-  verifier::ExperimentSpec spec;
-  verifier::ExperimentResult r;  // a child that crashed: no phase_seconds came back
+  experiment::ExperimentSpec spec;
+  experiment::ExperimentResult r;  // a child that crashed: no phase_seconds came back
   r.code = results::Code::kVerifierDidntRun;
   RecordContext c;
   c.job_wall_s = 2.0;

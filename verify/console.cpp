@@ -1,7 +1,7 @@
 #include "verify/console.h"
 
 #include "results/phases.h"
-#include "verifier/runner.h"
+#include "experiment/runner.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,7 +13,7 @@ namespace parity::verify {
 
 namespace {
 
-std::string Label(const verifier::ExperimentSpec& s) { return s.model + " " + s.backend + " " + s.test + " " + s.dtype; }
+std::string Label(const experiment::ExperimentSpec& s) { return s.model + " " + s.backend + " " + s.test + " " + s.dtype; }
 
 std::string Fixed(double v, int prec) {
   std::ostringstream os;
@@ -21,7 +21,7 @@ std::string Fixed(double v, int prec) {
   return os.str();
 }
 
-double MaxAbsError(const verifier::ExperimentResult& r) {
+double MaxAbsError(const experiment::ExperimentResult& r) {
   double max_abs = 0;
   for (const auto& v : r.outputs)
     if (v.contains("stats") && v["stats"]["max_abs_err"].is_number())
@@ -51,7 +51,7 @@ void Row(std::ostream& out, const std::vector<std::string>& r) {
 
 }  // namespace
 
-void VerifyConsole::Started(size_t index, const verifier::ExperimentSpec& spec, const std::filesystem::path& dir) {
+void VerifyConsole::Started(size_t index, const experiment::ExperimentSpec& spec, const std::filesystem::path& dir) {
   running_[index] = {Label(spec), dir, std::chrono::steady_clock::now()};
   Tick();
 }
@@ -71,7 +71,7 @@ void VerifyConsole::Tick() {
   out_ << "\r\033[K" << line << std::flush;
 }
 
-void VerifyConsole::Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r,
+void VerifyConsole::Finished(size_t index, const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& r,
                              const results::Record::Metrics& m) {
   running_.erase(index);
   if (progress_) out_ << "\r\033[K";

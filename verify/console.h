@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "results/record.h"
-#include "verifier/experiment.h"
+#include "experiment/experiment.h"
 #include "verify/verify.h"
 
 namespace parity::verify {
@@ -21,9 +21,9 @@ class VerifyConsole {
  public:
   VerifyConsole(std::ostream& out, bool progress, size_t total) : out_(out), progress_(progress), total_(total) {}
   // `dir`: the experiment child's dir (its phase is read from there); empty when none runs.
-  void Started(size_t index, const verifier::ExperimentSpec& spec, const std::filesystem::path& dir = {});
+  void Started(size_t index, const experiment::ExperimentSpec& spec, const std::filesystem::path& dir = {});
   void Tick();  // redraws the status line (a TTY only)
-  void Finished(size_t index, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result,
+  void Finished(size_t index, const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& result,
                 const results::Record::Metrics& metrics);
   void Summary(const VerifySummary& summary);
 

@@ -2,7 +2,7 @@
 
 #include "repro/repro_dir.h"
 #include "util/files.h"
-#include "verifier/shapes.h"
+#include "experiment/shapes.h"
 
 namespace parity::verify {
 namespace fs = std::filesystem;
@@ -11,7 +11,7 @@ namespace {
 
 // A failure seen only at --shapes points (never at a graph's recorded shape): the first such graph
 // and point, where the failure reproduces. Nothing when a recorded shape failed, or none was swept.
-std::optional<std::pair<const GraphEntry*, sym::Bindings>> SweptFailure(const ReproDir& repro, const verifier::ExperimentResult& r) {
+std::optional<std::pair<const GraphEntry*, sym::Bindings>> SweptFailure(const ReproDir& repro, const experiment::ExperimentResult& r) {
   std::optional<std::pair<const GraphEntry*, sym::Bindings>> first;
   for (const auto& check : r.shapes) {
     if (check.pass) continue;
@@ -30,7 +30,7 @@ std::optional<std::pair<const GraphEntry*, sym::Bindings>> SweptFailure(const Re
 
 }  // namespace
 
-Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r) {
+Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& r) {
   const fs::path dst = output_dir / "repros" /
                        FileNameSlug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
   std::error_code ec;
@@ -41,7 +41,7 @@ Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const verifier:
   if (auto swept = SweptFailure(src, r)) {
     // The graph at the shape it failed at, with the very inputs it failed on: minify and repro
     // run reproduce it as recorded.
-    PARITY_RETURN_IF_ERROR(verifier::WriteShapeVariant(src, *swept->first, swept->second, verifier::ShapeSeed(swept->second), dst,
+    PARITY_RETURN_IF_ERROR(experiment::WriteShapeVariant(src, *swept->first, swept->second, experiment::ShapeSeed(swept->second), dst,
                                                        /*with_expected=*/true));
     shape = swept->second;
   } else {

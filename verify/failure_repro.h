@@ -5,12 +5,12 @@
 
 #include <filesystem>
 
-#include "verifier/experiment.h"
+#include "experiment/experiment.h"
 
 namespace parity::verify {
 
 // Writes OUTPUT_DIR/repros/<model>-<backend>-<test>-<dtype>-<device>/ and returns its path.
 [[nodiscard]] Expected<std::filesystem::path> WriteFailureRepro(const std::filesystem::path& output_dir,
-                                                                const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result);
+                                                                const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& result);
 
 }  // namespace parity::verify

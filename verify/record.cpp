@@ -4,11 +4,11 @@
 #include <ctime>
 
 #include "results/statuses.h"
-#include "verifier/backend.h"
+#include "experiment/backend.h"
 
 namespace parity::verify {
 
-results::Attempt AttemptOf(const verifier::ExperimentResult& r) {
+results::Attempt AttemptOf(const experiment::ExperimentResult& r) {
   return {.code = r.code,
           .phase = r.code == results::Code::kPass ? "" : r.phase,
           .timed_out = r.timed_out,
@@ -16,17 +16,17 @@ results::Attempt AttemptOf(const verifier::ExperimentResult& r) {
           .error = r.error.substr(0, 300)};
 }
 
-std::string ConfigOfSpec(const verifier::ExperimentSpec& spec) {
+std::string ConfigOfSpec(const experiment::ExperimentSpec& spec) {
   const std::string prefix = "torch_compile:";
   std::string b = spec.backend;
   if (b.rfind(prefix, 0) == 0) {
     const std::string name = b.substr(prefix.size());
-    b = verifier::FindBackend(name).ok() ? "torch_compile_" + name : name;
+    b = experiment::FindBackend(name).ok() ? "torch_compile_" + name : name;
   }
   return results::ConfigName(b, spec.suite, spec.dtype, spec.test, spec.device);
 }
 
-results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& r, const RecordContext& c) {
+results::Record RecordOf(const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& r, const RecordContext& c) {
   results::Record rec;
   rec.suite = spec.suite;
   rec.model = spec.model;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "results/record.h"
-#include "verifier/experiment.h"
+#include "experiment/experiment.h"
 
 namespace parity::verify {
 
@@ -24,17 +24,17 @@ struct RecordContext {
   std::string repro_input;                    // the repro dir verified, when the case came from one
   std::string repro_dir;                      // the failure's repro dir, when one was written
   int graphs = 0;                             // graphs in the repro dir (graph_breaks = graphs - 1), 0 when unknown
-  std::vector<verifier::ExperimentResult> attempts;  // every attempt, when the experiment ran more than once
+  std::vector<experiment::ExperimentResult> attempts;  // every attempt, when the experiment ran more than once
 };
 
-results::Record RecordOf(const verifier::ExperimentSpec& spec, const verifier::ExperimentResult& result, const RecordContext& context);
+results::Record RecordOf(const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& result, const RecordContext& context);
 // The record's wall time and phases with the driver's time (RecordContext's) added.
 void AddDriverTime(results::Record& record, const RecordContext& context);
 // What a record keeps of one attempt.
-results::Attempt AttemptOf(const verifier::ExperimentResult& result);
+results::Attempt AttemptOf(const experiment::ExperimentResult& result);
 // The expected-file configuration: `torch_compile:<name>` is <name> as PyTorch names it, unless
 // parity has a backend of that name (torch_compile:aot_eager and parity's aot_eager must not
 // share an expected file).
-std::string ConfigOfSpec(const verifier::ExperimentSpec& spec);
+std::string ConfigOfSpec(const experiment::ExperimentSpec& spec);
 
 }  // namespace parity::verify

@@ -1,5 +1,5 @@
 // `parity verify`: the experiment matrix (models or repro dirs x backends x tests x dtypes),
-// this shard's part of it (verify/shard.h), each experiment in an isolated child process with
+// this shard's part of it (matrix/shard.h), each experiment in an isolated child process with
 // a timeout, `jobs` at once, records appended atomically to results.jsonl as they end
 // (verify/record.h), resumable by experiment fingerprint, a repro dir written for every FAIL
 // and EXCEPTION_RAISED. The command (cli/) writes the reports of the whole results file.
@@ -16,29 +16,23 @@
 
 #include "results/record.h"
 #include "util/status.h"
-#include "verifier/experiment.h"
-#include "verifier/options.h"
-#include "verify/shard.h"
+#include "experiment/experiment.h"
+#include "experiment/options.h"
+#include "matrix/options.h"
+#include "matrix/repro_dirs.h"
+#include "matrix/shard.h"
 
 namespace parity::verify {
 
 using results::Code;
-using verifier::ExperimentResult;
-using verifier::ExperimentSpec;
+using experiment::ExperimentResult;
+using experiment::ExperimentSpec;
 
-struct VerifyOptions {
-  std::vector<std::string> models;      // suite names ("all" = every model)
-  std::vector<std::string> repro_dirs;  // captured repro dirs
-  std::vector<std::string> backends{"inductor"};
-  // Empty: the default, eval and float32 for suite models, the capture's own for a repro dir (a
-  // repro dir refuses a test or dtype it was not captured in).
-  std::vector<std::string> tests;
-  std::vector<std::string> dtypes;
-  verifier::ExperimentOptions experiment;  // how each experiment runs (device, tolerance, timeout, jobs, ...)
-  std::string filter, exclude;             // regexes over model names
+// The matrix (matrix/options.h) and what this command adds to it.
+struct VerifyOptions : matrix::MatrixOptions {
   std::filesystem::path output_dir = "parity-results";
   bool progress = false;                          // live status line (a TTY)
-  Shard shard;                                    // this process's part of the matrix
+  matrix::Shard shard;                            // this process's part of the matrix
   std::vector<std::filesystem::path> cost_files;  // earlier results: wall times that balance the shards
 };
 
@@ -49,12 +43,7 @@ struct VerifyHooks {
   std::function<bool(const ExperimentSpec& spec, const std::vector<ExperimentResult>& attempts)> retry;
 };
 
-// A repro dir given on the command line that could not be verified (bad input: the message names
-// its file and field).
-struct BadDir {
-  std::string dir;
-  Error error;
-};
+using matrix::BadDir;
 
 struct VerifySummary {
   int total = 0, passed = 0, failed = 0, skipped = 0, resumed = 0;

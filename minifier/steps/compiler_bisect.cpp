@@ -1,9 +1,10 @@
 #include <ostream>
 
 #include "minifier/steps/steps.h"
-#include "verifier/backend.h"
-#include "verifier/case.h"
-#include "verifier/reference.h"
+#include "runtime/worker_requests.h"
+#include "experiment/backend.h"
+#include "experiment/case.h"
+#include "experiment/reference.h"
 
 namespace parity::minifier {
 namespace fs = std::filesystem;
@@ -23,18 +24,19 @@ std::string Removing(const std::string& subsystem) {
 
 // The request for one bisection of the repro dir `dir`'s graph `graph`.
 json Request(const ReductionState& state, const std::string& dynamo, const fs::path& dir, const std::string& graph) {
-  return {{"cmd", "compiler_bisect"},
-          {"repro", fs::absolute(dir).string()},
-          {"graph", graph},
-          {"backend", dynamo},
-          {"options", state.base.backend_options},
-          {"mode", state.base.test},
-          {"device", state.base.device},
-          {"seed", verifier::ReferenceOptions{}.seed},
-          {"sgd_lr", verifier::kSgdLr},
-          {"tol", verifier::EffectiveTolerance(state.base)},
-          {"ignore_non_fp", state.base.ignore_non_fp},
-          {"signature", state.original.ToJson()}};
+  runtime::requests::CompilerBisect b;
+  b.repro = fs::absolute(dir).string();
+  b.graph = graph;
+  b.backend = dynamo;
+  b.options = state.base.backend_options;
+  b.mode = state.base.test;
+  b.device = state.base.device;
+  b.seed = experiment::ReferenceOptions{}.seed;
+  b.sgd_lr = experiment::kSgdLr;
+  b.tol = experiment::EffectiveTolerance(state.base);
+  b.ignore_non_fp = state.base.ignore_non_fp;
+  b.signature = state.original.ToJson();
+  return runtime::requests::Bisect(b);
 }
 
 }  // namespace
@@ -60,7 +62,7 @@ std::string CompilerCulpritSentence(const json& c) {
 }
 
 Status CompilerBisect(StepContext& ctx, ReductionState& state) {
-  auto info = verifier::FindBackend(state.base.backend);
+  auto info = experiment::FindBackend(state.base.backend);
   const bool compiles = info.ok() && !info->dynamo.empty() && info->kind.find("python worker") != std::string::npos;
   auto finish = [&](json culprit) {
     culprit["sentence"] = CompilerCulpritSentence(culprit);

@@ -137,7 +137,7 @@ void WholeGraph(StepContext& ctx, ReductionState& state, Interestingness& test, 
     Fallback(ctx, state, "no value to expose", runs);
     return;
   }
-  const verifier::ExperimentResult r = ctx.run_candidates({&*scan}).at(0);
+  const experiment::ExperimentResult r = ctx.run_candidates({&*scan}).at(0);
   ++state.backend_runs;
   ++runs;
   if (!Signature::FromResult(r).Matches(state.original)) {

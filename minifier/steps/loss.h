@@ -1,5 +1,5 @@
 // Train-mode candidates: a train repro's first output is the scalar loss the backend
-// differentiates (verifier/reference.cpp), so a candidate cut out of a train graph needs one too.
+// differentiates (experiment/reference.cpp), so a candidate cut out of a train graph needs one too.
 // The smallest differentiable path from a value to a scalar is its sum.
 #pragma once
 

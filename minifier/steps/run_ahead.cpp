@@ -14,7 +14,7 @@ namespace {
 // small to split, the whole graph's run on a machine with two cores per slot or more (its
 // compile, the longest of the minify, then runs beside the others' without slowing them; on
 // fewer cores, measured, the compiles only take turns).
-verifier::ExperimentBatch ScanAhead(const StepContext& ctx, const ReductionState& state) {
+experiment::ExperimentBatch ScanAhead(const StepContext& ctx, const ReductionState& state) {
   const auto& graphs = ctx.repro.graphs();
   const nlohmann::json& failure = ctx.repro.manifest().failure;
   const int jobs = ctx.runner.jobs();
@@ -26,7 +26,7 @@ verifier::ExperimentBatch ScanAhead(const StepContext& ctx, const ReductionState
   if (first.size() > static_cast<size_t>(jobs)) first.resize(static_cast<size_t>(jobs));
   if (first.empty() && ctx.cpus >= 2 * jobs)
     if (auto whole = ScanGraph(graphs[0].graph, ctx.options.scan_max)) first.push_back(std::move(*whole));
-  verifier::ExperimentBatch batch;
+  experiment::ExperimentBatch batch;
   for (const ir::Graph& g : first)
     if (auto run = ctx.candidate_run(g)) batch.push_back(std::move(*run));
   return batch;
@@ -36,7 +36,7 @@ verifier::ExperimentBatch ScanAhead(const StepContext& ctx, const ReductionState
 
 Status RunAhead(StepContext& ctx, ReductionState& state) {
   if (ctx.ahead == nullptr || ctx.check || ctx.runner.jobs() < 2) return Status::Ok();
-  verifier::ExperimentBatch batch;
+  experiment::ExperimentBatch batch;
   for (auto& run : ScanAhead(ctx, state)) batch.push_back(std::move(run));
   for (auto& run : ConfirmBatch(ctx, state)) batch.push_back(std::move(run));
   if (ctx.options.stage_bisect)

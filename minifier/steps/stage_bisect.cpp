@@ -18,8 +18,8 @@ std::string Layer(const std::string& stage, const std::string& backend) {
 
 }  // namespace
 
-verifier::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state) {
-  verifier::ExperimentBatch batch;
+experiment::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state) {
+  experiment::ExperimentBatch batch;
   for (const char* stage : kStages) {
     if (stage == state.base.backend) break;
     auto s = state.base;
@@ -33,7 +33,7 @@ verifier::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionStat
 
 Status StageBisect(StepContext& ctx, ReductionState& state) {
   const std::string& backend = state.base.backend;
-  verifier::ExperimentBatch batch = StageBatch(ctx, state);
+  experiment::ExperimentBatch batch = StageBatch(ctx, state);
   std::vector<std::string> names;
   for (const auto& [spec, dir] : batch) names.push_back(spec.backend);
   const auto results = ctx.runner.RunMany(std::move(batch));
@@ -42,7 +42,7 @@ Status StageBisect(StepContext& ctx, ReductionState& state) {
   state.first_failing_stage = backend;
   for (size_t i = 0; i < results.size(); ++i) {
     const bool matches = Signature::FromResult(results[i]).Matches(state.original);
-    state.stages.push_back({{"stage", names[i]}, {"code", verifier::ToString(results[i].code)}, {"matches", matches}});
+    state.stages.push_back({{"stage", names[i]}, {"code", experiment::ToString(results[i].code)}, {"matches", matches}});
     if (matches && state.first_failing_stage == backend) state.first_failing_stage = names[i];
   }
   state.stages.push_back({{"stage", backend}, {"code", "FAIL/original"}, {"matches", true}});

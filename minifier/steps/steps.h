@@ -17,7 +17,7 @@ namespace parity::minifier {
 [[nodiscard]] Status RunAhead(StepContext& ctx, ReductionState& state);
 
 // The confirmations' experiments (Confirm runs them; RunAhead may run them first).
-verifier::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state);
+experiment::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state);
 
 // The original must fail, the same way, reliably: options.confirm_runs runs (or the --check
 // command once). Sets original, confirm. Flaky originals stop unless --majority.
@@ -27,7 +27,7 @@ verifier::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionSt
 // stage that fails the same way names the layer at fault. Sets stages, first_failing_stage.
 [[nodiscard]] Status StageBisect(StepContext& ctx, ReductionState& state);
 // Its experiments, one per stage before the backend.
-verifier::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state);
+experiment::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state);
 
 // The first graph that fails alone on its captured inputs (the only one if there is one).
 // Sets graph_index and current.

@@ -7,7 +7,8 @@ import torch
 
 from conftest import run_parity
 from parity_capture import capture, dump_backend, load_repro, models
-from parity_capture.serialize import CaptureError, encode_arg
+from parity_capture.errors import CaptureError
+from parity_capture.serialize import encode_arg
 
 
 @pytest.mark.parametrize("name", ["mlp", "resnet", "llama", "bert"])

@@ -86,7 +86,10 @@ def test_a_dir_runs_on_its_own_device_unless_asked(parity_bin, tmp_path):
     r, records = verify(parity_bin, tmp_path / "a", tmp_path / "cpu", "--backend", "eager")
     assert records[0]["experiment"]["accelerator"] == "cpu" and records[0]["verification_code"] == "PASS"
     r, records = verify(parity_bin, tmp_path / "b", tmp_path / "cpu", "--backend", "eager", "--device", "cuda")
-    assert records[0]["experiment"]["accelerator"] == "cuda"  # asked: CUDA (VERIFIER_SKIPPED without one)
+    if torch.cuda.is_available():  # asked: CUDA; a build or machine without it is bad input (--device)
+        assert records[0]["experiment"]["accelerator"] == "cuda"
+    else:
+        assert r.returncode == 2 and "--device cuda" in r.stderr and not records, r.stderr
     # A dir captured on CUDA runs there without a flag, and on the CPU when asked.
     shutil.copytree(tmp_path / "cpu", tmp_path / "cuda")
     m = manifest(tmp_path / "cuda")
@@ -95,7 +98,7 @@ def test_a_dir_runs_on_its_own_device_unless_asked(parity_bin, tmp_path):
     r, records = verify(parity_bin, tmp_path / "c", tmp_path / "cuda", "--backend", "eager")
     assert records[0]["experiment"]["accelerator"] == "cuda"
     if not torch.cuda.is_available():
-        assert records[0]["verification_code"] == "VERIFIER_SKIPPED" and "CUDA" in records[0]["error"]
+        assert records[0]["verification_code"] == "VERIFIER_SKIPPED" and "device cuda" in records[0]["error"]
     r, records = verify(parity_bin, tmp_path / "d", tmp_path / "cuda", "--backend", "eager", "--device", "cpu")
     assert records[0]["experiment"]["accelerator"] == "cpu" and records[0]["verification_code"] == "PASS"
 
@@ -224,7 +227,7 @@ def test_a_recorded_graph_that_computes_other_values_than_the_program_is_refused
     # and run on its recorded inputs gives the program's outputs; a tensor under the wrong key
     # (a parameter of the same shape: no load error, silently other values) or a lowering that
     # traced a value as zeros does not, and the dump leaves such a graph out, saying why.
-    from parity_capture.lowering import replay_mismatch
+    from parity_capture.replay_check import replay_mismatch
     from parity_capture.reader import load_repro
     torch.manual_seed(0)
     a, b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
@@ -243,7 +246,7 @@ def test_attention_with_dropout_is_recorded_and_without_it_is_checked(parity_bin
     # other numbers than the program drew and is recorded unchecked (it was refused as a wrong
     # graph); without dropout the replay is compared like any graph's (`repro run`'s side of the
     # rule: test_interpreter_program.cpp, AttentionIsRandomOnlyWithDropout).
-    from parity_capture.lowering import replay_mismatch
+    from parity_capture.replay_check import replay_mismatch
     from parity_capture.reader import load_repro
     torch.manual_seed(0)
     proj = torch.nn.Linear(8, 24)
@@ -358,7 +361,7 @@ def test_the_capture_never_breaks_the_program(parity_bin, tmp_path, capfd):
 
     # The second graph's lowering fails (as one holding what the format cannot express would):
     # it is skipped with one warning, the program runs on, the first graph is recorded.
-    import parity_capture.dynamo_backend as db
+    import parity_capture.recording as db  # what the dump backend records with
     real = db.capture_graph_module
 
     def failing(gm, inputs, name, **kw):

@@ -13,9 +13,12 @@ import torch.utils._pytree as pytree
 
 from .dynamo_backend import dump_backend
 from .host_ops import describe_graphs
-from .lowering import PRODUCER, flatten_outputs, lower_exported, lower_make_fx, output_mismatch
+from .lowered import PRODUCER, flatten_outputs
+from .lowering import lower_exported, lower_make_fx
+from .replay_check import output_mismatch
 from .loops import record_iterations
-from .serialize import CaptureError, write_repro_dir
+from .errors import CaptureError
+from .serialize import write_repro_dir
 
 
 def _export(model: torch.nn.Module, args: Tuple, kwargs: Dict[str, Any]):

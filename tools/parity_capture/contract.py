@@ -4,8 +4,8 @@
   fallback_random, so random ops draw eager's numbers): the worker's backend runs, the profiling
   child and the standalone repro.py all use it (defined in standalone.py, which repro.py inlines).
 - A train run reports `train_results` (names and order), the same list parity's C++ reference
-  builds (verifier/reference.cpp), defined in standalone.py so repro.py reports it too. The SGD
-  learning rate and the seed come with each request from the C++ side (verifier/reference.h
+  builds (experiment/reference.cpp), defined in standalone.py so repro.py reports it too. The SGD
+  learning rate and the seed come with each request from the C++ side (experiment/reference.h
   kSgdLr, the seed of ReferenceOptions), so they are defined once; standalone.py's SGD_LR and
   SEED are the defaults for scripts that run without parity.
 tests/python/test_contract.py checks both sides report the same results.
@@ -17,7 +17,8 @@ from typing import Dict, List
 import torch
 
 from . import standalone
-from .standalone import SEED, SGD_LR, as_output, inductor_settings  # noqa: F401 (the one definition, shared with repro.py)
+from .standalone import inductor_settings  # noqa: F401 (the one definition, shared with repro.py)
+from .standalone_graph import SEED, SGD_LR, as_output  # noqa: F401 (the one definition, shared with repro.py)
 
 
 def train_results(gm: torch.fx.GraphModule, g, out, inputs: List[torch.Tensor], sgd_lr: float = SGD_LR

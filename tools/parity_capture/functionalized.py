@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import torch
 import torch.fx as fx
 
-from .serialize import CaptureError
+from .errors import CaptureError
 
 aten = torch.ops.aten
 

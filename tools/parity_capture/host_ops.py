@@ -50,7 +50,7 @@ def describe(targets: Iterable[Any], imports: Iterable[str] = ()) -> Dict[str, D
 
 def describe_graphs(gjsons: Iterable[Dict[str, Any]], imports: Iterable[str] = ()) -> Dict[str, Dict[str, Any]]:
     """describe() over the call_function targets of serialized graphs."""
-    from .standalone import GETITEM, resolve_target
+    from .standalone_graph import GETITEM, resolve_target
     names = {n["target"] for g in gjsons for n in g["nodes"] if n["op"] == "call_function" and n["target"] != GETITEM}
     return describe((resolve_target(n) for n in sorted(names) if n.split("::")[0] not in NATIVE_NAMESPACES), imports)
 
@@ -160,7 +160,7 @@ def _unwrapped(opdef, device, wrapper):
 def prepare(op_name: str, args, tensors: Dict[str, torch.Tensor], transfers=None):
     """The callable for `ns::op.overload` (see _kernel), its decoded arguments and the positions of
     the arguments it writes (`Tensor(a!)`: a custom op's mutates_args), ready for run()."""
-    from .standalone import resolve_target
+    from .standalone_graph import resolve_target
     op = resolve_target(op_name)
     decoded = [_decode(a, tensors, transfers) for a in args]
     written = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
@@ -231,7 +231,7 @@ def backward(op_name: str, args, grads, diff, tensors: Dict[str, torch.Tensor]):
     """The vector-Jacobian product of a host op call: the op recomputed with autograd on the
     arguments, the inputs at positions `diff` differentiated against `grads` (one per output).
     Returns one gradient per differentiable input (zeros where the op does not depend on it)."""
-    from .standalone import resolve_target
+    from .standalone_graph import resolve_target
     op = resolve_target(op_name)
     decoded = [_decode(a, tensors) for a in args]
     inputs = []

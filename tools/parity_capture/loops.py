@@ -11,7 +11,8 @@ from typing import Any, Dict, List
 import torch
 import torch.fx as fx
 
-from .standalone import graph_from_json, on_device, placeholder_values
+from .standalone import on_device
+from .standalone_graph import graph_from_json, placeholder_values
 
 _WHILE = "hop::while_loop"
 

@@ -11,38 +11,16 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from . import checkpointed
-from .serialize import CaptureError, graph_to_json
-from .standalone import as_output, graph_from_json, on_device, placeholder_values
-
-PRODUCER = "parity_capture 0.1"
-
-
-def _keystr(path) -> str:
-    """('logits',) -> "logits"; (0, 'hidden') -> "0.hidden"; () -> "output"."""
-    parts = []
-    for k in path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(k, attr):
-                parts.append(str(getattr(k, attr)))
-                break
-        else:
-            parts.append(str(k))
-    return ".".join(parts) or "output"
-
-
-def flatten_outputs(out: Any) -> Tuple[List[str], List[Any]]:
-    """Flattens a model output (tensors, tuples, dicts, HF ModelOutputs) to named leaves."""
-    leaves, _ = pytree.tree_flatten_with_path(out)
-    return [_keystr(p) for p, _ in leaves], [v for _, v in leaves]
+from .errors import CaptureError
+from .serialize import graph_to_json
+from .lowered import _graph_entry, flatten_outputs, record_constants
+from .replay_check import output_mismatch
+from .standalone_graph import as_output
+from .symbolic_lowering import capture_symbolic_graph, unbacked_values
 
 
 def _input_specs(ep) -> List[Any]:
     return list(ep.graph_signature.input_specs)
-
-
-def _graph_entry(name: str, inputs: Dict[str, str], outputs: List[str], output_names: List[str]) -> Dict[str, Any]:
-    return {"name": name, "file": f"graphs/{name}.json", "inputs": inputs,
-            "expected_outputs": outputs, "output_names": output_names}
 
 
 def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequence[str],
@@ -231,25 +209,6 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
     return gjson, entry, tensors
 
 
-def snapshot_attrs(gm: torch.nn.Module) -> Dict[str, torch.Tensor]:
-    """gm's parameters and buffers as they are now, copied to the CPU (before a call that may
-    write them: a compiled optimizer step keeps the parameters and state it updates there)."""
-    with torch.no_grad():
-        return {k: v.detach().to("cpu", copy=True)
-                for k, v in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False))}
-
-
-def record_constants(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str], tensors: Dict[str, torch.Tensor]) -> None:
-    """Tensors the traced code made from Python values (torch.tensor(...), a mask constant) are
-    attributes of the traced module (get_attr nodes): recorded as graph `name`'s constants."""
-    for n in gm.graph.nodes:
-        if n.op == "get_attr" and n.name not in attr_keys:
-            value = getattr(gm, n.target)
-            if isinstance(value, torch.Tensor):
-                attr_keys[n.name] = f"const/{name}/{n.target}"
-                tensors[attr_keys[n.name]] = value.detach()
-
-
 def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
                          input_attrs: Optional[Dict[int, str]] = None, values: Optional[Sequence[Any]] = None,
                          attrs_before: Optional[Dict[str, torch.Tensor]] = None,
@@ -353,93 +312,6 @@ def _autocast_active(inputs: Sequence[Any]) -> bool:
     return any(torch.is_autocast_enabled(d) for d in devices if d in ("cpu", "cuda", "xpu", "mps", "hpu"))
 
 
-def output_mismatch(lowered) -> Optional[str]:
-    """Where a lowered graph's outputs (their recorded metadata) differ in dtype or shape from
-    the values the program produced (its expected outputs), in words; None when they agree. A
-    graph that would replay in another dtype than the program ran is never recorded as if it
-    were the program."""
-    gjson, entry, tensors = lowered
-    metas = {n["name"]: (n.get("meta") or {}).get("val") for n in gjson["nodes"]}
-    out = next(n for n in gjson["nodes"] if n["op"] == "output")
-    refs = out["args"][0] if out["args"] and isinstance(out["args"][0], list) else out["args"]
-    expected = [tensors[k] for k in entry["expected_outputs"]]
-    for k, (ref, value) in enumerate(zip(refs, expected)):
-        val = metas.get(ref.get("node")) if isinstance(ref, dict) else None
-        if not val or not val[0]:  # a number the graph returns, or no metadata
-            continue
-        dtype = str(value.dtype).removeprefix("torch.")
-        if val[0]["dtype"] != dtype:
-            return f"output {k} is {val[0]['dtype']} in the graph, {dtype} in the program"
-        if "sym_shape" not in val[0] and list(val[0]["shape"]) != list(value.shape):
-            return f"output {k} has shape {val[0]['shape']} in the graph, {list(value.shape)} in the program"
-    return None
-
-
-def _draws_random(node: Dict[str, Any]) -> bool:
-    """Whether a recorded call draws random numbers: its op is tagged nondeterministic_seeded (the
-    fact parity's interpreter asks, interpreter/program.cpp), unless it takes a dropout_p that is 0
-    (attention's ops carry the tag for their dropout). An op torch does not know draws none."""
-    namespace, _, name = (node.get("target") or "").partition("::")
-    packet = getattr(getattr(torch.ops, namespace, None), name.split(".")[0], None) if name else None
-    try:
-        op = getattr(packet, name.split(".")[1] if "." in name else "default")
-    except (AttributeError, RuntimeError):
-        return False
-    if torch.Tag.nondeterministic_seeded not in op.tags:
-        return False
-    names = [a.name for a in op._schema.arguments]
-    if "dropout_p" not in names:
-        return True
-    k = names.index("dropout_p")
-    args = node.get("args") or []
-    p = args[k] if k < len(args) else (node.get("kwargs") or {}).get("dropout_p", op._schema.arguments[k].default_value)
-    return not (isinstance(p, (int, float)) and p == 0)
-
-
-def replay_mismatch(gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[str, torch.Tensor],
-                    device: str = "cpu") -> Optional[str]:
-    """Runs the recorded graph (as repro.py reads it back) on its recorded inputs and says where
-    a floating output leaves what the program got by more than rounding does (relative RMS error
-    above 1e-2; 5e-2 in 16-bit dtypes, and NaN/inf where the program had none); None when every
-    output agrees, the graph draws random numbers, or the replay itself cannot run (parity's
-    interpreter may still). A wrong lowering (a transform traced as zeros, a tensor under another
-    tensor's key) is never recorded as if it were the program: both sides of a verify would agree
-    on it."""
-    def random(g):
-        return any(n["op"] == "call_function" and _draws_random(n) for n in g["nodes"]) or \
-            any(random(sg) for sg in (g.get("subgraphs") or {}).values())
-    if random(gjson):
-        return None
-    # In the grad mode the program ran it, with what it differentiated requiring grad: kernels
-    # are chosen by it (scaled_dot_product_attention on CUDA picks another backend for a call
-    # that will be differentiated), and another kernel rounds otherwise.
-    needs = set(entry.get("requires_grad") or [])
-    try:
-        gm = on_device(graph_from_json(gjson, tensors, parameters=lambda key: key in needs), device)
-        names = [n["name"] for n in gjson["nodes"] if n["op"] == "placeholder"]
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in placeholder_values(gjson, entry, tensors)]
-        inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() and name in needs
-                  else x for x, name in zip(inputs, names)]
-        with torch.set_grad_enabled(bool(needs)):
-            out = gm(*inputs)
-    except Exception:
-        return None
-    out = list(out) if isinstance(out, (list, tuple)) else [out]
-    for k, (got, key) in enumerate(zip(out, entry["expected_outputs"])):
-        want = tensors[key]
-        if not isinstance(got, torch.Tensor) or not want.is_floating_point() or got.shape != want.shape:
-            continue
-        a, b = got.detach().to("cpu", torch.float64), want.to(torch.float64)
-        if not torch.equal(a.isfinite(), b.isfinite()):
-            return f"output {k} ({entry.get('output_names', [None] * (k + 1))[k] or k}): non-finite values where the program had finite ones or the reverse"
-        finite = b.isfinite()
-        diff = (a[finite] - b[finite]).norm() / (b[finite].norm() + 1e-12)
-        limit = 5e-2 if want.dtype in (torch.float16, torch.bfloat16) else 1e-2
-        if diff > limit:
-            return f"output {k}: relative RMS difference {float(diff):.3g} from the program's value"
-    return None
-
-
 def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx.GraphModule:
     """The ATen graph AOTAutograd hands a backend for `gm` (dynamo's graph, traced with its fake,
     possibly symbolic, example inputs): functionalized, SymInt inputs and size arithmetic kept.
@@ -472,93 +344,3 @@ def _views_as_reshapes(gm: fx.GraphModule) -> fx.GraphModule:
             n.target = torch.ops.aten.reshape.default
     gm.recompile()
     return gm
-
-
-def unbacked_values(aten: fx.GraphModule, inputs: Sequence[Any]) -> Dict[str, Any]:
-    """The values the graph's data-dependent symbols (unbacked: u0 from `.item()`, the size of
-    `nonzero`'s result) take when it runs on `inputs` (real values, on the devices the graph
-    expects): the graph run once, each node whose metadata is such a symbol, or a tensor with
-    such a symbol as a dim, read."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-    if not any(free_unbacked_symbols(n.meta.get("val")) for n in aten.graph.nodes if n.op != "output"):
-        return {}
-    found: Dict[str, Any] = {}
-
-    def read(val, real):
-        if isinstance(val, (list, tuple)) and isinstance(real, (list, tuple)):
-            for v, r in zip(val, real):
-                read(v, r)
-        elif isinstance(val, torch.Tensor) and isinstance(real, torch.Tensor):
-            for d, r in zip(list(val.shape) + list(val.stride()), list(real.shape) + list(real.stride())):
-                read(d, r)
-        elif isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and val.node.expr.is_Symbol:
-            found.setdefault(str(val.node.expr), real.item() if isinstance(real, torch.Tensor) else real)
-
-    class Reader(fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            read(n.meta.get("val"), out)
-            return out
-
-    with torch.no_grad():
-        Reader(aten).run(*inputs)
-    return found
-
-
-def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: Sequence[Any], outputs: Any,
-                           input_attrs: Optional[Dict[int, str]] = None, unbacked: Optional[Dict[str, Any]] = None,
-                           ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
-    """An AOTAutograd graph (aot_inference_graph of a dynamo graph: symbolic with the ShapeEnv of
-    its dynamic shapes, or static with `shape_env` None) with the values of the recorded call: `values` its inputs (tensors, and ints for its size inputs), `outputs`
-    what it returned. The symbols take their values in this call; the graph keeps its size inputs
-    and arithmetic, so it replays at any shape its ranges and guards allow. `unbacked`: the
-    values its data-dependent symbols took in the call (unbacked_values)."""
-    from .serialize import _is_sym, symbolic_facts
-    placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != len(values):
-        raise CaptureError(f"the symbolic graph takes {len(placeholders)} inputs, the call gave {len(values)}")
-    bindings: Dict[str, int] = {}
-    for n, v in zip(placeholders, values):
-        val = n.meta.get("val")
-        if isinstance(v, torch.Tensor) and isinstance(val, torch.Tensor):
-            for d, s in enumerate(val.shape):
-                if _is_sym(s) and s.node.expr.is_Symbol:
-                    bindings.setdefault(str(s.node.expr), int(v.shape[d]))
-        elif _is_sym(val) and val.node.expr.is_Symbol and isinstance(v, (int, float, bool)):
-            bindings.setdefault(str(val.node.expr), int(v))
-    bindings.update(unbacked or {})
-    facts = symbolic_facts(aten, shape_env, bindings) if shape_env is not None else None
-    attr_keys: Dict[str, str] = {}
-    inputs: Dict[str, str] = {}
-    tensors: Dict[str, torch.Tensor] = {}
-    position = 0
-    for n, v in zip(placeholders, values):
-        if not isinstance(v, torch.Tensor):
-            continue  # a size input: bound from the symbols at replay
-        key = (input_attrs or {}).get(position)
-        if key is not None:
-            attr_keys[n.name] = key
-            tensors[key] = v
-        else:
-            inputs[n.name] = f"{name}/input/{n.name}"
-            tensors[inputs[n.name]] = v
-        position += 1
-    record_constants(aten, name, attr_keys, tensors)
-    gjson = graph_to_json(aten, name, attr_keys, facts)
-    # The graph returns what the call returned: its tensors and the numbers its nodes compute
-    # (sizes, `.item()`); a constant it returns is no output of the graph.
-    out_node = next(n for n in gjson["nodes"] if n["op"] == "output")
-    out_fx = next(n for n in aten.graph.nodes if n.op == "output")
-    returned = out_fx.args[0] if isinstance(out_fx.args[0], (list, tuple)) else [out_fx.args[0]]
-    names, leaves = flatten_outputs(outputs)
-    if len(returned) != len(leaves):
-        raise CaptureError(f"the symbolic graph returns {len(returned)} values but the call returned {len(leaves)}")
-    kept = [(r.name, n, v) for r, n, v in zip(returned, names, leaves)
-            if isinstance(r, fx.Node) and isinstance(r.meta.get("val"), (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))]
-    out_node["args"] = [[{"node": node} for node, _, _ in kept]]
-    out_keys, out_names = [], []
-    for k, (_, oname, value) in enumerate(kept):
-        out_keys.append(f"{name}/output/{k}")
-        out_names.append(oname)
-        tensors[out_keys[-1]] = as_output(value)
-    return gjson, _graph_entry(name, inputs, out_keys, out_names), tensors

@@ -1,5 +1,5 @@
 """Reads repro dirs back as FX GraphModules (for the Python worker and users' scripts). The
-graph reader itself is standalone.py's, shared with the standalone repro.py. Reading never
+graph reader itself is standalone_graph.py's, shared with the standalone repro.py. Reading never
 executes code from the repro dir: targets are resolved only among torch.ops and
 operator.getitem."""
 from __future__ import annotations
@@ -13,8 +13,9 @@ import torch
 import torch.fx as fx
 
 from . import standalone
-from .standalone import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
-                         graph_from_json, load_tensors, on_device, placeholder_values, resolve_target)
+from .standalone import on_device
+from .standalone_graph import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
+                               graph_from_json, load_tensors, placeholder_values, resolve_target)
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""Writes the standalone repro.py of a minified repro dir: same.py and standalone.py inlined (no
+"""Writes the standalone repro.py of a minified repro dir: same.py, standalone_graph.py and standalone.py inlined (no
 parity import at run time, only torch and safetensors), the dynamo backend to compile with, and
 a call of standalone.main on the script's own directory."""
 import json
 import os
 
-from . import same, standalone
+from . import same, standalone, standalone_graph
 
 
 def _body(module) -> str:
@@ -46,7 +46,8 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
     tail = ("\n\nif __name__ == \"__main__\":\n"
             "    import sys\n"
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
-    text = header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone.py ----\n" + _body(standalone) + tail
+    text = (header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone_graph.py ----\n" + _body(standalone_graph)
+            + "\n# ---- standalone.py ----\n" + _body(standalone) + tail)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

@@ -37,7 +37,7 @@ def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
 
 
 def write_tensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
-    from .standalone import save_tensors
+    from .standalone_graph import save_tensors
     tmp = path + ".tmp"
     save_tensors(tmp, tensors)
     os.replace(tmp, path)

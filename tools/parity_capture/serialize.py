@@ -11,11 +11,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
-from .standalone import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, SYM_TARGET_ALIASES, save_tensors
-
-
-class CaptureError(Exception):
-    """A graph uses something the repro format cannot express (dynamic shapes, Python calls)."""
+from .checkpointed import restore as checkpoint_calls
+from .errors import CaptureError
+from .functionalized import mutating_calls
+from .standalone_graph import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, SYM_TARGET_ALIASES, save_tensors
 
 
 def target_name(target: Any) -> str:
@@ -308,8 +307,6 @@ def _with_subgraph_symbols(gm: fx.GraphModule, symbols: Optional[Dict[str, Any]]
 
 def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[str, Any], top: bool) -> Dict[str, Any]:
     """{"nodes": [...], "subgraphs": {...}} of one graph module (the top graph, or a subgraph)."""
-    from .functionalized import mutating_calls  # it raises this module's CaptureError
-    from .checkpointed import restore as checkpoint_calls
     prims_as_aten(gm)
     checkpoint_calls(gm)
     attention_as_sdpa(gm)

@@ -134,7 +134,7 @@ class Places:
     """Where a plan's results went last time: the worker's segment then, and each result's dtype,
     shape and view in it (None when empty). A repeat whose results have the same dtypes and
     shapes, while the segment is still the same, is written to the same places and answered
-    {"same": true}: parity reads them where it read them last time (runtime/host_ops.cpp)."""
+    {"same": true}: parity reads them where it read them last time (host_ops/wire.cpp)."""
 
     __slots__ = ("path", "entries")
 

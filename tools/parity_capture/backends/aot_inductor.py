@@ -1,4 +1,4 @@
-"""The Python side of verifier/backends/aot_inductor.cpp: the AOTInductor package parity loads in C++."""
+"""The Python side of experiment/backends/aot_inductor.cpp: the AOTInductor package parity loads in C++."""
 from __future__ import annotations
 
 import os

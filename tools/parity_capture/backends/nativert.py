@@ -1,4 +1,4 @@
-"""The Python side of verifier/backends/nativert.cpp: the torch.export .pt2 NativeRT runs."""
+"""The Python side of experiment/backends/nativert.cpp: the torch.export .pt2 NativeRT runs."""
 from __future__ import annotations
 
 from typing import Any, Dict

@@ -1,4 +1,4 @@
-"""The Python side of verifier/backends/python_backends.cpp: a dynamo backend run by torch.compile
+"""The Python side of experiment/backends/python_backends.cpp: a dynamo backend run by torch.compile
 in the worker (inductor, any registered backend: `run`), and the graph AOTAutograd hands its
 compiler, as a repro dir parity's interpreter runs (`aot_graphs`)."""
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) ->
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     with contextlib.nullcontext() if train else torch.no_grad():
-        # The seed parity's reference runs use (verifier/reference.h): random ops (dropout)
+        # The seed parity's reference runs use (experiment/reference.h): random ops (dropout)
         # draw the same numbers, which Inductor's fallback_random takes from eager's kernels.
         torch.manual_seed(int(req.get("seed", SEED)))
         t0 = time.perf_counter()

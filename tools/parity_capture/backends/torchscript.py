@@ -1,4 +1,4 @@
-"""The Python side of verifier/backends/torchscript.cpp: a torch.jit.trace parity runs in C++."""
+"""The Python side of experiment/backends/torchscript.cpp: a torch.jit.trace parity runs in C++."""
 from __future__ import annotations
 
 from typing import Any, Dict

@@ -1,0 +1,167 @@
+// RunExperiment: the steps of one experiment (experiment.h says what they are for), each in
+// the phase the record accounts it to (experiment/phase_clock.h).
+//
+// Where the backend computes in another process (Backend::RunsApart: the Python worker), its
+// compile and first run go to the worker first, and the reference runs (eager twice, fp64) run
+// here meanwhile: the experiment costs the longer of the two, not their sum. Its timed runs come
+// after the reference's, so neither times the other. Noise budgets (four more eager runs per
+// graph) are measured last, only where NoiseBudgets says they are needed.
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "compare/budget.h"
+#include "compare/same.h"
+#include "interpreter/interpreter.h"
+#include "host_ops/host_ops.h"
+#include "runtime/jobs.h"
+#include "runtime/worker.h"
+#include "util/files.h"
+#include "experiment/backend.h"
+#include "experiment/calibration.h"
+#include "experiment/case.h"
+#include "experiment/devices.h"
+#include "experiment/experiment.h"
+#include "experiment/judge.h"
+#include "experiment/phase_clock.h"
+#include "experiment/reference.h"
+#include "experiment/shapes.h"
+
+#include "experiment/flow_state.h"
+
+namespace parity::experiment {
+
+namespace {
+
+using namespace flow;
+using Clock = std::chrono::steady_clock;
+
+// Determinism as PyTorch's benchmark runner sets it up.
+void DeterministicSetup() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(true, /*warn_only=*/true);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
+  ctx.setAllowTF32CuDNN(false);
+}
+
+// Device, backend availability, the table's traits and the backend's own capability check.
+Stop CheckCapability(Flow& f, Backend& backend, ExperimentContext& ctx) {
+  const ExperimentSpec& spec = f.spec;
+  Availability avail = backend.Available();
+  if (!avail.available) return Early(f, Code::kVerifierSkipped, "backend " + spec.backend + " unavailable: " + avail.why);
+  auto info = FindBackend(spec.backend);
+  if (info.ok() && spec.test == "train" && !info->train) return Early(f, Code::kVerifierSkipped, spec.backend + " runs inference only");
+  if (info.ok() && !info->symbolic && ctx.repro)
+    for (const auto& g : ctx.repro->graphs())
+      if (g.graph.symbolic())
+        return Early(f, Code::kVerifierSkipped,
+                     spec.backend + " compiles static shapes only, and " + g.name +
+                         " has symbolic ones (inductor, eager or torch_compile:<backend> compile it as dynamic)");
+  if (Status st = backend.Supports(ctx); !st.ok()) {
+    if (st.error().kind == ErrorKind::kUnsupported) return Early(f, Code::kVerifierSkipped, st.error().message);
+    return Early(f, Code::kExceptionRaised, st.error().message);
+  }
+  return std::nullopt;
+}
+
+// Per-repetition totals of the timed runs.
+void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times, ExperimentResult& r) {
+  const int iters = std::max(1, spec.iterations_per_run);
+  for (int rep = 0; rep < spec.repeat; ++rep) {
+    double total = 0;
+    for (int i = 0; i < iters; ++i) {
+      size_t idx = static_cast<size_t>(rep * iters + i);
+      if (idx < run_times.size()) total += run_times[idx];
+    }
+    r.total_time.push_back(total);
+    r.per_iter_time.push_back(total / iters);
+  }
+}
+
+// The repro dir, the device and the backend: what every graph's steps need.
+struct Setup {
+  std::optional<ReproDir> repro;
+  std::unique_ptr<Backend> backend;
+  ExperimentContext ctx;
+};
+Stop Prepare(Flow& f, Setup& s) {
+  const ExperimentSpec& spec = f.spec;
+  f.clock.Enter("load");
+  auto repro = ReproDir::Load(spec.repro);
+  if (!repro.ok()) return Early(f, Code::kEagerFailed, repro.error().message);
+  s.repro.emplace(std::move(*repro));
+  // --device was checked with the options; a repro dir's own device may be one this machine lacks.
+  if (std::string why = DeviceUnavailable(spec.device); !why.empty())
+    return Early(f, Code::kVerifierSkipped, "device " + spec.device + ": " + why);
+  const c10::Device device(spec.device);
+  // Host ops (ops registered from Python only) call the worker; the driver checked approval.
+  if (Status st = host_ops::PrepareHostOps(*s.repro, spec.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); });
+      !st.ok())
+    return Early(f, Code::kEagerFailed, st.error().message);
+  auto backend = MakeBackend(spec.backend);
+  if (!backend.ok()) return Early(f, Code::kVerifierSkipped, backend.error().message);
+  s.backend = std::move(*backend);
+  ExperimentContext& ctx = s.ctx;
+  ctx.repro = &*s.repro;
+  ctx.graph = &s.repro->graphs().at(0);  // capability is asked of the first graph
+  ctx.mode = spec.test;
+  ctx.device = device;
+  ctx.options = spec.backend_options;
+  ctx.work_dir = spec.work_dir;
+  ctx.cache_dir = spec.cache_dir;
+  ctx.iterations = std::max(1, spec.repeat * spec.iterations_per_run);
+  ResetPeakMemory(device);
+  f.clock.Enter("load", "capability");
+  return CheckCapability(f, *s.backend, ctx);
+}
+
+// What the record says of the time and memory it took, whatever came of it.
+ExperimentResult Accounted(Flow& f, ExperimentResult r, c10::Device device) {
+  r.phase_seconds = f.clock.Seconds();
+  if (int64_t peak = PeakMemory(device); peak > 0) r.peak_memory_bytes["reference"] = peak;
+  return r;
+}
+
+}  // namespace
+
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase) {
+  Flow f{spec, {}, PhaseClock(nullptr), {}, {}, {}, {}};
+  f.clock = PhaseClock([&](const std::string& step) {
+    f.r.phase = step;
+    if (on_phase) on_phase(step);
+  });
+  f.r.tol = EffectiveTolerance(spec);
+  f.r.cosine = spec.cosine;
+  DeterministicSetup();
+  Setup s;
+  if (Stop st = Prepare(f, s)) return Accounted(f, *st, s.ctx.device);
+  const bool multi = s.repro->graphs().size() > 1;
+  for (const GraphEntry& graph : s.repro->graphs())
+    if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
+  FillTimes(spec, f.c.run_times, f.r);
+  // The comparison has the slot's cores to itself (the backend's work is done); the calibration
+  // runs at the reference's own thread count.
+  const int threads = at::get_num_threads();
+  auto judge = [&] {
+    f.clock.Enter("compare");
+    if (runtime::SlotCpus() > threads) at::set_num_threads(runtime::SlotCpus());
+    ExperimentResult j = Judge(spec, f.r, f.c);
+    at::set_num_threads(threads);
+    return j;
+  };
+  // Judged once; where budgets are needed (the calibrated rule, a failure to explain), judged
+  // again with them.
+  const bool every = spec.noise_budgets == NoiseBudgets::kAlways || spec.rule == kRuleCalibrated;
+  std::optional<ExperimentResult> judged;
+  if (!every || !f.c.fp64_ok) judged = judge();
+  if (Calibrate(f, judged ? *judged : f.r) || !judged) judged = judge();
+  return Accounted(f, std::move(*judged), s.ctx.device);
+}
+
+}  // namespace parity::experiment

@@ -1,0 +1,305 @@
+// A graph's runs: at each shape the reference (eager twice, fp64) here, the backend beside it
+// (or here), results off the device as they come (flow_state.h).
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "compare/budget.h"
+#include "compare/same.h"
+#include "interpreter/interpreter.h"
+#include "host_ops/host_ops.h"
+#include "runtime/jobs.h"
+#include "runtime/worker.h"
+#include "util/files.h"
+#include "experiment/backend.h"
+#include "experiment/calibration.h"
+#include "experiment/case.h"
+#include "experiment/devices.h"
+#include "experiment/experiment.h"
+#include "experiment/judge.h"
+#include "experiment/phase_clock.h"
+#include "experiment/reference.h"
+#include "experiment/shapes.h"
+#include "experiment/flow_state.h"
+
+
+namespace parity::experiment::flow {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A graph's tolerance: --tol (or the failure's), else the suite default for the mode and
+// dtype the program ran that graph in.
+double GraphTolerance(const ExperimentSpec& spec, const GraphEntry& graph) {
+  if (spec.tol) return *spec.tol;
+  const std::string dtype = graph.dtype.empty() ? spec.dtype : graph.amp.empty() ? graph.dtype : "amp";
+  return DefaultTolerance(spec.suite, graph.mode.empty() ? spec.test : graph.mode, dtype);
+}
+
+// Eager twice: as PyTorch's benchmark runner, bitwise on CUDA; on the CPU, same()'s default
+// tolerance (threaded CPU BLAS may reorder reductions between two runs of the same process).
+Stop CheckDeterministic(Flow& f, const NamedTensors& a, const NamedTensors& b, bool cuda, const std::string& prefix) {
+  compare::SameOptions exact;
+  exact.tol = cuda ? 0.0 : 1e-4;
+  exact.equal_nan = true;
+  exact.compute_stats = false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    auto v = compare::SameTensor(a[k].second, b[k].second, std::nullopt, exact);
+    if (!v.pass) return Early(f, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
+  }
+  return std::nullopt;
+}
+
+Stop BackendFailed(Flow& f, const Error& e, const std::string& where) {
+  if (e.kind == ErrorKind::kUnsupported) return Early(f, Code::kVerifierSkipped, e.message);
+  // The worker's Python exception keeps its type and traceback; a C++ failure is a RuntimeError.
+  f.r.exception_type = e.exception_type.empty() ? "RuntimeError" : e.exception_type;
+  f.r.traceback = e.traceback;
+  return Early(f, Code::kExceptionRaised, where + e.Text());
+}
+
+// One shape of a graph: the recorded call's (the capture itself), or a --shapes variant.
+struct Shape {
+  std::string label;  // "" for the recorded shape, else "[s77=12]"
+  const ReproDir* repro;
+  const GraphEntry* graph;
+  sym::Bindings symbols;
+};
+
+// The shapes a graph runs at: the recorded one, and for a symbolic graph under --shapes sweep
+// its variants, written into the experiment's work dir (kept in f.variants).
+Expected<std::vector<Shape>> ShapesOf(Flow& f, const ExperimentContext& ctx, const GraphEntry& graph) {
+  sym::Bindings recorded;
+  for (const auto& [name, sy] : graph.graph.symbols) recorded[name] = sy.hint;
+  std::vector<Shape> shapes = {{"", ctx.repro, &graph, recorded}};
+  // A train graph with the gradients its program fed back sweeps where they fit every size (a
+  // scalar loss's); gradients of outputs with symbolic sizes hold at the recorded sizes only.
+  if (!graph.graph.symbolic() || f.spec.sweep <= 0 || !TangentsFitEveryShape(graph)) return shapes;
+  int k = 0;
+  for (const auto& point : SweepPoints(graph.graph, f.spec.sweep)) {
+    const std::filesystem::path dir = ctx.work_dir / ("shape" + std::to_string(k) + "-" + FileNameSlug(graph.name));
+    PARITY_RETURN_IF_ERROR(WriteShapeVariant(*ctx.repro, graph, point, ShapeSeed(point), dir));
+    ++k;
+    PARITY_ASSIGN_OR_RETURN(ReproDir v, ReproDir::Load(dir));
+    f.variants.push_back(std::move(v));
+    shapes.push_back({"[" + PointLabel(point) + "]", &f.variants.back(), &f.variants.back().graphs().at(0), point});
+  }
+  return shapes;
+}
+
+// The backend's compile and first run of one graph, in a thread of its own while the reference
+// runs here (Backend::RunsApart), with the moments it reached: when the worker listened (a
+// worker still starting is waited for first), when the run was back.
+class BackendBeside {
+ public:
+  BackendBeside(Backend& backend, std::vector<ExperimentContext> contexts)
+      : contexts_(std::move(contexts)), thread_([this, &backend] { Work(backend); }) {}
+  ~BackendBeside() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Waits for the runs; `clock` splits the wait by what the worker was doing then.
+  Expected<std::vector<BackendRun>> Join(PhaseClock& clock) {
+    thread_.join();
+    clock.SplitWait({{listening_, "worker_start"}, {done_, "compile"}});
+    return std::move(runs_);
+  }
+
+ private:
+  void Work(Backend& backend) {
+    Status connected = runtime::ConnectWorker();
+    listening_ = Clock::now();
+    if (!connected.ok()) {
+      runs_ = connected.error();
+    } else if (contexts_.size() == 1) {
+      auto run = backend.Run(contexts_[0]);
+      if (run.ok())
+        runs_ = std::vector<BackendRun>{std::move(*run)};
+      else
+        runs_ = run.error();
+    } else {
+      runs_ = backend.RunShapes(contexts_);
+    }
+    done_ = Clock::now();
+  }
+  std::vector<ExperimentContext> contexts_;
+  Expected<std::vector<BackendRun>> runs_ = std::vector<BackendRun>{};
+  Clock::time_point listening_, done_;
+  std::thread thread_;  // last: started once the members it writes exist
+};
+
+// The backend's runs of one graph at its shapes where it runs here, the compile and first run
+// accounted apart from the timed runs.
+Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, const std::vector<ExperimentContext>& contexts) {
+  f.clock.Enter("backend_runs", "backend");
+  Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
+  if (contexts.size() == 1) {
+    auto run = backend.Run(contexts[0]);
+    if (!run.ok()) return run.error();
+    runs->push_back(std::move(*run));
+  } else {
+    runs = backend.RunShapes(contexts);
+  }
+  double timed = 0;
+  if (runs.ok())
+    for (const auto& run : *runs)
+      for (double t : run.run_times_s) timed += t;
+  f.clock.SplitWait({{Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timed)), "compile"}});
+  return runs;
+}
+
+// The reference of one shape: eager twice (they must agree) and fp64 (without it, cosine).
+struct Reference {
+  NamedTensors eager, fp64;
+  bool fp64_ran = false;
+};
+
+// Results held on the device go to the host as soon as they are made: the comparison reads them
+// there, and the device holds one run's working set at a time.
+void ToHost(NamedTensors& results) {
+  for (auto& [name, t] : results)
+    if (t.defined() && !t.device().is_cpu()) t = t.to(at::kCPU);
+}
+
+Stop RunEagerTwice(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
+                   const std::string& prefix, Reference& ref) {
+  // An eager failure is EAGER_FAILED whatever fp64 made of the graph.
+  auto failed = [&](const std::string& what) {
+    f.r.reference_error.clear();
+    f.r.cosine = f.spec.cosine;
+    return Early(f, Code::kEagerFailed, what);
+  };
+  f.clock.Enter("eager");
+  auto first = RunReference(program, *sh.repro, *sh.graph, mode, ro);
+  if (!first.ok()) return failed("eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message);
+  ToHost(*first);
+  f.clock.Enter("eager", "eager_2nd_run");
+  auto second = RunReference(program, *sh.repro, *sh.graph, mode, ro);
+  if (!second.ok()) return failed("eager 2nd run: " + second.error().message);
+  ToHost(*second);
+  if (Stop st = CheckDeterministic(f, *first, *second, ro.device.is_cuda(), prefix)) return st;
+  ref.eager = std::move(*first);
+  return std::nullopt;
+}
+
+void RunFp64(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
+             const std::string& prefix, Reference& ref) {
+  f.clock.Enter("fp64", "fp64_reference");
+  ReferenceOptions r64 = ro;
+  r64.float_dtype = c10::kDouble;
+  r64.hook = nullptr;
+  auto fp64 = RunReference(program, *sh.repro, *sh.graph, mode, r64);
+  if (!fp64.ok()) {
+    // Never silent: the record says the reference is missing, why, and which rule decided.
+    f.c.fp64_ok = false;
+    if (f.r.reference_error.empty()) f.r.reference_error = prefix + fp64.error().message.substr(0, 300);
+    f.r.cosine = true;
+    return;
+  }
+  ToHost(*fp64);
+  ref.fp64_ran = true;
+  ref.fp64 = std::move(*fp64);
+}
+
+}  // namespace
+
+// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
+// shape (one compile for all where it can), beside the reference where it runs apart.
+Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi) {
+  const ExperimentSpec& spec = f.spec;
+  const std::string gprefix = multi ? graph.name + "/" : "";
+  const std::string mode = graph.mode.empty() ? spec.test : graph.mode;
+  ctx.graph = &graph;
+  ctx.mode = mode;
+  f.clock.Enter("load", "eager");
+  auto program = interp::Program::Compile(graph.graph, (ctx.repro->root() / graph.file).string());
+  if (!program.ok()) return Early(f, Code::kEagerFailed, program.error().message);
+  f.programs.push_back(std::move(*program));
+  const interp::Program& prog = f.programs.back();
+  auto shapes = ShapesOf(f, ctx, graph);
+  if (!shapes.ok()) return Early(f, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
+  if (spec.sweep > 0 && graph.graph.symbolic() && shapes->size() == 1)
+    Note(f.r, graph.name + ": verified at its recorded shape only (" +
+                  (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") +
+                  ")");
+  std::vector<ExperimentContext> contexts;
+  for (const Shape& sh : *shapes) {
+    ExperimentContext sc = ctx;
+    sc.repro = sh.repro;
+    sc.graph = sh.graph;
+    contexts.push_back(std::move(sc));
+  }
+  ReferenceOptions ro;
+  ro.device = ctx.device;
+  ro.hook = backend.EagerHook(ctx);
+  ro.while_limit = spec.while_limit;
+  std::vector<Reference> refs(shapes->size());
+  auto prefix_of = [&](const Shape& sh) { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); };
+  // On an accelerator the fp64 run, the largest working set, comes first and alone: the backend
+  // (in its own process, on the same device) starts after it, so the two sides never hold their
+  // largest working sets at once.
+  const bool fp64_first = !ctx.device.is_cpu();
+  if (fp64_first)
+    for (size_t i = 0; i < shapes->size(); ++i) RunFp64(f, prog, (*shapes)[i], mode, ro, prefix_of((*shapes)[i]), refs[i]);
+  // Host ops call the worker from the reference runs: then the backend waits its turn.
+  const bool apart = backend.RunsApart(ctx) && ctx.repro->manifest().host_ops.empty();
+  std::optional<BackendBeside> beside;
+  if (apart) {
+    // Started from this thread, which outlives it (a child dies with the thread that made it).
+    if (Status st = runtime::LaunchWorker(); !st.ok()) return BackendFailed(f, st.error(), "");
+    std::vector<ExperimentContext> first_runs = contexts;
+    for (auto& c : first_runs) c.iterations = 0;
+    beside.emplace(backend, std::move(first_runs));
+  }
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const Shape& sh = (*shapes)[i];
+    if (Stop st = RunEagerTwice(f, prog, sh, mode, ro, prefix_of(sh), refs[i])) return st;  // `beside` is waited for as it goes
+    if (!fp64_first) RunFp64(f, prog, sh, mode, ro, prefix_of(sh), refs[i]);
+  }
+  Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
+  if (apart) {
+    f.clock.Enter("backend_runs", "backend");
+    runs = beside->Join(f.clock);
+    if (runs.ok() && ctx.iterations > 0) {
+      auto times = backend.TimedRuns(ctx);
+      if (!times.ok()) return BackendFailed(f, times.error(), multi ? graph.name + ": " : "");
+      runs->at(0).run_times_s = std::move(*times);
+    }
+  } else {
+    runs = RunBackendHere(f, backend, contexts);
+  }
+  if (!runs.ok()) return BackendFailed(f, runs.error(), multi ? graph.name + ": " : "");
+  Collected& c = f.c;
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    const Shape& sh = (*shapes)[i];
+    BackendRun& run = (*runs)[i];
+    const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
+    if (i == 0) {  // the recorded shape's timings are the experiment's
+      f.r.compile_time_s += run.compile_time_s;
+      if (c.run_times.size() < run.run_times_s.size()) c.run_times.resize(run.run_times_s.size(), 0.0);
+      for (size_t t = 0; t < run.run_times_s.size(); ++t) c.run_times[t] += run.run_times_s[t];
+    }
+    if (run.peak_memory_bytes > 0)
+      f.r.peak_memory_bytes["backend"] = std::max(f.r.peak_memory_bytes["backend"], run.peak_memory_bytes);
+    Unit u{&prog, sh.repro, sh.graph, mode, ro, refs[i].fp64_ran, c.ref.size(), 0};
+    for (size_t k = 0; k < refs[i].eager.size(); ++k) {
+      const std::string& name = refs[i].eager[k].first;
+      const bool named = name.rfind("output/", 0) == 0 && k < graph.output_names.size();
+      c.shown.push_back(prefix + (named ? graph.output_names[k] : name));
+      c.ref.emplace_back(prefix + name, refs[i].eager[k].second);
+      c.tols.push_back(GraphTolerance(spec, graph));
+      c.budgets.push_back(std::nullopt);
+      if (refs[i].fp64_ran) c.fp64.emplace_back(prefix + name, refs[i].fp64[k].second);
+    }
+    for (auto& [name, t] : run.outputs) c.got.emplace_back(prefix + name, std::move(t));
+    u.end = c.ref.size();
+    if (graph.graph.symbolic() && shapes->size() > 1) c.spans.push_back({graph.name, sh.symbols, u.begin, u.end});
+    f.units.push_back(u);
+  }
+  return std::nullopt;
+}
+
+}  // namespace parity::experiment::flow

@@ -1,0 +1,109 @@
+#include "experiment/runner.h"
+
+#include "experiment/backend.h"
+#include "experiment/devices.h"
+
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <thread>
+
+namespace parity::experiment {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The backend's trait, or host ops (approved modules) that run in the worker.
+bool NeedsWorker(const ExperimentSpec& spec) {
+  auto info = FindBackend(spec.backend);
+  return !info.ok() || info->needs_worker || !spec.imports.empty();
+}
+
+std::vector<runtime::Job> JobsOf(const ExperimentBatch& batch) {
+  std::vector<runtime::Job> jobs;
+  // The same experiment twice (a failure's confirmations): one slot, one after the other.
+  for (const auto& [spec, dir] : batch) {
+    nlohmann::json j = spec.ToJson();
+    std::string affinity = j.dump();
+    jobs.push_back({std::move(j), dir, NeedsWorker(spec), std::move(affinity)});
+  }
+  return jobs;
+}
+
+}  // namespace
+
+ExperimentResult ResultOf(const runtime::JobOutcome& o) {
+  if (o.result) return ExperimentResult::FromJson(*o.result);
+  ExperimentResult r;
+  r.code = results::Code::kVerifierDidntRun;
+  r.phase = o.phase;
+  if (!o.how.exited && !o.how.timed_out && o.how.signal == 0 && !o.failure.empty()) {  // it never started
+    r.error = o.failure;
+    return r;
+  }
+  r.signal = o.how.timed_out ? 0 : o.how.signal;
+  r.timed_out = o.how.timed_out;
+  r.error = "experiment process " + (o.how.timed_out ? "timed out after " + std::to_string(o.timeout_s) + " s" : o.how.Describe()) +
+            (o.phase.empty() ? "" : " during " + o.phase);
+  if (!o.log_tail.empty()) r.error += "; log tail: " + o.log_tail;
+  if (!o.failure.empty()) r.error += "; " + o.failure;
+  return r;
+}
+
+void IsolatedRunner::RunStream(ExperimentBatch batch, const OnDone& on_done, const runtime::JobRunner::OnStart& on_start,
+                               const runtime::JobRunner::OnTick& on_tick) {
+  jobs_.RunStream(
+      JobsOf(batch), [&](size_t i, const runtime::JobOutcome& o) { return on_done(i, ResultOf(o)); }, on_start, on_tick);
+}
+
+std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
+  std::vector<ExperimentResult> results(batch.size());
+  RunStream(std::move(batch), [&](size_t i, const ExperimentResult& r) {
+    results[i] = r;
+    return false;
+  });
+  return results;
+}
+
+namespace {
+// One experiment of a job dir: DIR/spec.json's, run in DIR (a rerun runs in its own dir).
+Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase) {
+  PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
+  spec.work_dir = fs::absolute(dir).string();
+  nlohmann::json result = RunExperiment(spec, on_phase).ToJson();
+  try {
+    ReleaseCachedMemory(c10::Device(spec.device));  // a job server's next experiment gets it all
+  } catch (const std::exception&) {
+  }
+  return result;
+}
+}  // namespace
+
+int ExperimentChildMain(const fs::path& dir) { return runtime::JobChildMain(dir, &RunJob); }
+
+int ExperimentServerMain(const std::string& socket) { return runtime::JobServerMain(socket, &RunJob); }
+
+std::vector<std::vector<std::string>> SlotEnvironmentsHere(int jobs, bool cuda) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const int gpus = cuda && jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+bool PoisonsItsProcess(const ExperimentResult& r) {
+  if (r.code == results::Code::kPass || r.code == results::Code::kFail) return false;
+  static const char* const kMarks[] = {"CUDA error", "CUDA out of memory", "out of memory", "CUBLAS_STATUS", "CUDNN_STATUS",
+                                       "cuDNN error", "device-side assert", "illegal memory access", "NCCL error",
+                                       "failed to allocate", "can't allocate memory", "std::bad_alloc"};
+  return std::any_of(std::begin(kMarks), std::end(kMarks), [&](const char* m) { return r.error.find(m) != std::string::npos; });
+}
+
+IsolatedRunner::IsolatedRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
+    : jobs_(std::move(scratch), timeout_s, std::move(slot_env)) {
+  jobs_.set_retire([](const nlohmann::json& j) { return PoisonsItsProcess(ExperimentResult::FromJson(j)); });
+}
+
+void IsolatedRunner::UsePersistentRunners() { jobs_.set_persistent(true); }
+
+}  // namespace parity::experiment

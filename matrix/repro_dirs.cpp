@@ -1,0 +1,63 @@
+#include "matrix/repro_dirs.h"
+
+#include <algorithm>
+
+#include "host_ops/host_ops.h"
+
+namespace parity::matrix {
+
+std::shared_ptr<const ReproDir> LoadedDirs::Find(const std::string& dir) const {
+  for (const auto& d : good)
+    if (d.dir == dir || std::filesystem::absolute(d.repro->root()).string() == dir) return d.repro;
+  return nullptr;
+}
+
+Status CheckCapturedAs(const ReproDir& r, const MatrixOptions& o) {
+  const Manifest& m = r.manifest();
+  auto check = [&](const std::vector<std::string>& asked, const std::string& held, const char* field,
+                   const char* flag) -> Status {
+    if (asked.empty() || std::find(asked.begin(), asked.end(), held) != asked.end()) return Status::Ok();
+    return Error::BadInput((r.root() / "manifest.json").string() + ": field \"" + field + "\" is \"" + held + "\", but " + flag +
+                           " asks for " + asked.front() + "; a repro dir runs as it was captured (capture the model with " +
+                           flag + " " + asked.front() + ", or leave " + flag + " out)");
+  };
+  PARITY_RETURN_IF_ERROR(check(o.tests, m.mode, "mode", "--test"));
+  return check(o.dtypes, m.dtype, "dtype", "--dtype");
+}
+
+namespace {
+
+Expected<std::shared_ptr<const ReproDir>> LoadChecked(const std::string& dir, const MatrixOptions& o) {
+  PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
+  PARITY_RETURN_IF_ERROR(host_ops::CheckHostOpsApproved(r, o.experiment.imports));  // nothing imported without approval
+  PARITY_RETURN_IF_ERROR(CheckCapturedAs(r, o));
+  return std::make_shared<const ReproDir>(std::move(r));
+}
+
+}  // namespace
+
+LoadedDirs LoadReproDirs(const MatrixOptions& o) {
+  LoadedDirs out;
+  for (const auto& d : o.repro_dirs) {
+    if (auto r = LoadChecked(d, o); r.ok())
+      out.good.push_back({d, std::move(*r)});
+    else
+      out.bad.push_back({d, r.error()});
+  }
+  return out;
+}
+
+Status ImportHostOps(const LoadedDirs& dirs, const MatrixOptions& o,
+                     const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask) {
+  for (const auto& d : dirs.good) PARITY_RETURN_IF_ERROR(host_ops::ImportHostOpModules(*d.repro, o.experiment.imports, ask));
+  return Status::Ok();
+}
+
+bool UsesCuda(const MatrixOptions& o, const LoadedDirs& dirs) {
+  if (o.experiment.device) return o.experiment.device->rfind("cuda", 0) == 0;
+  for (const auto& d : dirs.good)
+    if (d.repro->manifest().device.rfind("cuda", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace parity::matrix

@@ -1,0 +1,53 @@
+// The repro dirs a command was given, each read and checked once (every file and field valid,
+// its host ops' modules approved, captured in the test and dtype asked for) into a value every
+// later step takes: the matrix, the host-op imports, the device, the records.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "matrix/options.h"
+#include "repro/repro_dir.h"
+#include "util/status.h"
+
+namespace parity::matrix {
+
+// A repro dir as given on the command line, read.
+struct LoadedDir {
+  std::string dir;
+  std::shared_ptr<const ReproDir> repro;
+};
+
+// A repro dir that could not be verified (bad input: the message names its file and field).
+struct BadDir {
+  std::string dir;
+  Error error;
+};
+
+struct LoadedDirs {
+  std::vector<LoadedDir> good;  // in the order given
+  std::vector<BadDir> bad;      // one bad dir among several is reported, the others still run
+  // The loaded dir `dir` names (as given, or as a spec names it: absolute), or nullptr.
+  std::shared_ptr<const ReproDir> Find(const std::string& dir) const;
+};
+
+// Reads and checks each of options.repro_dirs once.
+LoadedDirs LoadReproDirs(const MatrixOptions& options);
+
+// A repro dir holds one capture: one test and one dtype. Asking it for another is bad input
+// naming manifest.json's field, not a silent run of what it holds.
+[[nodiscard]] Status CheckCapturedAs(const ReproDir& repro, const MatrixOptions& options);
+
+// The worker imports the modules of the dirs' host ops (an import error is exit 2 before
+// anything runs, not an EAGER_FAILED per experiment).
+[[nodiscard]] Status ImportHostOps(const LoadedDirs& dirs, const MatrixOptions& options,
+                                   const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask);
+
+// Whether any experiment runs on CUDA: --device, else a repro dir's own device.
+bool UsesCuda(const MatrixOptions& options, const LoadedDirs& dirs);
+
+}  // namespace parity::matrix

@@ -1,0 +1,121 @@
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "runtime/job_dir.h"
+#include "runtime/jobs.h"
+#include "runtime/worker.h"
+#include "util/files.h"
+
+// The child's side of a job: one job from its dir (JobChildMain), or a job server running one job
+// after another for its driver (JobServerMain).
+namespace parity::runtime {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace job_dir;
+
+namespace job_dir {
+
+bool SendAll(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace job_dir
+
+int JobChildMain(const fs::path& dir, const JobFn& run) {
+  auto text = ReadFile(dir / kSpec);
+  if (!text.ok()) return 2;
+  const json spec = json::parse(*text, nullptr, false);
+  const fs::path status = dir / kStatus;
+  auto result = run(spec, dir, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
+  if (!result.ok()) {
+    std::fprintf(stderr, "%s\n", result.error().message.c_str());
+    return 2;
+  }
+  return WriteFileAtomic(dir / kResult, result->dump()).ok() ? 0 : 3;
+}
+
+namespace {
+
+// One line from `fd` (without its newline); nullopt at EOF or on an error.
+std::optional<std::string> ReadLine(int fd, std::string& buffer) {
+  while (true) {
+    const auto nl = buffer.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return line;
+    }
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    buffer.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// Runs one job with this process's stdout and stderr in DIR/log.txt, as a job child's are.
+int RunLogged(const fs::path& dir, const JobFn& run) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const int out = ::dup(1), err = ::dup(2);
+  const int log = ::open((dir / kLog).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log >= 0) {
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::close(log);
+  }
+  const int code = JobChildMain(dir, run);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  ::close(out);
+  ::close(err);
+  return code;
+}
+
+}  // namespace
+
+int JobServerMain(const std::string& socket, const JobFn& run) {
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return 3;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string tmp = socket + ".tmp";  // bound under another name, renamed when listening:
+  std::strncpy(addr.sun_path, tmp.c_str(), sizeof(addr.sun_path) - 1);  // the driver connects only then
+  ::unlink(tmp.c_str());
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+      ::rename(tmp.c_str(), socket.c_str()) != 0)
+    return 3;
+  const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(listener);
+  ::unlink(socket.c_str());
+  if (fd < 0) return 3;
+  std::string buffer;
+  while (auto line = ReadLine(fd, buffer)) {
+    const int code = RunLogged(fs::path(*line), run);
+    ReleaseWorker();  // the slot's worker serves the driver between jobs
+    if (!SendAll(fd, std::to_string(code) + "\n")) break;
+  }
+  ::close(fd);
+  return 0;
+}
+
+}  // namespace parity::runtime

@@ -1,0 +1,52 @@
+// Repro dirs read once and checked: a bad dir is set aside with its error (the others still
+// run), a good one is found again by the absolute path a spec names it by.
+#include "matrix/repro_dirs.h"
+
+#include <gtest/gtest.h>
+
+#include "test_helpers.h"
+
+namespace parity::matrix {
+namespace {
+
+TEST(ReproDirs, ABadDirIsSetAsideAndTheOthersLoad) {
+  testing::TempDir good, bad;
+  testing::WriteSmallRepro(good.path());
+  testing::WriteSmallRepro(bad.path());
+  testing::Spit(bad / "manifest.json", "{\"version\": ");
+  MatrixOptions o;
+  o.repro_dirs = {bad.path().string(), good.path().string()};
+  const LoadedDirs dirs = LoadReproDirs(o);
+  ASSERT_EQ(dirs.good.size(), 1u);
+  ASSERT_EQ(dirs.bad.size(), 1u);
+  EXPECT_EQ(dirs.bad[0].dir, bad.path().string());
+  EXPECT_EQ(dirs.bad[0].error.kind, ErrorKind::kBadInput);
+  EXPECT_NE(dirs.bad[0].error.message.find("manifest.json"), std::string::npos) << dirs.bad[0].error.message;
+  EXPECT_EQ(dirs.Find(good.path().string()), dirs.good[0].repro);
+  EXPECT_EQ(dirs.Find(std::filesystem::absolute(good.path()).string()), dirs.good[0].repro);
+  EXPECT_EQ(dirs.Find(bad.path().string()), nullptr);
+}
+
+TEST(ReproDirs, ADirAskedForAnotherTestIsBadInputNamingTheField) {
+  testing::TempDir dir;
+  testing::WriteSmallRepro(dir.path());  // an eval, float32 capture
+  MatrixOptions o;
+  o.repro_dirs = {dir.path().string()};
+  o.tests = {"train"};
+  const LoadedDirs dirs = LoadReproDirs(o);
+  ASSERT_EQ(dirs.bad.size(), 1u);
+  EXPECT_NE(dirs.bad[0].error.message.find("field \"mode\" is \"eval\""), std::string::npos) << dirs.bad[0].error.message;
+}
+
+TEST(ReproDirs, CudaWhenAskedOrWhereADirWasCaptured) {
+  testing::TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  MatrixOptions o;
+  o.repro_dirs = {dir.path().string()};
+  EXPECT_FALSE(UsesCuda(o, LoadReproDirs(o)));
+  o.experiment.device = "cuda:1";
+  EXPECT_TRUE(UsesCuda(o, LoadReproDirs(o)));
+}
+
+}  // namespace
+}  // namespace parity::matrix
