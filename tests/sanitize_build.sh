@@ -12,6 +12,6 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 targets=(parity_base_tests)
 [ "$scope" = all ] && targets=(parity parity_tests)
-cmake --build "$dir" -j "${PARITY_JOBS:-2}" --target "${targets[@]}" fuzz_safetensors fuzz_graph_json fuzz_manifest fuzz_compare \
+cmake --build "$dir" -j "${PARITY_JOBS:-2}" --target "${targets[@]}" fuzz_all \
   | { grep -vE '^\[[0-9]+/[0-9]+\] ' || true; }
 exit "${PIPESTATUS[0]}"

@@ -1,4 +1,5 @@
 #include "repro/graph_json.h"
+#include "repro/graph_text.h"
 
 #include <gtest/gtest.h>
 
@@ -117,6 +118,22 @@ const char* kSymbolicGraph = R"JSON({
     {"name": "v", "op": "call_function", "target": "aten::view", "args": [{"node": "x"}, [{"node": "n"}]]},
     {"name": "output", "op": "output", "args": [[{"node": "v"}]]}
   ]})JSON";
+
+// A node's recorded iteration count (a while_loop's, meta.iterations) reads back from what the
+// writer writes: a signed JSON integer as well as a file's unsigned one (found by fuzz_graph_hops).
+TEST(GraphJson, IterationsRoundTripAndNegativesAreRefused) {
+  json j = json::parse(R"JSON({"version": 3, "name": "g", "nodes": [
+    {"name": "x", "op": "placeholder", "target": "x"},
+    {"name": "t", "op": "call_function", "target": "aten::tanh", "args": [{"node": "x"}], "meta": {"iterations": 4}},
+    {"name": "output", "op": "output", "args": [[{"node": "t"}]]}]})JSON");
+  auto g = GraphFromJson(j, "g.json");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  auto again = GraphFromJson(GraphToJson(*g), "round trip");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->Find("t")->iterations, 4);
+  j["nodes"][1]["meta"]["iterations"] = -1;
+  EXPECT_TRUE(FailsWith(GraphFromJson(j, "g.json"), {"nodes[1] (\"t\").meta.iterations: not a non-negative integer"}));
+}
 
 TEST(GraphJson, SymbolicGraphRoundTrips) {
   auto g = GraphFromJson(json::parse(kSymbolicGraph), "sym.json");
