@@ -21,8 +21,8 @@ Status ConfirmWithCheck(StepContext& ctx, ReductionState& state) {
 
 }  // namespace
 
-verifier::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state) {
-  verifier::ExperimentBatch batch;
+experiment::ExperimentBatch ConfirmBatch(const StepContext& ctx, const ReductionState& state) {
+  experiment::ExperimentBatch batch;
   for (int i = 0; i < std::max(1, ctx.options.confirm_runs); ++i) {
     auto s = state.base;
     s.repro = state.source;
@@ -48,7 +48,7 @@ Status Confirm(StepContext& ctx, ReductionState& state) {
   }
   state.confirm = {{"runs", runs}, {"failing", failing}};
   if (failing == 0) {
-    const std::string why = results.empty() ? "" : std::string(verifier::ToString(results[0].code)) + " " + results[0].error;
+    const std::string why = results.empty() ? "" : std::string(experiment::ToString(results[0].code)) + " " + results[0].error;
     return Error::Runtime("the original does not fail with backend " + state.base.backend + " (" + std::to_string(runs) +
                           " runs; first: " + why + "); nothing to minify");
   }
@@ -60,9 +60,14 @@ Status Confirm(StepContext& ctx, ReductionState& state) {
     }
   if (best < runs) {
     const std::string rate = std::to_string(best) + "/" + std::to_string(runs);
+    std::string others;  // what the other runs showed, so the nondeterminism has a name
+    for (const auto& r : results)
+      if (Signature::FromResult(r).ToJson() != state.original.ToJson())
+        others += (others.empty() ? "" : "; ") + std::string(experiment::ToString(r.code)) +
+                  (r.error.empty() ? "" : " " + r.error.substr(0, 200));
     if (!ctx.options.majority || best * 2 <= runs)
       return Error::Runtime("the original fails only sometimes (" + rate + " runs show " + state.original.Describe() +
-                            "); rerun with --majority to reduce by majority vote, or fix the nondeterminism");
+                            "; the others: " + others + "); rerun with --majority to reduce by majority vote, or fix the nondeterminism");
     ctx.log << "flaky original: " << rate << " runs fail; reducing by majority vote\n";
   }
   ctx.log << "original fails: " << state.original.Describe() << " (" << best << "/" << runs << " runs)\n";
