@@ -42,7 +42,10 @@ int& KeepSetting() {
 
 // Variables that differ between two invocations of one user's shell without changing a worker.
 bool Ignored(const std::string& name) {
-  static const char* const kNames[] = {"_", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "PARITY_WORKER_SOCKET"};
+  // Variables that say where or how the caller runs, not what a worker does: a shell's, a
+  // terminal's, and pytest's name of the test running now (a CI that runs parity from pytest).
+  static const char* const kNames[] = {"_", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "PARITY_WORKER_SOCKET",
+                                       "PYTEST_CURRENT_TEST"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;

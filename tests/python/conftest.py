@@ -3,9 +3,16 @@ import subprocess
 
 import pytest
 
-# Tests keep no workers across runs unless one asks (test_worker_pool.py, in a pool of its own):
-# a developer's $PARITY_KEEP_WORKERS would leave the suite's workers in their pool.
-os.environ.pop("PARITY_KEEP_WORKERS", None)
+# The suite's parity runs keep their Python workers warm for the next run (--keep-workers, as a
+# user's CI would), in a pool of the suite's own that ctest names ($PARITY_TEST_WORKER_POOL, in the
+# build dir): each run adopts a warm worker instead of starting one (torch imported, Inductor's
+# first compile paid). Without it (pytest by hand) no run keeps any; a developer's own
+# $PARITY_KEEP_WORKERS never reaches the suite. test_worker_pool.py uses pools of its own.
+if os.environ.get("PARITY_TEST_WORKER_POOL"):
+    os.environ["PARITY_WORKER_POOL"] = os.environ["PARITY_TEST_WORKER_POOL"]
+    os.environ["PARITY_KEEP_WORKERS"] = os.environ.get("PARITY_TEST_KEEP_WORKERS", "30")
+else:
+    os.environ.pop("PARITY_KEEP_WORKERS", None)
 
 
 @pytest.fixture(scope="session")

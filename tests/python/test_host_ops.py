@@ -219,9 +219,13 @@ def test_custom_ops_that_write_their_arguments_verify(parity_bin, tmp_path):
             assert {"mutated/buffer/cache", "mutated/buffer/state"} <= set(m["graphs"][0]["output_names"]), m
         r = parity(parity_bin, "repro", "run", d, "--import", "mutating_op_model")
         assert r.returncode == 0 and "PASS" in r.stdout, (how, r.stdout + r.stderr)
-        for backend in ("eager", "aot_eager", "inductor"):
-            out = tmp_path / f"{how}-{backend}"
-            r = parity(parity_bin, "verify", d, "--backend", backend, "--import", "mutating_op_model",
-                       "--output-dir", str(out))
-            recs = [json.loads(line) for line in open(out / "results.jsonl")]
-            assert r.returncode == 0 and recs[0]["verification_code"] == "PASS", (how, backend, r.stdout + r.stderr)
+    # Both dirs with every backend, in one run (one worker imports the module once).
+    backends = ("eager", "aot_eager", "inductor")
+    out = tmp_path / "verify"
+    r = parity(parity_bin, "verify", dirs["capture"], dirs["dump"], *[a for b in backends for a in ("--backend", b)],
+               "--import", "mutating_op_model", "--output-dir", str(out))
+    recs = [json.loads(line) for line in open(out / "results.jsonl")]
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted((rec["repro_input"], rec["experiment"]["backend"]) for rec in recs) == \
+        sorted((os.path.abspath(d), b) for d in dirs.values() for b in backends), recs
+    assert all(rec["verification_code"] == "PASS" for rec in recs), [(rec["repro_input"], rec["verification_code"]) for rec in recs]

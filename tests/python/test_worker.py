@@ -200,3 +200,14 @@ def test_an_experiment_starts_beside_its_starting_worker_and_ends_when_that_work
     assert took < 60, took  # not the 600 s deadline
     # The reference ran while the worker was starting: its phases are in the record.
     assert rec["phase"] in ("backend", "eager", "fp64_reference", "eager_2nd_run", "load", "capability"), rec
+
+
+def test_a_compiler_bisection_taints_its_worker(monkeypatch):
+    """A worker that ran compiler_bisect (Inductor's bisector: class-level state, subsystems held
+    back) is not handed to a later run: tainted, it ends once free (runtime/worker_pool.h)."""
+    monkeypatch.setattr(worker, "_TAINTED", False)
+    resp = worker.handle({"cmd": "compiler_bisect", "signature": {"kind": "crash"}})
+    assert resp["ok"] and resp["bisected"] is False, resp
+    assert worker._TAINTED
+    monkeypatch.setattr(worker, "_TAINTED", False)
+    assert worker.handle({"cmd": "ping"})["ok"] and not worker._TAINTED  # other requests do not

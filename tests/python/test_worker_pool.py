@@ -24,6 +24,7 @@ def pool(tmp_path, monkeypatch):
     """A pool dir of this test's (mode 0700, as parity makes it); its workers ended afterwards."""
     d = tmp_path / "pool"
     monkeypatch.setenv("PARITY_WORKER_POOL", str(d))
+    monkeypatch.delenv("PARITY_KEEP_WORKERS", raising=False)  # each test says what it keeps
     monkeypatch.setenv("PARITY_CACHE_DIR", str(tmp_path / "cache"))
     yield d
     if d.exists():

@@ -196,7 +196,7 @@ COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": c
             "capture": cmd_capture, "repro_script": cmd_repro_script, "import_modules": cmd_import_modules,
             "host_call": cmd_host_call, "host_batch": cmd_host_batch, "host_backward": cmd_host_backward,
             "run": python_backends.run, "time_runs": python_backends.time_runs, "aot_graphs": python_backends.aot_graphs,
-            "compiler_bisect": compiler_bisect.compiler_bisect,
+            "compiler_bisect": lambda req: _tainting(compiler_bisect.compiler_bisect, req),
             "aot_inductor": aot_inductor.aot_inductor, "torchscript": torchscript.torchscript,
             "export_pt2": nativert.export_pt2}
 
@@ -248,9 +248,17 @@ def _repeat(frame: bytes) -> bytes:
     return (json.dumps(resp) + "\n").encode()
 
 
-# Set once the worker imported modules a client named (import_modules): a pool entry's worker then
-# ends as soon as no parity process holds it.
+# Set once the worker imported modules a client named (import_modules) or ran a compiler bisection
+# (compiler_bisect: the bisector's class-level state and the subsystems it held back are Inductor's
+# globals): a pool entry's worker then ends as soon as no parity process holds it, never adopted by
+# a later run that would compile with what they left behind.
 _TAINTED = False
+
+
+def _tainting(command, req) -> Dict[str, Any]:
+    global _TAINTED
+    _TAINTED = True
+    return command(req)
 
 
 class _Pool:
@@ -335,7 +343,7 @@ def serve(sock_path: str, pool: "_Pool | None" = None) -> None:
 
 
 def deterministic_setup() -> None:
-    """The accuracy-check settings parity's C++ eager reference uses too (verifier/experiment.cpp):
+    """The accuracy-check settings parity's C++ eager reference uses too (experiment/experiment.cpp):
     both sides must compute under the same rules (TF32 left on for cuDNN would make compiled
     convolutions differ from the reference); random ops in Inductor fall back to eager's."""
     from .standalone import deterministic_setup as common
