@@ -66,7 +66,7 @@ def build(model: str, size: str, device: str):
     if kf:
         cfg[kf] = 4 * h
     if model == "t5":
-        cfg.update(d_kv=h // a, num_decoder_layers=n)
+        cfg.update(d_kv=h // a, num_decoder_layers=n, decoder_start_token_id=0, pad_token_id=0)
     if model == "bart":
         cfg.update(decoder_layers=n, decoder_attention_heads=a, decoder_ffn_dim=4 * h, max_position_embeddings=max(512, seq))
     if model in ("bert", "roberta", "electra", "albert", "gpt_neox", "llama", "mistral", "qwen2", "opt"):
