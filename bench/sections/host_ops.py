@@ -1,6 +1,7 @@
 """Host ops (Python-only custom ops) through the worker against calling them in Python."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import statistics
 import sys
@@ -60,11 +61,7 @@ def bench_host_ops(tmp: str, quick: bool, moe: bool = True) -> dict:
     per_mb = {f"{r['mb']:.0f}": ((r["parity_us"] - r["python_us"]) - (small["parity_us"] - small["python_us"])) /
               (r["mb"] - small["mb"]) / 1e3 for r in big}
     out = {"rows": rows, "overhead_us_small": small["parity_us"] - small["python_us"], "overhead_ms_per_mb": per_mb}
-    try:
-        import transformers  # noqa: F401  (the MoE suite model)
-        have_transformers = True
-    except ImportError:
-        have_transformers = False
+    have_transformers = importlib.util.find_spec("transformers") is not None  # the MoE suite model
     if not quick and moe and have_transformers:
         out["moe"] = bench_moe_verify(tmp)
     return out

@@ -23,6 +23,12 @@ def parity_bin():
     return path
 
 
+@pytest.fixture
+def dirs(test_data):
+    """The fixture's captured suite models by name (test_ci.py, test_reports.py)."""
+    return {m: os.path.join(test_data, "models", m) for m in ("mlp", "llama", "bert", "resnet")}
+
+
 @pytest.fixture(scope="session")
 def test_data():
     path = os.environ.get("PARITY_TEST_DATA")

@@ -23,11 +23,6 @@ def parity(parity_bin, *args, **env):
     return subprocess.run([parity_bin, *map(str, args)], capture_output=True, text=True, env=env_without_shards(**env))
 
 
-@pytest.fixture
-def dirs(test_data):
-    return {m: os.path.join(test_data, "models", m) for m in ("mlp", "llama", "bert", "resnet")}
-
-
 def fault(*opts):
     args = ["--backend", "fault"]
     for o in opts:

@@ -9,11 +9,11 @@ import subprocess
 
 import pytest
 
-from test_ci import dirs, fault, parity  # noqa: F401  (dirs is a fixture)
+from test_ci import fault, parity
 
 
 @pytest.fixture
-def gated(parity_bin, dirs, tmp_path):  # noqa: F811
+def gated(parity_bin, dirs, tmp_path):
     """A real gate: mlp regressed (FAIL), llama passes, bert an expected failure (XFAIL)."""
     exp = tmp_path / "expected"
     exp.mkdir()
@@ -95,7 +95,7 @@ def test_html_report_renders_offline_with_its_plots(parity_bin, gated, tmp_path)
     assert count((0xf8, 0xd0, 0xcd), 6) > 50 and count((0xd9, 0xf2, 0xdc), 6) > 50
 
 
-def test_progress_on_a_tty_plain_lines_otherwise(parity_bin, dirs, tmp_path):  # noqa: F811
+def test_progress_on_a_tty_plain_lines_otherwise(parity_bin, dirs, tmp_path):
     if not shutil.which("script"):
         pytest.skip("no script(1) to give parity a terminal")
     args = [parity_bin, "verify", dirs["mlp"], *fault("op=aten::gelu", "kind=hang"), "--timeout", "3",

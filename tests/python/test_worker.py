@@ -2,6 +2,7 @@
 contents of parity's segment, its results go where they went last time when they fit ({"same":
 true}, or the 8-byte frame), and a result whose shape depends on the data is placed and described
 anew; over the socket, frames and JSON lines mix on one connection."""
+import importlib
 import json
 import mmap
 import os
@@ -18,8 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
 sys.path.insert(0, HERE)
 sys.path.insert(0, TOOLS)
-import custom_op_model  # noqa: E402,F401  (registers parity_test::positives)
 from parity_capture import shm, worker  # noqa: E402
+
+importlib.import_module("custom_op_model")  # registers parity_test::positives
 
 
 class ArgSegment:

@@ -24,7 +24,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from .lowered import snapshot_attrs
-from .recording import ParityCaptureWarning, _CompileFacts, _Dump, _Graph, _reason, _recorded_outputs, _warn  # noqa: F401 (ParityCaptureWarning: programs filter by it)
+from .recording import ParityCaptureWarning, _CompileFacts, _Dump, _Graph, _reason, _recorded_outputs, _warn
+
+__all__ = ["dump_backend", "ParityCaptureWarning"]  # the warning: programs filter by it
 
 
 def _snapshot(args: List[Any]) -> List[Any]:

@@ -14,8 +14,7 @@ import torch.fx as fx
 
 from . import standalone
 from .standalone import on_device
-from .standalone_graph import (FORMAT_VERSION, OLDEST_FORMAT_VERSION, captured_layout, decode_arg,  # noqa: F401 (re-exported)
-                               graph_from_json, load_tensors, placeholder_values, resolve_target)
+from .standalone_graph import FORMAT_VERSION, OLDEST_FORMAT_VERSION, graph_from_json, load_tensors, placeholder_values
 
 
 @dataclass

@@ -15,13 +15,13 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from . import checkpointed
+from .errors import CaptureError
 from .lowered import PRODUCER, flatten_outputs
 from .lowering import aot_inference_graph, capture_graph_module, transform_state_kept
 from .replay_check import replay_mismatch
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
 from .loops import record_iterations
 from .host_ops import describe_graphs
-from .errors import CaptureError  # noqa: F401 (what a lowering raises)
 from .serialize import write_repro_dir
 
 

@@ -13,7 +13,8 @@ import torch
 def load_graph(req) -> Tuple[Any, Any]:
     """(repro, graph) of a request's "repro" and "graph" (default: the first graph); in train
     mode the graph's floating parameters that its program differentiated are nn.Parameters."""
-    from .reader import graph_from_json, load_repro
+    from .reader import load_repro
+    from .standalone_graph import graph_from_json
     repro = load_repro(req["repro"])
     g = next((g for g in repro.graphs if g.name == req.get("graph")), repro.graphs[0])
     if req.get("mode") == "train":

@@ -44,6 +44,7 @@ and the Python side of the backends (backends/, each module named like its C++ f
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
@@ -400,8 +401,8 @@ def warm_up(device: str) -> None:
     import time
     t0 = time.perf_counter()
     try:
-        import torch._dynamo  # noqa: F401
-        from torch._inductor import compile_fx  # noqa: F401
+        importlib.import_module("torch._dynamo")
+        importlib.import_module("torch._inductor.compile_fx")
         if device.startswith("cuda"):
             torch.empty(1, device=device)  # the context
             from torch._inductor.async_compile import maybe_warm_pool, pre_fork_setup
