@@ -204,101 +204,137 @@ void RunFp64(Flow& f, const interp::Program& program, const Shape& sh, const std
   ref.fp64 = std::move(*fp64);
 }
 
-}  // namespace
+// One graph as its steps see it: its program, the shapes it runs at (each with its context), the
+// reference's options and, per shape, the reference's results.
+struct GraphRun {
+  const interp::Program* prog = nullptr;
+  std::string gprefix, mode;
+  std::vector<Shape> shapes;
+  std::vector<ExperimentContext> contexts;
+  ReferenceOptions ro;
+  std::vector<Reference> refs;
+  // The record's path prefix of a shape's values: the graph's name (several graphs), its label.
+  std::string PrefixOf(const Shape& sh) const { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); }
+};
 
-// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
-// shape (one compile for all where it can), beside the reference where it runs apart.
-Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi) {
+// The graph compiled for the interpreter, the shapes it runs at, the reference's options.
+Stop PlanGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi, GraphRun& g) {
   const ExperimentSpec& spec = f.spec;
-  const std::string gprefix = multi ? graph.name + "/" : "";
-  const std::string mode = graph.mode.empty() ? spec.test : graph.mode;
+  g.gprefix = multi ? graph.name + "/" : "";
+  g.mode = graph.mode.empty() ? spec.test : graph.mode;
   ctx.graph = &graph;
-  ctx.mode = mode;
+  ctx.mode = g.mode;
   f.clock.Enter("load", "eager");
   auto program = interp::Program::Compile(graph.graph, (ctx.repro->root() / graph.file).string());
   if (!program.ok()) return Early(f, Code::kEagerFailed, program.error().message);
   f.programs.push_back(std::move(*program));
-  const interp::Program& prog = f.programs.back();
+  g.prog = &f.programs.back();
   auto shapes = ShapesOf(f, ctx, graph);
   if (!shapes.ok()) return Early(f, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
-  if (spec.sweep > 0 && graph.graph.symbolic() && shapes->size() == 1)
+  g.shapes = std::move(*shapes);
+  if (spec.sweep > 0 && graph.graph.symbolic() && g.shapes.size() == 1)
     Note(f.r, graph.name + ": verified at its recorded shape only (" +
                   (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") +
                   ")");
-  std::vector<ExperimentContext> contexts;
-  for (const Shape& sh : *shapes) {
+  for (const Shape& sh : g.shapes) {
     ExperimentContext sc = ctx;
     sc.repro = sh.repro;
     sc.graph = sh.graph;
-    contexts.push_back(std::move(sc));
+    g.contexts.push_back(std::move(sc));
   }
-  ReferenceOptions ro;
-  ro.device = ctx.device;
-  ro.hook = backend.EagerHook(ctx);
-  ro.while_limit = spec.while_limit;
-  std::vector<Reference> refs(shapes->size());
-  auto prefix_of = [&](const Shape& sh) { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); };
+  g.ro.device = ctx.device;
+  g.ro.hook = backend.EagerHook(ctx);
+  g.ro.while_limit = spec.while_limit;
+  g.refs.resize(g.shapes.size());
+  return std::nullopt;
+}
+
+// The reference at every shape (eager twice, fp64) and the backend's runs: beside the reference
+// where the backend runs apart, after it otherwise.
+Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const GraphEntry& graph, bool multi, GraphRun& g,
+                  std::vector<BackendRun>& out) {
   // On an accelerator the fp64 run, the largest working set, comes first and alone: the backend
   // (in its own process, on the same device) starts after it, so the two sides never hold their
   // largest working sets at once.
   const bool fp64_first = !ctx.device.is_cpu();
   if (fp64_first)
-    for (size_t i = 0; i < shapes->size(); ++i) RunFp64(f, prog, (*shapes)[i], mode, ro, prefix_of((*shapes)[i]), refs[i]);
+    for (size_t i = 0; i < g.shapes.size(); ++i) RunFp64(f, *g.prog, g.shapes[i], g.mode, g.ro, g.PrefixOf(g.shapes[i]), g.refs[i]);
   // Host ops call the worker from the reference runs: then the backend waits its turn.
   const bool apart = backend.RunsApart(ctx) && ctx.repro->manifest().host_ops.empty();
   std::optional<BackendBeside> beside;
   if (apart) {
     // Started from this thread, which outlives it (a child dies with the thread that made it).
     if (Status st = runtime::LaunchWorker(); !st.ok()) return BackendFailed(f, st.error(), "");
-    std::vector<ExperimentContext> first_runs = contexts;
+    std::vector<ExperimentContext> first_runs = g.contexts;
     for (auto& c : first_runs) c.iterations = 0;
     beside.emplace(backend, std::move(first_runs));
   }
-  for (size_t i = 0; i < shapes->size(); ++i) {
-    const Shape& sh = (*shapes)[i];
-    if (Stop st = RunEagerTwice(f, prog, sh, mode, ro, prefix_of(sh), refs[i])) return st;  // `beside` is waited for as it goes
-    if (!fp64_first) RunFp64(f, prog, sh, mode, ro, prefix_of(sh), refs[i]);
+  for (size_t i = 0; i < g.shapes.size(); ++i) {
+    const Shape& sh = g.shapes[i];
+    if (Stop st = RunEagerTwice(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i])) return st;  // `beside` is waited for as it goes
+    if (!fp64_first) RunFp64(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i]);
   }
+  const std::string where = multi ? graph.name + ": " : "";
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
   if (apart) {
     f.clock.Enter("backend_runs", "backend");
     runs = beside->Join(f.clock);
     if (runs.ok() && ctx.iterations > 0) {
       auto times = backend.TimedRuns(ctx);
-      if (!times.ok()) return BackendFailed(f, times.error(), multi ? graph.name + ": " : "");
+      if (!times.ok()) return BackendFailed(f, times.error(), where);
       runs->at(0).run_times_s = std::move(*times);
     }
   } else {
-    runs = RunBackendHere(f, backend, contexts);
+    runs = RunBackendHere(f, backend, g.contexts);
   }
-  if (!runs.ok()) return BackendFailed(f, runs.error(), multi ? graph.name + ": " : "");
+  if (!runs.ok()) return BackendFailed(f, runs.error(), where);
+  out = std::move(*runs);
+  return std::nullopt;
+}
+
+// Each shape's reference and backend results into f.c, as one unit of f.units; the recorded
+// shape's timings are the experiment's.
+void Collect(Flow& f, const GraphEntry& graph, const GraphRun& g, std::vector<BackendRun>& runs) {
   Collected& c = f.c;
-  for (size_t i = 0; i < shapes->size(); ++i) {
-    const Shape& sh = (*shapes)[i];
-    BackendRun& run = (*runs)[i];
-    const std::string prefix = gprefix + (sh.label.empty() ? "" : sh.label + "/");
-    if (i == 0) {  // the recorded shape's timings are the experiment's
+  for (size_t i = 0; i < g.shapes.size(); ++i) {
+    const Shape& sh = g.shapes[i];
+    BackendRun& run = runs[i];
+    const std::string prefix = g.PrefixOf(sh);
+    if (i == 0) {
       f.r.compile_time_s += run.compile_time_s;
       if (c.run_times.size() < run.run_times_s.size()) c.run_times.resize(run.run_times_s.size(), 0.0);
       for (size_t t = 0; t < run.run_times_s.size(); ++t) c.run_times[t] += run.run_times_s[t];
     }
     if (run.peak_memory_bytes > 0)
       f.r.peak_memory_bytes["backend"] = std::max(f.r.peak_memory_bytes["backend"], run.peak_memory_bytes);
-    Unit u{&prog, sh.repro, sh.graph, mode, ro, refs[i].fp64_ran, c.ref.size(), 0};
-    for (size_t k = 0; k < refs[i].eager.size(); ++k) {
-      const std::string& name = refs[i].eager[k].first;
+    const Reference& ref = g.refs[i];
+    Unit u{g.prog, sh.repro, sh.graph, g.mode, g.ro, ref.fp64_ran, c.ref.size(), 0};
+    for (size_t k = 0; k < ref.eager.size(); ++k) {
+      const std::string& name = ref.eager[k].first;
       const bool named = name.rfind("output/", 0) == 0 && k < graph.output_names.size();
       c.shown.push_back(prefix + (named ? graph.output_names[k] : name));
-      c.ref.emplace_back(prefix + name, refs[i].eager[k].second);
-      c.tols.push_back(GraphTolerance(spec, graph));
+      c.ref.emplace_back(prefix + name, ref.eager[k].second);
+      c.tols.push_back(GraphTolerance(f.spec, graph));
       c.budgets.push_back(std::nullopt);
-      if (refs[i].fp64_ran) c.fp64.emplace_back(prefix + name, refs[i].fp64[k].second);
+      if (ref.fp64_ran) c.fp64.emplace_back(prefix + name, ref.fp64[k].second);
     }
     for (auto& [name, t] : run.outputs) c.got.emplace_back(prefix + name, std::move(t));
     u.end = c.ref.size();
-    if (graph.graph.symbolic() && shapes->size() > 1) c.spans.push_back({graph.name, sh.symbols, u.begin, u.end});
+    if (graph.graph.symbolic() && g.shapes.size() > 1) c.spans.push_back({graph.name, sh.symbols, u.begin, u.end});
     f.units.push_back(u);
   }
+}
+
+}  // namespace
+
+// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
+// shape (one compile for all where it can), beside the reference where it runs apart.
+Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi) {
+  GraphRun g;
+  if (Stop st = PlanGraph(f, backend, ctx, graph, multi, g)) return st;
+  std::vector<BackendRun> runs;
+  if (Stop st = RunBothSides(f, backend, ctx, graph, multi, g, runs)) return st;
+  Collect(f, graph, g, runs);
   return std::nullopt;
 }
 
