@@ -8,7 +8,7 @@ namespace parity::matrix {
 
 std::shared_ptr<const ReproDir> LoadedDirs::Find(const std::string& dir) const {
   for (const auto& d : good)
-    if (d.dir == dir || std::filesystem::absolute(d.repro->root()).string() == dir) return d.repro;
+    if (d.dir == dir || d.absolute == dir) return d.repro;
   return nullptr;
 }
 
@@ -40,7 +40,7 @@ LoadedDirs LoadReproDirs(const MatrixOptions& o) {
   LoadedDirs out;
   for (const auto& d : o.repro_dirs) {
     if (auto r = LoadChecked(d, o); r.ok())
-      out.good.push_back({d, std::move(*r)});
+      out.good.push_back({d, std::filesystem::absolute((*r)->root()).string(), std::move(*r)});
     else
       out.bad.push_back({d, r.error()});
   }

@@ -18,7 +18,8 @@ namespace parity::matrix {
 
 // A repro dir as given on the command line, read.
 struct LoadedDir {
-  std::string dir;
+  std::string dir;       // as given
+  std::string absolute;  // as a spec names it (experiment::Case::FromRepro)
   std::shared_ptr<const ReproDir> repro;
 };
 

@@ -33,6 +33,7 @@ constexpr const char* kPerformanceCsv = "performance.csv";
 struct Experiment {
   ExperimentSpec spec;
   std::string dynamo;
+  std::shared_ptr<const ReproDir> repro;  // spec.repro, read once (a suite model's once captured)
 };
 
 // The one experiment the options name, through the one case mapping verify uses.
@@ -49,14 +50,16 @@ Expected<Experiment> ResolveExperiment(const ProfileOptions& o, experiment::Isol
     return Error::Unsupported("backend " + specs[0].backend + " (" + info.kind +
                               ") has no torch.compile form; parity profile profiles backends run through torch.compile "
                               "(parity backends lists them)");
-  return Experiment{specs[0], info.dynamo};
+  return Experiment{specs[0], info.dynamo, dirs.Find(specs[0].repro)};
 }
 
-// The captured repro dir of a suite model (cached, as verify caches it).
-Status EnsureCapture(ExperimentSpec& spec, const fs::path& cache_dir, experiment::IsolatedRunner& runner) {
-  if (!spec.repro.empty()) return Status::Ok();
+// The captured repro dir of a suite model (cached, as verify caches it), read.
+Status EnsureCapture(Experiment& e, const fs::path& cache_dir, experiment::IsolatedRunner& runner) {
+  if (e.repro) return Status::Ok();
   matrix::CaptureCache captures(cache_dir, [&](const json& req) { return runner.Ask(req); });
-  PARITY_ASSIGN_OR_RETURN(spec.repro, captures.Get(spec));
+  PARITY_ASSIGN_OR_RETURN(e.spec.repro, captures.Get(e.spec));
+  PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(e.spec.repro));
+  e.repro = std::make_shared<const ReproDir>(std::move(repro));
   return Status::Ok();
 }
 
@@ -161,8 +164,8 @@ Expected<Report> Profile(const ProfileOptions& o, std::ostream& progress) {
   ExperimentSpec& spec = experiment.spec;
   progress << "profile: " << spec.model << " " << spec.backend << " " << spec.device << " " << spec.test << " " << spec.dtype
            << "\n";
-  PARITY_RETURN_IF_ERROR(EnsureCapture(spec, cache_dir, runner));
-  PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(spec.repro));
+  PARITY_RETURN_IF_ERROR(EnsureCapture(experiment, cache_dir, runner));
+  const ReproDir& repro = *experiment.repro;
   progress << "profile: eager, then " << spec.backend << " (compile, " << o.warmup << " warm-up, " << o.iterations << " timed, "
            << o.profile_iterations << " profiled iterations)\n";
   PARITY_ASSIGN_OR_RETURN(json child, RunChild(ChildRequest(experiment, o, scratch), scratch, o.matrix.experiment.timeout_s));

@@ -34,7 +34,10 @@ void Prepare(std::vector<Item>& items, Session& s) {
       item.capture_s = std::chrono::duration<double>(Item::Clock::now() - started).count();
       if (captured.ok()) {
         spec.repro = *captured;
-        if (auto r = ReproDir::Load(spec.repro); r.ok()) item.repro = std::make_shared<const ReproDir>(std::move(*r));
+        auto& read = s.captured[spec.repro];  // a capture serves every backend of its model: read once
+        if (!read)
+          if (auto r = ReproDir::Load(spec.repro); r.ok()) read = std::make_shared<const ReproDir>(std::move(*r));
+        item.repro = read;
         continue;
       }
       experiment::ExperimentResult r;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@ struct Session {
   matrix::CaptureCache captures;
   const matrix::LoadedDirs& dirs;  // the repro dirs given, each read once
   std::string accelerator;         // asked once
+  std::map<std::string, std::shared_ptr<const ReproDir>> captured = {};  // suite models' captures, read once
 };
 
 // One experiment of this run and its attempts.
