@@ -10,7 +10,7 @@ namespace parity::interp {
 namespace detail {
 
 const std::set<std::string>& SymOps() {
-  // tools/parity_capture/standalone.py SYM_FUNCTIONS names the same operations.
+  // tools/parity_capture/standalone_graph.py SYM_FUNCTIONS names the same operations.
   static const std::set<std::string> ops = {
       "add",  "sub",  "mul",  "floordiv", "truediv", "mod",   "pow",     "neg",     "pos",  "abs",  "eq",   "ne",    "lt",
       "le",   "gt",   "ge",   "and",      "or",      "xor",   "lshift",  "rshift",  "not",  "max",  "min",  "float", "int",

@@ -6,7 +6,7 @@
 - A train run reports `train_results` (names and order), the same list parity's C++ reference
   builds (experiment/reference.cpp), defined in standalone.py so repro.py reports it too. The SGD
   learning rate and the seed come with each request from the C++ side (experiment/reference.h
-  kSgdLr, the seed of ReferenceOptions), so they are defined once; standalone.py's SGD_LR and
+  kSgdLr, the seed of ReferenceOptions), so they are defined once; standalone_graph.py's SGD_LR and
   SEED are the defaults for scripts that run without parity.
 tests/python/test_contract.py checks both sides report the same results.
 """

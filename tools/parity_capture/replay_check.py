@@ -35,7 +35,7 @@ def output_mismatch(lowered) -> Optional[str]:
 
 def _draws_random(node: Dict[str, Any]) -> bool:
     """Whether a recorded call draws random numbers: its op is tagged nondeterministic_seeded (the
-    fact parity's interpreter asks, interpreter/program.cpp), unless it takes a dropout_p that is 0
+    fact parity's interpreter asks, interpreter/compile.cpp DrawsRandom), unless it takes a dropout_p that is 0
     (attention's ops carry the tag for their dropout). An op torch does not know draws none."""
     namespace, _, name = (node.get("target") or "").partition("::")
     packet = getattr(getattr(torch.ops, namespace, None), name.split(".")[0], None) if name else None
