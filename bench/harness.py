@@ -51,3 +51,8 @@ def wall(cmd, env) -> float:
     if r.returncode != 0:
         raise RuntimeError(f"{cmd} failed: {r.stdout[-2000:]} {r.stderr[-2000:]}")
     return dt
+
+
+def measured(env: dict) -> str:
+    """A section's "Measured ..." line: when, on what machine, with which torch."""
+    return f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from harness import ROOT, BUILD
+from harness import ROOT, BUILD, measured
 
 
 # ------------------------------------------------------------------ ci (issue 9)
@@ -58,7 +58,7 @@ def bench_ci(tmp: str, quick: bool) -> dict:
 def render_ci(c: dict) -> list:
     env = c["env"]
     lines = ["## ci: `parity ci` vs the same gate in Python", "",
-             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}, in one run.",
+             measured(env) + ", in one run.",
              f"The gate over the {len(c['models'])} suite models (eval, float32, Inductor, CPU) against the same expected",
              "files. Python: `bench/ci_gate.py`, the dynamo runner's loop (a fresh process per model running what",
              "`--accuracy` runs, `bench/verify_flow.py`) then a `check_accuracy.py`-style comparison. parity:",

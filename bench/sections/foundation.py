@@ -7,7 +7,7 @@ import statistics
 import torch
 import torch.fx as fx
 
-from harness import timeit, parity_bench
+from harness import timeit, parity_bench, measured
 
 
 # ------------------------------------------------------------------ foundation (issue 2)
@@ -119,7 +119,7 @@ def render(f: dict) -> list:
     lines = []
     env = f["env"]
     lines += ["## Foundation: interpreter and comparators", "",
-              f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.", ""]
+              measured(env) + ".", ""]
     o = f["interp_overhead"]
     e = f["end_to_end"]
     c = f["comparator"]

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from harness import ROOT, BUILD, timeit, parity_bench, wall
+from harness import ROOT, BUILD, timeit, parity_bench, wall, measured
 
 
 # ------------------------------------------------------------------ host ops (issue 8)
@@ -112,7 +112,7 @@ def host_op_verdict(h: dict) -> str:
 def render_host_ops(h: dict) -> list:
     env = h["env"]
     lines = ["## Host ops: one call of a Python-registered custom op", "",
-             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.",
+             measured(env) + ".",
              "parity runs a one-node graph `parity_test::scaled_gelu(x, 0.5)` (tests/python/custom_op_model.py) through",
              "its interpreter: the dispatcher reaches the host op's kernel, which copies the input into a shared-memory",
              "segment the persistent Python worker has mapped, the worker runs the op's kernel function on a view of it",

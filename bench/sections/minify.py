@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from harness import ROOT, BUILD
+from harness import ROOT, BUILD, measured
 
 
 # ------------------------------------------------------------------ minify (issues 4, 13)
@@ -89,7 +89,7 @@ def render_minify(mn: dict) -> list:
     env = mn["env"]
     ratio = lambda a, b: f"{a / b:.1f}x" if a and b else "-"
     lines = ["## minify: `parity minify` vs PyTorch's minifier", "",
-             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}, in one run.",
+             measured(env) + ", in one run.",
              "Inductor on the CPU with PyTorch's own testing knob `cpp.inject_relu_bug_TESTING_ONLY=accuracy` (relu(x)",
              "computed as x + 1), on three models: `tests/python/relu_model.py` ReluNet with "
              f"{mn['blocks']} blocks (one relu, mid-graph),",

@@ -8,7 +8,7 @@ import sys
 import time
 
 
-from harness import ROOT, BUILD
+from harness import ROOT, BUILD, measured
 
 
 # ------------------------------------------------------------------ profile (issue 12)
@@ -47,7 +47,7 @@ def bench_profile(tmp: str, quick: bool) -> dict:
 def render_profile(p: dict) -> list:
     env = p["env"]
     lines = ["## profile: `parity profile` vs the profiling workflow by hand", "",
-             f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}, in one run, cold",
+             measured(env) + ", in one run, cold",
              "(fresh capture and Inductor caches on both sides), Inductor on the CPU. By hand (`bench/profile_by_hand.py`,",
              "the steps of the seed documents): the benchmark runner's `--performance` for the model with",
              "`TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=1 TORCHINDUCTOR_BENCHMARK_KERNEL=1` and an eager `torch.profiler`",

@@ -8,7 +8,7 @@ import sys
 import time
 
 
-from harness import ROOT, BUILD, wall
+from harness import ROOT, BUILD, wall, measured
 
 
 # ------------------------------------------------------------------ shapes (issue 22)
@@ -50,7 +50,7 @@ def bench_shapes(tmp: str, quick: bool) -> dict:
 def render_shapes(r: dict) -> list:
     env = r["env"]
     return ["## shapes: a symbolic graph verified at 4 shapes", "",
-            f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.",
+            measured(env) + ".",
             "A 4-layer pre-norm MLP block over (batch, seq, 256), captured once with `torch.compile(dynamic=True)` at "
             f"(6, 32) ({r['capture_s']:.1f} s, not counted), checked at the points (batch, seq) {', '.join('(' + p + ')' for p in r['points'])}. "
             "parity: `parity verify DIR --backend inductor --shapes sweep=3` (Inductor compiles the graph once as dynamic "

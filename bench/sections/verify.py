@@ -5,7 +5,7 @@ import os
 import sys
 
 
-from harness import ROOT, BUILD, wall
+from harness import ROOT, BUILD, wall, measured
 
 
 def bench_verify(tmp: str, quick: bool) -> dict:
@@ -36,7 +36,7 @@ def render(v: dict) -> list:
     lines = []
     env = v["env"]
     lines += ["## verify: `parity verify` vs the same flow in Python", "",
-              f"Measured {env['date']} on {env['cpu']} ({env['threads']} threads), torch {env['torch']}.",
+              measured(env) + ".",
               "Each side is a fresh process doing eager twice, the fp64 reference, `torch.compile(backend=\"inductor\")`",
               "and `same()` on the same seeded suite model (eval, float32). The Python side is",
               "`bench/verify_flow.py` (what `benchmarks/dynamo --accuracy` does, in one process, no isolation);",
