@@ -14,7 +14,7 @@ parameter's gradient and every parameter after the step. Eval: forward only, und
 Prints one JSON line: the verdict, each phase's seconds and the peak device memory.
 
 Models: MODELS (BERT, RoBERTa, ELECTRA, ALBERT, DistilBERT, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
-OPT, BLOOM, T5, BART). Sizes: `--size small` (the CPU's: hidden 256, 4 layers, seq 128, batch 4)
+OPT, BLOOM, T5, BART, XLM-RoBERTa, Megatron-BERT, GPTBigCode, BioGPT). Sizes: `--size small` (the CPU's: hidden 256, 4 layers, seq 128, batch 4)
 or `--size gpu` (hidden 768, 6 layers, seq 256, batch 8)."""
 from __future__ import annotations
 
@@ -50,6 +50,10 @@ MODELS = {
     "bloom": ("BloomConfig", "BloomForCausalLM", ("hidden_size", "n_layer", "n_head", None)),
     "t5": ("T5Config", "T5ForConditionalGeneration", ("d_model", "num_layers", "num_heads", "d_ff")),
     "bart": ("BartConfig", "BartForConditionalGeneration", ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim")),
+    "xlm_roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", _STD),
+    "megatron_bert": ("MegatronBertConfig", "MegatronBertForMaskedLM", _STD),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", ("n_embd", "n_layer", "n_head", "n_inner")),
+    "biogpt": ("BioGptConfig", "BioGptForCausalLM", _STD),
 }
 
 
@@ -69,11 +73,12 @@ def build(model: str, size: str, device: str):
         cfg.update(d_kv=h // a, num_decoder_layers=n, decoder_start_token_id=0, pad_token_id=0)
     if model == "bart":
         cfg.update(decoder_layers=n, decoder_attention_heads=a, decoder_ffn_dim=4 * h, max_position_embeddings=max(512, seq))
-    if model in ("bert", "roberta", "electra", "albert", "gpt_neox", "llama", "mistral", "qwen2", "opt"):
+    if model in ("bert", "roberta", "electra", "albert", "gpt_neox", "llama", "mistral", "qwen2", "opt", "xlm_roberta",
+                 "megatron_bert", "biogpt"):
         cfg["max_position_embeddings"] = max(512, seq + 2)
     if model == "distilbert":
         cfg["max_position_embeddings"] = max(512, seq)
-    if model == "gpt2":
+    if model in ("gpt2", "gpt_bigcode"):
         cfg["n_positions"] = max(512, seq)
     if model in ("llama", "mistral", "qwen2"):
         cfg["num_key_value_heads"] = max(1, a // 2)

@@ -134,6 +134,32 @@ def replay(parity: str, row: Dict[str, Any]) -> Dict[str, Any]:
         report = json.loads(r.stdout)
     except ValueError:
         return dict(row, cls="replay_failed", why=(r.stderr.strip().splitlines() or ["?"])[-1][-200:])
+    return classify(row, report)
+
+
+# Dirs per `parity repro run` process: libtorch's start-up (about 0.3 s on a 2-core CPU) paid once
+# for them instead of once per dir.
+BATCH = 16
+
+
+def replay_batch(parity: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rows' dirs replayed by one `parity repro run DIR... --json` (a line per dir); the dirs
+    after one that took the process down, one by one."""
+    r = subprocess.run([parity, "repro", "run", *[row["dir"] for row in rows], "--json"], capture_output=True, text=True)
+    reports = []
+    for line in r.stdout.splitlines():
+        try:
+            reports.append(json.loads(line))
+        except ValueError:
+            break
+    done = [classify(row, report) for row, report in zip(rows, reports)]
+    return done + [replay(parity, row) for row in rows[len(done):]]
+
+
+def classify(row: Dict[str, Any], report: Dict[str, Any]) -> Dict[str, Any]:
+    """The row's class from its dir's `repro run` report."""
+    if "graphs" not in report:  # the dir ended in an error (several dirs: {"dir", "error", "exit_status"})
+        return dict(row, cls="replay_failed", why=report.get("error", "?")[-200:])
     (g,) = report["graphs"]
     row = dict(row, fp64=bool(g.get("fp64_reference")))
     if g.get("error"):
@@ -150,8 +176,9 @@ def replay(parity: str, row: Dict[str, Any]) -> Dict[str, Any]:
 def run(parity: str, ops, dtypes: List[torch.dtype], count: int, jobs: int, work: str,
         backward: bool = True) -> List[Dict[str, Any]]:
     """Every sample's forward in each dtype, and its backward in float32 where the op supports
-    autograd."""
-    rows, pending = [], []
+    autograd: captured here one after another, replayed BATCH dirs to a process, `jobs` processes
+    at once, while the captures go on."""
+    rows, pending, batch = [], [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         for op in ops:
             for dtype in dtypes:
@@ -161,11 +188,16 @@ def run(parity: str, ops, dtypes: List[torch.dtype], count: int, jobs: int, work
                 for k, sample in enumerate(samples(op, dtype, count)):
                     for grad in grads:
                         row = prepare(op, dtype, k, sample, work, grad)
-                        if "dir" in row:
-                            pending.append(pool.submit(replay, parity, row))
-                        else:
+                        if "dir" not in row:
                             rows.append(row)
-        rows += [f.result() for f in pending]
+                            continue
+                        batch.append(row)
+                        if len(batch) == BATCH:
+                            pending.append(pool.submit(replay_batch, parity, batch))
+                            batch = []
+        if batch:
+            pending.append(pool.submit(replay_batch, parity, batch))
+        rows += [row for f in pending for row in f.result()]
     return rows
 
 

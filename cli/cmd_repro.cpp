@@ -1,7 +1,8 @@
-// parity repro run DIR | parity repro show DIR
+// parity repro run DIR... | parity repro show DIR
 #include <ATen/Context.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -26,7 +27,7 @@ namespace parity::cli {
 namespace {
 
 struct ReproRunArgs {
-  std::string dir;
+  std::vector<std::string> dirs;
   std::string backend;  // empty: eager against the stored outputs
   ExperimentArgs experiment;
   std::string dtype;
@@ -37,7 +38,8 @@ struct ReproRunArgs {
 
 // With a backend other than eager: the verification flow on this repro dir, in this process
 // (eager twice, fp64 reference, the backend, same()), e.g. to replay a minified failure.
-int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const experiment::ExperimentOptions& options) {
+int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const experiment::ExperimentOptions& options,
+                        bool json_line) {
   experiment::ExperimentSpec spec = Unwrap(experiment::Case::FromRepro(repro, a.backend, options));
   Unwrap(experiment::MakeBackend(spec.backend));
   const auto scratch = std::filesystem::temp_directory_path() / ("parity-repro-" + std::to_string(::getpid()));
@@ -46,7 +48,7 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const expe
   experiment::ExperimentResult r = experiment::RunExperiment(spec, nullptr);
   RemoveAll(scratch);
   if (a.json) {
-    std::cout << r.ToJson().dump(2) << "\n";
+    std::cout << r.ToJson().dump(json_line ? -1 : 2) << "\n";
   } else {
     for (const auto& o : r.outputs) {
       const auto& st = o.value("stats", nlohmann::json::object());
@@ -58,10 +60,10 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const expe
   return r.code == experiment::Code::kPass ? 0 : 1;
 }
 
-int RunReproRun(const ReproRunArgs& a) {
-  const experiment::ExperimentOptions options = ToExperimentOptions(a.experiment);
-  ReproDir repro = Unwrap(ReproDir::Load(a.dir));
-  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options);
+// One dir; with --json, its report as one line (several dirs) or indented (one).
+int RunReproDir(const ReproRunArgs& a, const std::string& dir, const experiment::ExperimentOptions& options, bool json_line) {
+  ReproDir repro = Unwrap(ReproDir::Load(dir));
+  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options, json_line);
   Unwrap(host_ops::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
   verify::RunReproOptions o;
   o.backend = "eager";
@@ -78,8 +80,31 @@ int RunReproRun(const ReproRunArgs& a) {
   o.fp64_reference = !a.no_fp64;
   o.while_limit = options.while_limit;
   auto report = Unwrap(verify::RunRepro(repro, o));
-  std::cout << (a.json ? report.ToJson().dump(2) + "\n" : report.ToText());
+  std::cout << (a.json ? report.ToJson().dump(json_line ? -1 : 2) + "\n" : report.ToText());
   return report.pass ? 0 : 1;
+}
+
+// Several dirs in one process (one start-up of libtorch and of the worker): each in turn, a dir's
+// error reported and the next one run; with --json a line per dir, `{"dir", "error",
+// "exit_status"}` for one that ended in an error. The exit status is the worst of the dirs'.
+int RunReproRun(const ReproRunArgs& a) {
+  const experiment::ExperimentOptions options = ToExperimentOptions(a.experiment);
+  if (a.dirs.size() == 1) return RunReproDir(a, a.dirs[0], options, false);
+  int worst = 0;
+  for (const std::string& dir : a.dirs) {
+    if (!a.json) std::cout << "== " << dir << "\n";
+    int rc = 0;
+    try {
+      rc = RunReproDir(a, dir, options, a.json);
+    } catch (const Failure& f) {
+      rc = ExitStatus(f.error.kind);
+      std::cerr << "parity: error: " << f.error.message << "\n";
+      if (a.json) std::cout << nlohmann::json{{"dir", dir}, {"error", f.error.message}, {"exit_status", rc}}.dump() << "\n";
+    }
+    std::cout.flush();
+    worst = std::max(worst, rc);
+  }
+  return worst;
 }
 
 struct ReproShowArgs {
@@ -127,8 +152,9 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   repro->require_subcommand(1);
 
   auto run_args = std::make_shared<ReproRunArgs>();
-  CLI::App* run = repro->add_subcommand("run", "Run a repro dir and compare with the outputs stored at capture");
-  run->add_option("dir", run_args->dir, "repro dir")->required();
+  CLI::App* run = repro->add_subcommand("run", "Run repro dirs and compare with the outputs stored at capture");
+  run->add_option("dir", run_args->dirs, "repro dirs (several: each in turn, in one process; --json prints a line per dir)")
+      ->required();
   run->add_option(
       "--backend", run_args->backend,
       "eager (default: the interpreter against the outputs stored at capture), or any backend: the verification flow");

@@ -83,13 +83,7 @@ int main(int argc, char** argv) {
   } catch (const parity::Failure& f) {
     std::fflush(stdout);
     std::cerr << "parity: error: " << f.error.message << "\n";
-    switch (f.error.kind) {
-      case parity::ErrorKind::kBadInput:
-      case parity::ErrorKind::kUnsupported: return 2;
-      case parity::ErrorKind::kRuntime: return 1;
-      case parity::ErrorKind::kInternal: return 3;
-    }
-    return 3;
+    return parity::ExitStatus(f.error.kind);
   } catch (const std::exception& e) {
     std::cerr << "parity: internal error: " << e.what() << "\n";
     return 3;

@@ -4,23 +4,26 @@
 # warm, each side a fresh process), then a matrix of HF models at -j 1 and -j <GPUs> (warm, the
 # GPUs sampled every 100 ms), their verdicts compared and the throughput ratio. Output in $OUT:
 # runner.json/.md, the matrix's records (out-j1/, out-jN/), smi-*.csv, summary.json.
-#   scripts/gpu_speed.sh [PYTHON] [HEADERS_DIR]     (MODELS, RUNNER_MODELS, SIZE to change what runs)
+#   scripts/gpu_speed.sh [PYTHON] [HEADERS_DIR]     (MODELS, RUNNER_MODELS, SIZE to change what runs;
+#   STAGES, default "capture runner matrix", to split the run over calls: captures already in WORK are kept)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NG=$(nvidia-smi -L | wc -l)
-MODELS=${MODELS:-bert roberta electra albert distilbert gpt2 gpt_neox llama mistral qwen2 opt bloom t5 bart}
+MODELS=${MODELS:-bert roberta electra albert distilbert gpt2 gpt_neox llama mistral qwen2 opt bloom t5 bart xlm_roberta megatron_bert gpt_bigcode biogpt}
 RUNNER_MODELS=${RUNNER_MODELS:-bert}
 PER_GPU=${PER_GPU:-2}  # captures at once on each GPU
 SIZE=${SIZE:-gpu}
 WORK=${WORK:-/tmp/parity-speed}
+STAGES=${STAGES:-capture runner matrix}
+stage() { [[ " $STAGES " == *" $1 "* ]]; }
 mkdir -p "$WORK/dirs"
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUTDIR/progress.txt"; }
 "$PY" -c 'import torch, transformers; print("torch", torch.__version__, torch.cuda.get_device_name(0), "x", torch.cuda.device_count(), "transformers", transformers.__version__)' | tee "$OUTDIR/env.txt"
-log "built; capturing $MODELS"
+log "built; stages: $STAGES"
 # The matrix's programs, captured PER_GPU at a time on each GPU.
 i=0
-for m in $MODELS; do
+stage capture && for m in $MODELS; do
   [ -d "$WORK/dirs/$m" ] || CUDA_VISIBLE_DEVICES=$((i % NG)) "$PY" bench/hf_flow.py capture "$WORK/dirs/$m" --model "$m" \
       --device cuda --size "$SIZE" >"$OUTDIR/capture-$m.log" 2>&1 &
   i=$((i + 1))
@@ -33,9 +36,10 @@ for d in "$WORK"/dirs/*; do
 done
 log "captured $(ls "$WORK/dirs" | wc -l) dirs"
 # verify vs the runner, per model (cold and warm, each side its own Inductor cache).
-"$PY" bench/accuracy_runner.py --parity build-gpu/parity --device cuda --size "$SIZE" --models $RUNNER_MODELS \
+stage runner && "$PY" bench/accuracy_runner.py --parity build-gpu/parity --device cuda --size "$SIZE" --models $RUNNER_MODELS \
   --tests train --out "$OUTDIR/runner.json" >"$OUTDIR/runner.md" 2>"$OUTDIR/runner.err"
-log "runner: exit $?"
+stage runner && log "runner: exit $?"
+stage matrix || exit 0
 # The matrix: a first run fills the caches (cold, -j NG), then -j 1 and -j NG warm.
 export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
 run() { sampled "$1" build-gpu/parity verify "$WORK"/dirs/* --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"; }

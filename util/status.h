@@ -83,7 +83,19 @@ class [[nodiscard]] Status {
   std::optional<Error> error_;
 };
 
-// The exception the binary's main() catches and maps to an exit code. Library code returns
+// The exit status of a command that ends with an error of this kind: the one mapping, asked by
+// main() and by a command that goes on past one input's error (repro run over several dirs).
+inline int ExitStatus(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kBadInput:
+    case ErrorKind::kUnsupported: return 2;
+    case ErrorKind::kRuntime: return 1;
+    case ErrorKind::kInternal: return 3;
+  }
+  return 3;
+}
+
+// The exception the binary's main() catches and maps to an exit code (ExitStatus). Library code returns
 // Expected/Status; only command code converts a final Error into this.
 struct Failure {
   Error error;

@@ -34,6 +34,13 @@ sed -i -E 's/"version": [0-9]+/"version": 9/' "$tmp/bad/manifest.json"
 expect 2 "repro run on a bad manifest" -- "$PARITY" repro run "$tmp/bad"
 expect_err 'manifest.json: field "version" is 9'
 expect 2 "unknown backend" -- "$PARITY" repro run "$DATA/models/mlp" --backend nope
+# Several dirs in one process: a JSON line each, the bad dir's error among them, the worst status.
+expect 2 "repro run over several dirs, one bad" -- "$PARITY" repro run "$DATA/models/mlp" "$tmp/bad" "$DATA/models/llama" --json
+expect_err 'manifest.json: field "version" is 9'
+[ "$(wc -l <"$tmp/out")" = 3 ] && sed -n 2p "$tmp/out" | grep -q '"exit_status":2' && sed -n 3p "$tmp/out" | grep -q '"pass":true' \
+  || { echo "FAIL: several dirs: not a line per dir"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect 0 "repro run over several passing dirs" -- "$PARITY" repro run "$DATA/models/mlp" "$DATA/models/llama"
+[ "$(grep -c '^== ' "$tmp/out")" = 2 ] || { echo "FAIL: several dirs: no heading per dir"; cat "$tmp/out"; fails=$((fails + 1)); }
 expect 2 "bad usage" -- "$PARITY" repro frobnicate
 
 # compare: identical files pass, perturbed files fail, malformed input is exit 2.

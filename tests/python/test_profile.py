@@ -174,6 +174,8 @@ def test_provenance_phase_is_the_aot_graphs_not_the_partitioners_tags():
     from parity_capture.profiling.categories import generated_kernels
     from parity_capture.profiling.compile import _compile
     from parity_capture.profiling.provenance import Provenance
+    from parity_capture import warm
+    warm.pick_cpu_isa()  # as the profiling child does before it compiles with the caches off
 
     net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
     x = torch.randn(4, 8, requires_grad=True)

@@ -167,20 +167,6 @@ def test_a_pool_entrys_worker_ends_only_when_its_entry_is_free(tmp_path, monkeyp
     assert fresh.should_end() and not sock.exists()  # tainted: at once
 
 
-def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
-    """--warm (a minify's slots, before their workers listen): dynamo and Inductor imported and the
-    CPU's vector ISA chosen; a device that cannot be warmed (CUDA where there is none) is logged,
-    never raised: the first compile meets it again and reports it."""
-    from torch._inductor import cpu_vec_isa
-    worker.warm_up("cpu")
-    assert "torch._inductor.compile_fx" in sys.modules and "torch._dynamo" in sys.modules
-    assert cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 1  # probed, cached for the compiles
-    assert "warmed up for cpu" in capsys.readouterr().err
-    if not torch.cuda.is_available():
-        worker.warm_up("cuda")
-        assert "warm-up for cuda failed" in capsys.readouterr().err
-
-
 def test_an_experiment_starts_beside_its_starting_worker_and_ends_when_that_worker_dies(tmp_path, test_data):
     """A job starts without waiting for its slot's worker to listen (the reference runs meanwhile);
     a worker that dies starting ends the job at once, saying so, never at the timeout."""

@@ -55,7 +55,7 @@ from typing import Any, Dict
 
 import torch
 
-from . import compiler_bisect, host_ops, shm
+from . import compiler_bisect, host_ops, shm, warm
 from .backends import aot_inductor, nativert, python_backends, torchscript
 
 
@@ -355,68 +355,6 @@ def deterministic_setup() -> None:
         setattr(cfg, key, value)
 
 
-def remember_isa_probes() -> None:
-    """Inductor picks the vector ISA of its CPU kernels by building a probe library per ISA (kept
-    in its cache) and dlopen-ing each in a fresh Python process, so that an illegal instruction
-    cannot take the compiler down: about 1 s of every worker's first CPU compile (measured on a
-    2-core CPU). A library that loaded once loads again: the worker marks each one that did
-    (beside it, keyed by its size and mtime) and asks a process only of one not seen loading.
-    Where this torch has no such probe, nothing changes."""
-    try:
-        from torch._inductor.cpu_vec_isa import VecISA
-    except ImportError:
-        return
-    probe = getattr(VecISA, "_probe_load", None)
-    if probe is None or getattr(probe, "parity_remembers", False):
-        return
-
-    def remembered(self, output_path: str) -> bool:
-        try:
-            st = os.stat(output_path)
-        except OSError:
-            return probe(self, output_path)
-        marker = f"{output_path}.parity-loads-{st.st_size}-{st.st_mtime_ns}"
-        if os.path.exists(marker):
-            return True
-        ok = probe(self, output_path)
-        if ok:  # a failure (or a hung probe) is asked again next time
-            try:
-                open(marker, "w").close()
-            except OSError:
-                pass
-        return ok
-
-    remembered.parity_remembers = True
-    VecISA._probe_load = remembered
-
-
-def warm_up(device: str) -> None:
-    """What a dynamo backend's first compile on `device` would otherwise do inside the first
-    request (--warm; measured on a 2-core CPU: 1.9 s of imports and 1.2 s choosing the vector ISA,
-    of the 3.1 s a first cached compile costs): dynamo and Inductor imported; on the CPU the
-    vector ISA Inductor's kernels are built for (it compiles and loads probes); on CUDA the
-    device's context and properties and Inductor's compile subprocess pool started. No backend
-    runs: a faulty backend fails in its job, never in the worker's start. A failure here is only
-    logged (the first compile meets it again, where it is reported)."""
-    import time
-    t0 = time.perf_counter()
-    try:
-        importlib.import_module("torch._dynamo")
-        importlib.import_module("torch._inductor.compile_fx")
-        if device.startswith("cuda"):
-            torch.empty(1, device=device)  # the context
-            from torch._inductor.async_compile import maybe_warm_pool, pre_fork_setup
-            pre_fork_setup()
-            maybe_warm_pool()
-        else:
-            from torch._inductor import cpu_vec_isa
-            cpu_vec_isa.pick_vec_isa()
-    except Exception as e:  # noqa: BLE001 (logged; the first compile reports it)
-        print(f"parity worker: warm-up for {device} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        return
-    print(f"parity worker: warmed up for {device} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
-
-
 def tune_malloc() -> None:
     """A host op call's results are fresh tensors, freed once copied out: glibc serves blocks of up
     to 32 MB from its heap here and keeps up to 64 MB free at the heap's top, so a call in a loop
@@ -446,10 +384,10 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     tune_malloc()
     deterministic_setup()
-    remember_isa_probes()
+    warm.remember_isa_probes()
     _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
     if a.warm:
-        warm_up(a.warm)  # before the socket appears: a slot takes jobs once its worker is warm
+        warm.warm_up(a.warm)  # before the socket appears: a slot takes jobs once its worker is warm
     serve(a.socket, _Pool(a.pool_lock, a.keep_idle, a.socket) if a.pool_lock else None)
     return 0
 

@@ -15,6 +15,7 @@ from .kineto import _profile, classify, profile_rows
 from .trace import merge_traces
 from .compile import _compile
 from .kernel import bench_kernel
+from .. import warm
 
 
 def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
@@ -52,6 +53,8 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
         trace_parts.append(("eager", eager_trace))
 
     # The backend: compiled once (timed), then warm iterations.
+    if backend == "inductor" and not device.startswith("cuda"):
+        warm.pick_cpu_isa()  # with the caches on: the compile below has them off
     torch._dynamo.reset()
     provenance = Provenance()
     compiled, config = _compile(gm, backend, options, profiling=True)

@@ -1,0 +1,84 @@
+"""What a process that compiles with Inductor prepares before its first compile (the worker at its
+start, the profiling child before it compiles with the caches off): the imports, the CPU's vector
+ISA (probed once, and remembered across processes), CUDA's context and the compile pool."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import torch
+
+
+def remember_isa_probes() -> None:
+    """Inductor picks the vector ISA of its CPU kernels by building a probe library per ISA (kept
+    in its cache) and dlopen-ing each in a fresh Python process, so that an illegal instruction
+    cannot take the compiler down: about 1 s of every worker's first CPU compile (measured on a
+    2-core CPU). A library that loaded once loads again: the worker marks each one that did
+    (beside it, keyed by its size and mtime) and asks a process only of one not seen loading.
+    Where this torch has no such probe, nothing changes."""
+    try:
+        from torch._inductor.cpu_vec_isa import VecISA
+    except ImportError:
+        return
+    probe = getattr(VecISA, "_probe_load", None)
+    if probe is None or getattr(probe, "parity_remembers", False):
+        return
+
+    def remembered(self, output_path: str) -> bool:
+        try:
+            st = os.stat(output_path)
+        except OSError:
+            return probe(self, output_path)
+        marker = f"{output_path}.parity-loads-{st.st_size}-{st.st_mtime_ns}"
+        if os.path.exists(marker):
+            return True
+        ok = probe(self, output_path)
+        if ok:  # a failure (or a hung probe) is asked again next time
+            try:
+                open(marker, "w").close()
+            except OSError:
+                pass
+        return ok
+
+    remembered.parity_remembers = True
+    VecISA._probe_load = remembered
+
+
+def warm_up(device: str) -> None:
+    """What a dynamo backend's first compile on `device` would otherwise do inside the first
+    request (--warm; measured on a 2-core CPU: 1.9 s of imports and 1.2 s choosing the vector ISA,
+    of the 3.1 s a first cached compile costs): dynamo and Inductor imported; on the CPU the
+    vector ISA Inductor's kernels are built for (it compiles and loads probes); on CUDA the
+    device's context and properties and Inductor's compile subprocess pool started. No backend
+    runs: a faulty backend fails in its job, never in the worker's start. A failure here is only
+    logged (the first compile meets it again, where it is reported)."""
+    import time
+    t0 = time.perf_counter()
+    try:
+        importlib.import_module("torch._dynamo")
+        importlib.import_module("torch._inductor.compile_fx")
+        if device.startswith("cuda"):
+            torch.empty(1, device=device)  # the context
+            from torch._inductor.async_compile import maybe_warm_pool, pre_fork_setup
+            pre_fork_setup()
+            maybe_warm_pool()
+        else:
+            from torch._inductor import cpu_vec_isa
+            cpu_vec_isa.pick_vec_isa()
+    except Exception as e:  # noqa: BLE001 (logged; the first compile reports it)
+        print(f"parity worker: warm-up for {device} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return
+    print(f"parity worker: warmed up for {device} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
+
+
+def pick_cpu_isa() -> None:
+    """Inductor's choice of vector ISA for C++ kernels, made now with the caches on: the choice is
+    kept for the process, so a later compile with the caches off (profiling's) neither rebuilds
+    nor reloads the probes (measured: 5 probe builds, about 10 s of a 2-core CPU's profile run)."""
+    remember_isa_probes()
+    try:
+        from torch._inductor import cpu_vec_isa
+        cpu_vec_isa.pick_vec_isa()
+    except Exception as e:  # noqa: BLE001 (the compile meets it again, where it is reported)
+        print(f"parity: choosing the CPU's vector ISA failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
