@@ -44,7 +44,6 @@ and the Python side of the backends (backends/, each module named like its C++ f
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import socket
