@@ -29,6 +29,18 @@ def relunet(tmp_path_factory):
     return capture_relu(str(tmp_path_factory.mktemp("relu") / "relunet"), batch=64, width=256)
 
 
+RELU_KNOB = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+
+
+@pytest.fixture(scope="module")
+def relu_knob(parity_bin, relunet, tmp_path_factory):
+    """The relu knob's wrong values minified as a user runs it (-j 2; the divergence scan finds the
+    culprit): one run, read by the tests of its reduction, its culprit and its scan."""
+    out = tmp_path_factory.mktemp("relu-knob") / "scan"
+    r, s = minify(parity_bin, relunet, out, *RELU_KNOB, "-j", "2")
+    return r, s, out
+
+
 def input_shapes(repro_dir):
     with open(os.path.join(repro_dir, "graphs", "graph_0.json")) as f:
         nodes = json.load(f)["nodes"]
@@ -87,12 +99,8 @@ def test_two_bugs_reduce_to_the_one_matching_the_signature(parity_bin, deep, tmp
     assert "aten::sigmoid" in ops and "aten::tanh" not in ops and len(ops) <= 3
 
 
-# runtime_error reaches the same exception path as compile_error, at 5x its cost (160 s): left out
-# to keep the suite inside its budget.
-@pytest.mark.parametrize("mode,signature", [("accuracy", "accuracy"), ("compile_error", "exception")])
-def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_path, mode, signature):
-    r, s = minify(parity_bin, relunet, tmp_path, "--backend", "inductor", "--backend-option",
-                  f"cpp.inject_relu_bug_TESTING_ONLY={mode}", "-j", "2")
+def check_relu_reduction(r, s, signature):
+    """A relu knob's minify: the relu alone, inside Inductor its lowering, its input shrunk."""
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["signature"]["kind"] == signature
     assert call_functions(s) == ["aten::relu"], s["graph_text"]
@@ -104,12 +112,24 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(parity_bin, relunet, tmp_pat
     (shape,) = input_shapes(s["minified_dir"])
     assert shape[0] * shape[1] < 64 * 256, shape
     assert any(p["pass"] in ("collapse-dims", "shrink-shapes") and p["accepted"] > 0 for p in s["passes"]), s["passes"]
-    if mode == "accuracy":
-        # The standalone script needs only torch and safetensors, and shows the failure.
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-        p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
-        assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
-        assert "# compiler culprit: inside inductor: lowerings" in open(os.path.join(s["minified_dir"], "repro.py")).read()
+
+
+def test_inductor_relu_bug_knob_reduces_to_the_relu(relu_knob, tmp_path):
+    r, s, _ = relu_knob
+    check_relu_reduction(r, s, "accuracy")
+    # The standalone script needs only torch and safetensors, and shows the failure.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+    assert "# compiler culprit: inside inductor: lowerings" in open(os.path.join(s["minified_dir"], "repro.py")).read()
+
+
+# runtime_error reaches the same exception path as compile_error, at 5x its cost (160 s): left out
+# to keep the suite inside its budget.
+def test_inductor_relu_compile_error_knob_reduces_to_the_relu(parity_bin, relunet, tmp_path):
+    r, s = minify(parity_bin, relunet, tmp_path, "--backend", "inductor", "--backend-option",
+                  "cpp.inject_relu_bug_TESTING_ONLY=compile_error", "-j", "2")
+    check_relu_reduction(r, s, "exception")
 
 
 def test_a_wrong_pass_an_imported_plugin_registers_is_named(parity_bin, relunet, tmp_path):
@@ -133,7 +153,7 @@ def test_a_wrong_pass_an_imported_plugin_registers_is_named(parity_bin, relunet,
 def test_runners_kept_across_candidates_judge_as_fresh_children_do(parity_bin, relunet, tmp_path):
     """The same minify with one job server for every candidate and with a fresh child per
     candidate (--fresh-runners): the same verdicts, so the same reduction and culprit."""
-    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect"]
+    knob = RELU_KNOB + ["--no-compiler-bisect"]
     r1, kept = minify(parity_bin, relunet, tmp_path / "kept", *knob)
     r2, fresh = minify(parity_bin, relunet, tmp_path / "fresh", *knob, "--fresh-runners")
     assert r1.returncode == 0 and r2.returncode == 0, r1.stdout + r1.stderr + r2.stdout + r2.stderr
@@ -157,11 +177,10 @@ def test_a_hanging_candidate_is_killed_and_its_runner_replaced(parity_bin, tmp_p
     assert s["runners_started"] > 1, s["runners_started"]  # each hang took its server down
 
 
-def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, tmp_path):
-    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2"]
-    r, scan = minify(parity_bin, relunet, tmp_path / "scan", *knob)
+def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, relu_knob, tmp_path):
+    r, scan, scan_out = relu_knob
     assert r.returncode == 0, r.stdout + r.stderr
-    r, bis = minify(parity_bin, relunet, tmp_path / "bisect", *knob, "--no-scan")
+    r, bis = minify(parity_bin, relunet, tmp_path / "bisect", *RELU_KNOB, "-j", "2", "--no-scan")
     assert r.returncode == 0, r.stdout + r.stderr
     assert scan["localization"]["path"] == "scan" and bis["localization"]["path"] == "bisection"
     # The scan ran the graph's segments (-j 2: four, fewer where one would hold under 8 values),
@@ -186,7 +205,7 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     assert sum(s["seconds"] for s in scan["step_seconds"]) <= scan["wall_time_s"]
     # The HTML report plots the map along the graph, for the scan's run only.
     html = tmp_path / "report.html"
-    r = run_parity(parity_bin, "report", str(tmp_path / "scan"), str(tmp_path / "bisect" / "summary.json"), "-o", str(html))
+    r = run_parity(parity_bin, "report", str(scan_out), str(tmp_path / "bisect" / "summary.json"), "-o", str(html))
     assert r.returncode == 0 and "2 minify runs" in r.stdout, r.stdout + r.stderr
     text = html.read_text()
     assert "<h2>Minify runs</h2>" in text and text.count("<svg") == 1 and "<script" not in text
@@ -274,8 +293,7 @@ def test_bad_input(parity_bin, deep, tmp_path):
 
 def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
     # The README workflow on a real suite model (BatchNorm: tuple ops and getitem nodes).
-    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
-    v = run_parity(parity_bin, "verify", "--model", "resnet", *knob, "--output-dir", str(tmp_path / "v"),
+    v = run_parity(parity_bin, "verify", "--model", "resnet", *RELU_KNOB, "--output-dir", str(tmp_path / "v"),
                    "--cache-dir", str(tmp_path / "cache"))
     assert v.returncode == 1 and "FAIL" in v.stdout, v.stdout + v.stderr
     repro = tmp_path / "v" / "repros" / "resnet-inductor-eval-float32-cpu"
