@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -10,6 +11,8 @@
 #include "cli/commands.h"
 #include "cli/experiment_options.h"
 #include "compare/same.h"
+#include "distributed/replay.h"
+#include "distributed/world.h"
 #include "repro/graph_json.h"
 #include "repro/graph_text.h"
 #include "repro/repro_dir.h"
@@ -34,6 +37,7 @@ struct ReproRunArgs {
   bool equal_nan = false;
   bool no_fp64 = false;
   bool json = false;
+  double collective_timeout_s = 120.0;
 };
 
 // With a backend other than eager: the verification flow on this repro dir, in this process
@@ -60,18 +64,16 @@ int RunReproWithBackend(const ReproRunArgs& a, const ReproDir& repro, const expe
   return r.code == experiment::Code::kPass ? 0 : 1;
 }
 
-// One dir; with --json, its report as one line (several dirs) or indented (one).
-int RunReproDir(const ReproRunArgs& a, const std::string& dir, const experiment::ExperimentOptions& options, bool json_line) {
-  ReproDir repro = Unwrap(ReproDir::Load(dir));
-  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options, json_line);
-  Unwrap(host_ops::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
+// The interpreter's run of a repro dir (or of every rank of a multi-rank dir) against the stored outputs.
+verify::RunReproOptions EagerOptions(const ReproRunArgs& a, const experiment::ExperimentOptions& options, const Manifest& m,
+                                     const std::filesystem::path& root) {
   verify::RunReproOptions o;
   o.backend = "eager";
   if (!a.dtype.empty()) o.dtype = Unwrap(ir::ParseTorchDtype(a.dtype));
   // The dir's own device (where it was captured, or where it failed) unless --device says.
-  const std::string device = options.device.value_or(repro.manifest().device);  // --device was checked with the options
+  const std::string device = options.device.value_or(m.device);  // --device was checked with the options
   if (std::string why = experiment::DeviceUnavailable(device); !why.empty())
-    throw Failure{Error::BadInput((repro.root() / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
+    throw Failure{Error::BadInput((root / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
                                   "; pass --device cpu to run it on the CPU")};
   o.device = c10::Device(device);
   o.same.tol = options.tol.value_or(compare::kDefaultTol);
@@ -79,6 +81,31 @@ int RunReproDir(const ReproRunArgs& a, const std::string& dir, const experiment:
   o.same.cos_similarity = options.cosine;
   o.fp64_reference = !a.no_fp64;
   o.while_limit = options.while_limit;
+  return o;
+}
+
+// A multi-rank dir (distributed/world.h): every rank in this process, the collectives simulated.
+int RunWorldDir(const ReproRunArgs& a, const std::string& dir, const experiment::ExperimentOptions& options, bool json_line) {
+  if (!a.backend.empty() && a.backend != "eager")
+    throw Failure{Error::Unsupported(dir + ": a multi-rank dir runs with the interpreter only (repro run without --backend); "
+                                     "a backend's run of every rank is not built yet")};
+  distributed::World world = Unwrap(distributed::World::Load(dir));
+  for (int r = 0; r < world.world_size(); ++r)
+    Unwrap(host_ops::PrepareHostOps(world.rank(r), options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
+  verify::RunReproOptions o = EagerOptions(a, options, world.rank(0).manifest(), world.rank(0).root());
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout_s * 1000));
+  auto report = Unwrap(distributed::RunSimulated(world, o, timeout));
+  std::cout << (a.json ? report.ToJson().dump(json_line ? -1 : 2) + "\n" : report.ToText());
+  return report.pass ? 0 : 1;
+}
+
+// One dir; with --json, its report as one line (several dirs) or indented (one).
+int RunReproDir(const ReproRunArgs& a, const std::string& dir, const experiment::ExperimentOptions& options, bool json_line) {
+  if (distributed::World::IsWorldDir(dir)) return RunWorldDir(a, dir, options, json_line);
+  ReproDir repro = Unwrap(ReproDir::Load(dir));
+  if (!a.backend.empty() && a.backend != "eager") return RunReproWithBackend(a, repro, options, json_line);
+  Unwrap(host_ops::PrepareHostOps(repro, options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
+  const verify::RunReproOptions o = EagerOptions(a, options, repro.manifest(), repro.root());
   auto report = Unwrap(verify::RunRepro(repro, o));
   std::cout << (a.json ? report.ToJson().dump(json_line ? -1 : 2) + "\n" : report.ToText());
   return report.pass ? 0 : 1;
@@ -163,6 +190,9 @@ void set_repro_command(CLI::App& app, int& exit_code) {
   run->add_flag("--equal-nan", run_args->equal_nan, "NaNs in the same places compare equal");
   run->add_flag("--no-fp64", run_args->no_fp64, "skip the float64 reference (allclose only)");
   run->add_flag("--json", run_args->json, "print the report as JSON");
+  run->add_option("--collective-timeout", run_args->collective_timeout_s,
+                  "a multi-rank dir: seconds a collective waits for every member of its group (default 120)")
+      ->check(CLI::PositiveNumber);
   run->callback([run_args, &exit_code] { exit_code = RunReproRun(*run_args); });
 
   auto show_args = std::make_shared<ReproShowArgs>();

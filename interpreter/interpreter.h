@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "interpreter/collectives.h"
 #include "repro/graph.h"
 #include "repro/sym_expr.h"
 #include "util/status.h"
@@ -49,6 +50,9 @@ struct RunOptions {
   NodeHook hook;
   // The most iterations a while_loop may run; 0: WhileLimit's rule (from what the program ran).
   int64_t while_limit = 0;
+  // Who computes the graph's collectives for this run (one rank's view; collectives.h). Unset:
+  // a collective node is an error naming it.
+  std::shared_ptr<Collectives> collectives;
 };
 
 // A while_loop stops with an error naming its node after this many iterations: kWhileFactor x

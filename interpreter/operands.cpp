@@ -215,6 +215,13 @@ class OperandBuilder {
       case K::GeneratorType:
         if (a.kind == Arg::Kind::kNone) return Const(c10::IValue());
         return Mismatch(type, a);
+      case K::AnyType:  // a collective's group_name (a name or a group object; the graph records the name)
+        if (a.kind == Arg::Kind::kString) return Const(a.s);
+        if (a.kind == Arg::Kind::kInt) return Const(a.i);
+        if (a.kind == Arg::Kind::kFloat) return Const(a.f);
+        if (a.kind == Arg::Kind::kBool) return Const(a.b);
+        if (a.kind == Arg::Kind::kNone) return Const(c10::IValue());
+        return Mismatch(type, a);
       default:
         return Error::Unsupported(where_ + ": argument \"" + arg_name_ + "\": type " + type->str() +
                                   " is not supported by the interpreter");

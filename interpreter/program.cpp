@@ -110,7 +110,14 @@ Status RunOp(const std::vector<Step>& steps, size_t i, std::vector<c10::IValue>&
     torch::jit::Stack stack;
     stack.reserve(s.operands.size());
     for (const auto& o : s.operands) stack.push_back(Materialize(o, frame, options));
-    s.op->callBoxed(stack);
+    if (!s.collective) {
+      s.op->callBoxed(stack);
+    } else if (options.collectives) {
+      options.collectives->Call(*s.op, stack);
+    } else {
+      throw std::runtime_error("a collective, computed only when the graph runs as one rank of a multi-rank repro dir "
+                               "(parity repro run DIR, DIR the capture's dir of every rank)");
+    }
     if (s.num_returns == 1)
       frame[i] = std::move(stack[0]);
     else

@@ -39,6 +39,7 @@ struct Step {
   std::optional<sym::Expr> expr;  // kSymInput
   std::shared_ptr<const BatchKernel> batch;  // kOp: the op's batch kernel, if it has one
   std::shared_ptr<const detail::HopKernel> hop;  // kHop
+  bool collective = false;  // kOp: a `_c10d_functional` op, computed by RunOptions::collectives
 };
 
 inline std::string ErrorText(const std::exception& e) {

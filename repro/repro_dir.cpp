@@ -73,6 +73,10 @@ Expected<std::map<std::string, HostOp>> ReadHostOps(const json& j, const std::st
 
 // The manifest's top-level fields (graphs are read separately).
 Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
+  if (j.contains("format") && j["format"] == "parity.distributed")  // distributed/world.h
+    return Error::Unsupported(mw + ": field \"format\" is \"parity.distributed\": a multi-rank dir (each rank's capture in "
+                              "its own dir); `parity repro run` replays every rank, the other commands take one rank's dir "
+                              "(its \"ranks\" entries)");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(mw + ": field \"version\" is missing or not an integer");
   if (j["version"].get<int>() < kOldestReproFormatVersion || j["version"].get<int>() > kReproFormatVersion)

@@ -11,7 +11,7 @@ import sys
 
 # Lowest first; rooms on one line may not include each other.
 LAYERS = [["util"], ["repro"], ["interpreter", "compare"], ["results"], ["runtime"], ["host_ops"], ["experiment"], ["matrix"], ["verify"],
-          ["minifier"], ["profile", "ci", "report"], ["cli"]]
+          ["distributed"], ["minifier"], ["profile", "ci", "report"], ["cli"]]
 OUTSIDE = {"tests", "fuzz", "bench"}  # may include any room
 
 # The Python package's modules, lowest first (a dotted name also places the modules under it;
@@ -20,7 +20,7 @@ OUTSIDE = {"tests", "fuzz", "bench"}  # may include any room
 PY_PACKAGE = os.path.join("tools", "parity_capture")
 PY_LAYERS = [
     # the format's graph reader (standalone_graph, inlined into repro.py), errors, leaves
-    ["errors", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm",
+    ["errors", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm", "distributed",
      "profiling", "profiling.categories", "profiling.timing", "profiling.trace"],
     ["standalone", "functionalized", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)
     ["loops", "reader", "contract", "repro_script", "replay_check"],  # what both sides share; the package's reader

@@ -67,6 +67,7 @@ Expected<ReproRunReport> RunRepro(const ReproDir& repro, const RunReproOptions& 
     ro.device = options.device;
     ro.float_dtype = options.dtype;
     ro.while_limit = options.while_limit;
+    ro.collectives = options.collectives;
     const auto t0 = std::chrono::steady_clock::now();
     auto run = program.Run(inputs, attrs, ro);
     gr.run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

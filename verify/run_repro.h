@@ -9,11 +9,13 @@
 #include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compare/same.h"
+#include "interpreter/collectives.h"
 #include "repro/repro_dir.h"
 #include "util/status.h"
 
@@ -26,6 +28,7 @@ struct RunReproOptions {
   compare::SameOptions same;
   bool fp64_reference = true;
   int64_t while_limit = 0;  // interp::RunOptions::while_limit
+  std::shared_ptr<interp::Collectives> collectives;  // interp::RunOptions::collectives (one rank of a multi-rank dir)
 };
 
 struct GraphRunReport {

@@ -9,7 +9,10 @@ from typing import Any, Dict, Iterable, Optional
 
 import torch
 
-NATIVE_NAMESPACES = ("aten", "prims")
+from .distributed import COLLECTIVE_NAMESPACES
+
+# Ops a C++ process's dispatcher has (the collectives too: parity computes them, distributed.py).
+NATIVE_NAMESPACES = ("aten", "prims") + COLLECTIVE_NAMESPACES
 
 
 def registering_module(op: torch._ops.OpOverload) -> Optional[str]:

@@ -21,6 +21,7 @@ from .lowering import aot_inference_graph, capture_graph_module, transform_state
 from .replay_check import replay_mismatch
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
 from .loops import record_iterations
+from . import distributed
 from .host_ops import describe_graphs
 from .serialize import write_repro_dir
 
@@ -364,8 +365,16 @@ class _Dump:
         return m
 
     def write(self) -> None:
-        # Rewritten after every change: a program that crashes later still leaves a valid dir.
-        write_repro_dir(self.out_dir, self.manifest(), [(g.gjson, g.entry) for g in self.graphs], self.tensors)
+        # Rewritten after every change: a program that crashes later still leaves a valid dir. A
+        # rank of a distributed program writes OUT/rank<r> (rank 0 the index too: distributed.py).
+        manifest, out = self.manifest(), self.out_dir
+        info = distributed.rank_info()
+        if info is not None:
+            manifest["distributed"] = distributed.rank_manifest_field(info, [g.gjson for g in self.graphs])
+            if info["rank"] == 0:
+                distributed.write_world_manifest(self.out_dir, info)
+            out = distributed.rank_dir(self.out_dir, info)
+        write_repro_dir(out, manifest, [(g.gjson, g.entry) for g in self.graphs], self.tensors)
 
 
 @contextlib.contextmanager

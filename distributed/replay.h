@@ -1,0 +1,39 @@
+// `parity repro run` of a multi-rank dir, simulated: every rank's graphs run in this process, a
+// thread per rank, each as `repro run` runs one repro dir (its eager run against the outputs its
+// rank stored, its fp64 reference), the collectives computed by a SimulatedWorld. A verdict per
+// rank and one for the run (every rank passes).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "distributed/world.h"
+#include "verify/run_repro.h"
+
+namespace parity::distributed {
+
+struct RankReport {
+  int rank = 0;
+  verify::ReproRunReport report;
+};
+
+struct WorldReport {
+  bool pass = true;
+  int world_size = 0;
+  std::string mode = "simulated";
+  std::vector<RankReport> ranks;
+  nlohmann::json ToJson() const;
+  std::string ToText() const;
+};
+
+// BadInput when a rank's dir cannot be run at all (as verify::RunRepro); a collective that fails
+// (a rank that never joins, a timeout) is a runtime failure in the ranks' reports. `options`
+// apply to every rank (its `collectives` are set here); `timeout`: how long a collective waits
+// for its members.
+[[nodiscard]] Expected<WorldReport> RunSimulated(const World& world, const verify::RunReproOptions& options,
+                                                 std::chrono::milliseconds timeout);
+
+}  // namespace parity::distributed

@@ -1,0 +1,283 @@
+#include "distributed/simulated.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+namespace parity::distributed {
+
+struct SimulatedWorld::Call {
+  std::string op;
+  std::vector<std::optional<torch::jit::Stack>> args;  // by group rank
+  std::vector<torch::jit::Stack> results;
+  std::string error;
+  bool done = false;
+  size_t taken = 0;
+};
+
+namespace {
+
+class RankCollectives : public interp::Collectives {
+ public:
+  RankCollectives(SimulatedWorld* world, int rank) : world_(world), rank_(rank) {}
+  void Call(const c10::OperatorHandle& op, torch::jit::Stack& stack) override { world_->Join(rank_, op, stack); }
+
+ private:
+  SimulatedWorld* world_;
+  int rank_;
+};
+
+std::string BaseName(const c10::OperatorHandle& op) {
+  const std::string& full = op.schema().name();
+  return full.substr(full.find("::") + 2);
+}
+
+size_t ArgIndex(const c10::OperatorHandle& op, const std::string& name) {
+  const auto& args = op.schema().arguments();
+  for (size_t k = 0; k < args.size(); ++k)
+    if (args[k].name() == name) return k;
+  throw std::runtime_error(op.schema().name() + " has no argument \"" + name + "\"");
+}
+
+std::string Names(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+// `reduce_op` over the members' tensors in group order.
+at::Tensor Reduce(const std::vector<at::Tensor>& xs, const std::string& how) {
+  at::Tensor acc = xs[0].clone();
+  for (size_t k = 1; k < xs.size(); ++k) {
+    const at::Tensor& x = xs[k];
+    if (how == "sum" || how == "avg") acc.add_(x);
+    else if (how == "product") acc.mul_(x);
+    else if (how == "min") acc = at::minimum(acc, x);
+    else if (how == "max") acc = at::maximum(acc, x);
+    else if (how == "band") acc.bitwise_and_(x);
+    else if (how == "bor") acc.bitwise_or_(x);
+    else if (how == "bxor") acc.bitwise_xor_(x);
+    else throw std::runtime_error("reduce_op \"" + how + "\" is not one parity computes (sum, avg, product, min, max, band, bor, bxor)");
+  }
+  if (how == "avg") {
+    if (!at::isFloatingType(acc.scalar_type()) && !at::isComplexType(acc.scalar_type()))
+      throw std::runtime_error("reduce_op \"avg\" of an integer tensor");
+    acc.div_(static_cast<double>(xs.size()));
+  }
+  return acc;
+}
+
+// Member m's tensor (or tensor list) at argument k of each member's arguments.
+std::vector<at::Tensor> Tensors(std::vector<torch::jit::Stack>& args, size_t k) {
+  std::vector<at::Tensor> out;
+  for (auto& a : args) out.push_back(a[k].toTensor());
+  return out;
+}
+std::vector<std::vector<at::Tensor>> TensorLists(std::vector<torch::jit::Stack>& args, size_t k) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (auto& a : args) out.push_back(a[k].toTensorVector());
+  for (const auto& l : out)
+    if (l.size() != out[0].size()) throw std::runtime_error("the members pass tensor lists of different lengths");
+  return out;
+}
+// The i-th tensor of every member's list.
+std::vector<at::Tensor> Column(const std::vector<std::vector<at::Tensor>>& lists, size_t i) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.push_back(l[i]);
+  return out;
+}
+
+torch::jit::Stack One(at::Tensor t) { return {c10::IValue(std::move(t))}; }
+torch::jit::Stack List(std::vector<at::Tensor> ts) { return {c10::IValue(std::move(ts))}; }
+
+}  // namespace
+
+// The members must agree on the collective's non-tensor arguments (reduce op, sizes, source,
+// group): a rank that reduces by another op than the others is a program bug parity names.
+void CheckAgreement(const c10::OperatorHandle& op, const std::vector<torch::jit::Stack>& args) {
+  const auto& schema = op.schema().arguments();
+  for (size_t k = 0; k < schema.size() && k < args[0].size(); ++k) {
+    const auto kind = schema[k].type()->kind();
+    if (kind != c10::TypeKind::StringType && kind != c10::TypeKind::IntType && kind != c10::TypeKind::AnyType) continue;
+    for (size_t m = 1; m < args.size(); ++m)
+      if (args[m].size() > k && !(args[m][k] == args[0][k]))
+        throw std::runtime_error("the members disagree on argument \"" + schema[k].name() + "\"");
+  }
+}
+
+std::vector<torch::jit::Stack> Compute(const c10::OperatorHandle& op, std::vector<torch::jit::Stack>& args) {
+  CheckAgreement(op, args);
+  const std::string name = BaseName(op);
+  const std::string& overload = op.schema().overload_name();
+  const size_t n = args.size();
+  std::vector<torch::jit::Stack> out(n);
+  if (name == "all_reduce" || name == "all_reduce_") {
+    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+    at::Tensor r = Reduce(Tensors(args, 0), how);
+    for (size_t m = 0; m < n; ++m) {
+      at::Tensor in = args[m][0].toTensor();
+      out[m] = One(name == "all_reduce_" ? in.copy_(r) : r.clone());
+    }
+  } else if (name == "all_reduce_coalesced" || name == "all_reduce_coalesced_") {
+    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+    auto lists = TensorLists(args, 0);
+    std::vector<std::vector<at::Tensor>> res(n);
+    for (size_t i = 0; i < lists[0].size(); ++i) {
+      at::Tensor r = Reduce(Column(lists, i), how);
+      for (size_t m = 0; m < n; ++m) res[m].push_back(name == "all_reduce_coalesced_" ? lists[m][i].copy_(r) : r.clone());
+    }
+    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
+  } else if (name == "all_gather_into_tensor" || name == "all_gather_into_tensor_out") {
+    at::Tensor g = at::cat(Tensors(args, 0), 0);
+    for (size_t m = 0; m < n; ++m) {
+      if (overload == "out" || name == "all_gather_into_tensor_out")
+        out[m] = One(args[m][ArgIndex(op, "out")].toTensor().copy_(g));
+      else
+        out[m] = One(g.clone());
+    }
+  } else if (name == "all_gather_into_tensor_coalesced") {
+    auto lists = TensorLists(args, 0);
+    std::vector<std::vector<at::Tensor>> res(n);
+    for (size_t i = 0; i < lists[0].size(); ++i) {
+      at::Tensor g = at::cat(Column(lists, i), 0);
+      for (size_t m = 0; m < n; ++m) res[m].push_back(g.clone());
+    }
+    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
+  } else if (name == "reduce_scatter_tensor" || name == "reduce_scatter_tensor_out") {
+    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+    auto chunks = Reduce(Tensors(args, 0), how).chunk(static_cast<int64_t>(n), 0);
+    if (chunks.size() != n) throw std::runtime_error("reduce_scatter_tensor: dim 0 does not split into the group's size");
+    for (size_t m = 0; m < n; ++m)
+      out[m] = One(overload == "out" || name == "reduce_scatter_tensor_out" ? args[m][ArgIndex(op, "out")].toTensor().copy_(chunks[m])
+                                                                           : chunks[m].clone());
+  } else if (name == "reduce_scatter_tensor_coalesced") {
+    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+    auto lists = TensorLists(args, 0);
+    std::vector<std::vector<at::Tensor>> res(n);
+    for (size_t i = 0; i < lists[0].size(); ++i) {
+      auto chunks = Reduce(Column(lists, i), how).chunk(static_cast<int64_t>(n), 0);
+      if (chunks.size() != n) throw std::runtime_error("reduce_scatter_tensor_coalesced: dim 0 does not split into the group's size");
+      for (size_t m = 0; m < n; ++m) res[m].push_back(chunks[m].clone());
+    }
+    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
+  } else if (name == "all_to_all_single") {
+    // Sender s splits its input along dim 0 by its input_split_sizes (equal parts when empty);
+    // receiver r's output is every sender's r-th part, in group order.
+    const size_t in_k = ArgIndex(op, "input_split_sizes");
+    std::vector<std::vector<at::Tensor>> parts(n);
+    for (size_t s = 0; s < n; ++s) {
+      at::Tensor x = args[s][0].toTensor();
+      std::vector<int64_t> sizes = args[s][in_k].toIntVector();
+      parts[s] = sizes.empty() ? x.chunk(static_cast<int64_t>(n), 0) : x.split_with_sizes(sizes, 0);
+      if (parts[s].size() != n) throw std::runtime_error("all_to_all_single: a sender's input does not split into the group's size");
+    }
+    for (size_t r = 0; r < n; ++r) {
+      std::vector<at::Tensor> mine;
+      for (size_t s = 0; s < n; ++s) mine.push_back(parts[s][r]);
+      out[r] = One(at::cat(mine, 0));
+    }
+  } else if (name == "broadcast" || name == "broadcast_") {
+    const int64_t src = args[0][ArgIndex(op, "src")].toInt();  // the source's group rank
+    if (src < 0 || src >= static_cast<int64_t>(n)) throw std::runtime_error("broadcast: src " + std::to_string(src) + " is not a group rank");
+    at::Tensor v = args[static_cast<size_t>(src)][0].toTensor();
+    for (size_t m = 0; m < n; ++m) out[m] = One(name == "broadcast_" ? args[m][0].toTensor().copy_(v) : v.clone());
+  } else {
+    throw std::runtime_error("collective " + op.schema().name() + " is not one parity's simulated replay computes");
+  }
+  return out;
+}
+
+SimulatedWorld::SimulatedWorld(int world_size, std::map<std::string, std::vector<int>> groups, std::chrono::milliseconds timeout)
+    : world_size_(world_size), groups_(std::move(groups)), timeout_(timeout), finished_(static_cast<size_t>(world_size), false) {}
+
+std::shared_ptr<interp::Collectives> SimulatedWorld::Rank(int rank) { return std::make_shared<RankCollectives>(this, rank); }
+
+void SimulatedWorld::Finished(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_.at(static_cast<size_t>(rank)) = true;
+  cv_.notify_all();
+}
+
+const std::vector<int>& SimulatedWorld::Members(const std::string& group, int rank, const std::string& op) const {
+  auto it = groups_.find(group);
+  if (it == groups_.end())
+    throw std::runtime_error(op + " on group \"" + group + "\", which no rank's manifest records (distributed.process_groups)");
+  if (std::find(it->second.begin(), it->second.end(), rank) == it->second.end())
+    throw std::runtime_error(op + " on group \"" + group + "\", whose members (" + Names(it->second) + ") do not include rank " +
+                             std::to_string(rank));
+  return it->second;
+}
+
+void SimulatedWorld::Join(int rank, const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  const std::string opname = op.schema().name();
+  if (BaseName(op) == "wait_tensor") {  // the value is ready when its collective returned
+    stack.resize(1);
+    return;
+  }
+  const std::string group = stack.at(ArgIndex(op, "group_name")).toStringRef();
+  const std::vector<int>& members = Members(group, rank, opname);
+  const size_t me = static_cast<size_t>(std::find(members.begin(), members.end(), rank) - members.begin());
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t index = next_[{group, rank}]++;
+  std::shared_ptr<Call>& slot = calls_[{group, index}];
+  if (!slot) {
+    slot = std::make_shared<Call>();
+    slot->op = opname;
+    slot->args.resize(members.size());
+  }
+  std::shared_ptr<Call> call = slot;
+  const std::string what = "collective #" + std::to_string(index) + " of group \"" + group + "\"";
+  if (call->op != opname && call->error.empty())
+    call->error = what + ": rank " + std::to_string(rank) + " calls " + opname + ", another member calls " + call->op;
+  call->args[me] = stack;
+  cv_.notify_all();
+  auto missing = [&] {
+    std::vector<int> out;
+    for (size_t m = 0; m < members.size(); ++m)
+      if (!call->args[m]) out.push_back(members[m]);
+    return out;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (!call->done && call->error.empty()) {
+    std::vector<int> absent = missing();
+    if (absent.empty()) {
+      std::vector<torch::jit::Stack> args;
+      for (auto& a : call->args) args.push_back(*a);
+      try {
+        call->results = Compute(op, args);
+      } catch (const std::exception& e) {
+        call->error = what + " (" + opname + "): " + e.what();
+      }
+      call->done = true;
+      cv_.notify_all();
+      break;
+    }
+    std::vector<int> ended;
+    for (int r : absent)
+      if (finished_.at(static_cast<size_t>(r))) ended.push_back(r);
+    if (!ended.empty()) {
+      call->error = what + " (" + opname + "): rank " + Names(ended) + " ended its run without joining it";
+      cv_.notify_all();
+      break;
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !call->done && !missing().empty()) {
+      std::ostringstream secs;
+      secs << static_cast<double>(timeout_.count()) / 1000.0;
+      call->error = "timeout after " + secs.str() + " s: " + what + " (" + opname + "): rank " + Names(missing()) +
+                    " never joined it";
+      cv_.notify_all();
+      break;
+    }
+  }
+  std::string error = call->error;
+  torch::jit::Stack result = error.empty() ? call->results[me] : torch::jit::Stack{};
+  if (++call->taken == members.size()) calls_.erase({group, index});
+  lock.unlock();
+  if (!error.empty()) throw std::runtime_error(error);
+  stack = std::move(result);
+}
+
+}  // namespace parity::distributed

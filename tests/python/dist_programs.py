@@ -1,0 +1,83 @@
+"""Distributed programs the suite captures (test_distributed.py): each rank a process of a gloo
+group on the CPU, started by `python dist_programs.py KIND WORLD OUT`, the program compiled with
+parity's dump_backend writing the multi-rank dir OUT. Prints each rank's result (the program's
+own run, which the capture leaves unchanged)."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.multiprocessing as mp
+
+from parity_capture import dump_backend
+
+
+class Collectives(torch.nn.Module):
+    """Every functional collective parity computes, on the values a rank's linear layer makes."""
+
+    def __init__(self, world):
+        super().__init__()
+        self.world = world
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        group = dist.group.WORLD
+        y = torch.relu(self.lin(x))
+        s = funcol.all_reduce(y, "sum", group)
+        a = funcol.all_reduce(y, "avg", group)
+        m = funcol.all_reduce(y, "max", group)
+        g = funcol.all_gather_tensor(s, 0, group)                 # [4 * world, 16]
+        r = funcol.reduce_scatter_tensor(g, "sum", 0, group)      # [4, 16]
+        t = funcol.all_to_all_single(g, None, None, group)        # equal splits
+        b = funcol.broadcast(y, 1, group)                         # group rank 1's values
+        return s + a * m + r, t.sum(0), b
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 512)
+        self.c = torch.nn.Linear(512, 512)
+        self.b = torch.nn.Linear(512, 4)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.c(torch.relu(self.a(x)))))
+
+
+def run_collectives(rank, world, out):
+    torch.manual_seed(0)
+    model = Collectives(world)
+    x = torch.randn(4, 16) + rank
+    with torch.no_grad():
+        return torch.compile(model, backend=dump_backend(out))(x)
+
+
+def run_ddp(rank, world, out):
+    """Plain DDP: dynamo splits the graph at the buckets; the allreduce is in DDP's C++ reducer."""
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(Net(), bucket_cap_mb=1)
+    compiled = torch.compile(model, backend=dump_backend(out))
+    x = torch.randn(8, 16) + rank
+    loss = compiled(x).square().mean()
+    loss.backward()
+    return loss
+
+
+PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp}
+
+
+def main(rank, kind, world, out):
+    dist.init_process_group("gloo", init_method=f"file://{out}.store", rank=rank, world_size=world)
+    try:
+        result = PROGRAMS[kind](rank, world, out)
+        first = result[0] if isinstance(result, tuple) else result
+        print(f"rank {rank}: {first.sum().item():.6f}", flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    kind, world, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    mp.spawn(main, args=(kind, world, out), nprocs=world)

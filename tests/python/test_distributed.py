@@ -1,0 +1,110 @@
+"""Distributed programs (docs/distributed.md), 2 and 4 ranks of a gloo group on the CPU: each rank's
+graphs captured by dump_backend into one multi-rank dir, replayed by `parity repro run` in one
+process with the collectives computed from every rank's values (simulated), against what each
+rank's program computed with gloo; a rank that never joins a collective is named with the op; a
+multi-rank dir whose ranks disagree is exit 2 naming the file and field."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_parity
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def capture(kind, world, out):
+    """Runs dist_programs.py's program `kind` on `world` gloo ranks; returns what each rank printed."""
+    r = subprocess.run([sys.executable, os.path.join(HERE, "dist_programs.py"), kind, str(world), str(out)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return sorted(line for line in r.stdout.splitlines() if line.startswith("rank "))
+
+
+@pytest.fixture(scope="module")
+def collectives2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("c2") / "dir"
+    capture("collectives", 2, out)
+    return out
+
+
+def replay(parity_bin, d, *args):
+    r = run_parity(parity_bin, "repro", "run", str(d), "--json", *args)
+    return r, (json.loads(r.stdout) if r.stdout.strip().startswith("{") else None)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_functional_collectives_replay_on_one_machine_as_gloo_computed_them(parity_bin, collectives2, tmp_path, world):
+    d = collectives2 if world == 2 else tmp_path / "dir"
+    if world == 4:
+        capture("collectives", 4, d)
+    top = json.load(open(d / "manifest.json"))
+    assert top == {"format": "parity.distributed", "version": 1, "world_size": world,
+                   "ranks": [f"rank{r}" for r in range(world)]}, top
+    for r in range(world):
+        m = json.load(open(d / f"rank{r}" / "manifest.json"))
+        assert m["distributed"] == {"rank": r, "world_size": world, "process_groups": {"0": list(range(world))}}, m
+        assert "host_ops" not in m  # collectives are ops parity knows
+    r, report = replay(parity_bin, d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["pass"] and report["world_size"] == world and report["replay"] == "simulated"
+    for rank in report["ranks"]:
+        (g,) = rank["graphs"]
+        assert g["pass"] and g["fp64_reference"], rank  # the fp64 reference runs the collectives too
+        assert len(g["outputs"]) == 3 and all(o["pass"] for o in g["outputs"])
+
+
+def test_ddp_bucket_graphs_replay_on_every_rank(parity_bin, tmp_path):
+    d = tmp_path / "ddp"
+    capture("ddp", 2, d)
+    for r in range(2):
+        m = json.load(open(d / f"rank{r}" / "manifest.json"))
+        assert len(m["graphs"]) >= 2 and m["mode"] == "train", m  # split at the buckets, with their backward
+    r, report = replay(parity_bin, d)
+    assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
+
+
+def edit(path, change):
+    j = json.load(open(path))
+    change(j)
+    json.dump(j, open(path, "w"))
+
+
+def test_a_rank_that_never_joins_a_collective_is_named_with_the_op(parity_bin, collectives2, tmp_path):
+    d = tmp_path / "dir"
+    subprocess.run(["cp", "-r", str(collectives2), str(d)], check=True)
+
+    def no_broadcast(g):  # rank 1 keeps its own values: one collective fewer than rank 0
+        n = next(n for n in g["nodes"] if n.get("target") == "_c10d_functional::broadcast")
+        n["target"], n["args"] = "aten::clone", n["args"][:1]
+    edit(d / "rank1" / "graphs" / "graph_0.json", no_broadcast)
+    r, report = replay(parity_bin, d, "--no-fp64")
+    assert r.returncode == 1 and not report["pass"], r.stdout + r.stderr
+    errors = [g["error"] for rank in report["ranks"] for g in rank["graphs"] if g.get("error")]
+    assert any("rank 1 ended its run without joining it" in e and "_c10d_functional::broadcast" in e for e in errors), errors
+    # The ranks reducing with different ops is named too.
+    d2 = tmp_path / "dir2"
+    subprocess.run(["cp", "-r", str(collectives2), str(d2)], check=True)
+
+    def max_not_sum(g):
+        n = next(n for n in g["nodes"] if n.get("target") == "_c10d_functional::all_reduce")
+        n["args"][1] = "max"
+    edit(d2 / "rank1" / "graphs" / "graph_0.json", max_not_sum)
+    r, report = replay(parity_bin, d2, "--no-fp64")
+    assert r.returncode == 1 and "disagree on argument \\\"reduce_op\\\"" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives2, tmp_path):
+    d = tmp_path / "dir"
+    subprocess.run(["cp", "-r", str(collectives2), str(d)], check=True)
+    edit(d / "rank1" / "manifest.json", lambda m: m["distributed"].update(world_size=3))
+    r = run_parity(parity_bin, "repro", "run", str(d))
+    assert r.returncode == 2 and 'rank1/manifest.json: field "distributed.world_size" is not 2' in r.stderr, r.stderr
+    edit(d / "rank1" / "manifest.json", lambda m: m["distributed"].update(world_size=2, process_groups={"0": [1, 0]}))
+    r = run_parity(parity_bin, "repro", "run", str(d))
+    assert r.returncode == 2 and 'process_groups.0" is [1,0], but' in r.stderr, r.stderr
+    # verify and minify take one rank's dir and say so.
+    r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "inductor")
+    assert r.returncode == 2 and "a multi-rank dir" in r.stderr, r.stderr
