@@ -84,17 +84,33 @@ verify::RunReproOptions EagerOptions(const ReproRunArgs& a, const experiment::Ex
   return o;
 }
 
-// A multi-rank dir (distributed/world.h): every rank in this process, the collectives simulated.
+// A multi-rank dir (distributed/world.h): every rank in this process, the collectives simulated;
+// with a backend, the backend's run of every rank for real (a process per rank), judged against
+// each rank's stored outputs with the simulated fp64 reference.
 int RunWorldDir(const ReproRunArgs& a, const std::string& dir, const experiment::ExperimentOptions& options, bool json_line) {
-  if (!a.backend.empty() && a.backend != "eager")
-    throw Failure{Error::Unsupported(dir + ": a multi-rank dir runs with the interpreter only (repro run without --backend); "
-                                     "a backend's run of every rank is not built yet")};
   distributed::World world = Unwrap(distributed::World::Load(dir));
   for (int r = 0; r < world.world_size(); ++r)
     Unwrap(host_ops::PrepareHostOps(world.rank(r), options.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); }));
   verify::RunReproOptions o = EagerOptions(a, options, world.rank(0).manifest(), world.rank(0).root());
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout_s * 1000));
-  auto report = Unwrap(distributed::RunSimulated(world, o, timeout));
+  distributed::WorldReport report;
+  if (a.backend.empty() || a.backend == "eager") {
+    report = Unwrap(distributed::RunSimulated(world, o, timeout));
+  } else {
+    const experiment::BackendInfo info = Unwrap(experiment::FindBackend(a.backend));  // unknown: exit 2 before anything runs
+    if (info.dynamo.empty())
+      throw Failure{Error::Unsupported("--backend " + a.backend + ": a multi-rank dir's ranks run for real as torch.compile "
+                                       "runs them; this backend has no torch.compile backend (inductor, aot_eager and "
+                                       "torch_compile:<name> have)")};
+    distributed::RealRun run;
+    run.backend = info.dynamo;
+    if (options.backend_options) run.options = *options.backend_options;
+    run.device = o.device.str();
+    run.timeout = timeout;
+    run.scratch = std::filesystem::temp_directory_path() / ("parity-world-" + std::to_string(::getpid()));
+    report = Unwrap(distributed::RunWithBackend(world, o, run));
+    RemoveAll(run.scratch);
+  }
   std::cout << (a.json ? report.ToJson().dump(json_line ? -1 : 2) + "\n" : report.ToText());
   return report.pass ? 0 : 1;
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distributed/real.h"
 #include "distributed/world.h"
 #include "verify/run_repro.h"
 
@@ -23,7 +24,9 @@ struct RankReport {
 struct WorldReport {
   bool pass = true;
   int world_size = 0;
-  std::string mode = "simulated";
+  std::string mode = "simulated";  // "real": the backend's runs in a process per rank
+  std::string backend = "eager";
+  std::string error;  // the real run's failure (a rank's process crashed or timed out); then no rank report
   std::vector<RankReport> ranks;
   nlohmann::json ToJson() const;
   std::string ToText() const;
@@ -35,5 +38,12 @@ struct WorldReport {
 // for its members.
 [[nodiscard]] Expected<WorldReport> RunSimulated(const World& world, const verify::RunReproOptions& options,
                                                  std::chrono::milliseconds timeout);
+
+// `parity repro run DIR --backend X` of a multi-rank dir: the backend's run of every rank for real
+// (real.h), each rank's outputs then judged against the outputs its program stored, with the fp64
+// reference of a simulated run (same() as verify applies it). A rank's process that crashed or
+// timed out fails the run, named in `error`.
+[[nodiscard]] Expected<WorldReport> RunWithBackend(const World& world, const verify::RunReproOptions& options,
+                                                   const RealRun& run);
 
 }  // namespace parity::distributed

@@ -29,7 +29,7 @@ PY_LAYERS = [
     ["lowering", "compiler_bisect", "profiling.run"],  # lowering to the format; bisection
     ["recording"],  # what the dump backend records
     ["dynamo_backend"],  # the dump backend: its hooks into the program
-    ["capture", "profiling.__main__"],  # the front doors: capture(), the profiling child
+    ["capture", "profiling.__main__", "rank_replay"],  # the front doors: capture(), the profiling child
     ["worker", "__main__", "__init__"],  # the worker's request table, the CLI, the package's API
 ]
 

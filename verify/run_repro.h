@@ -5,10 +5,12 @@
 // data would excuse itself (the manifest's tensors_sha256 catches it first).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +31,11 @@ struct RunReproOptions {
   bool fp64_reference = true;
   int64_t while_limit = 0;  // interp::RunOptions::while_limit
   std::shared_ptr<interp::Collectives> collectives;  // interp::RunOptions::collectives (one rank of a multi-rank dir)
+  // Outputs under test in place of the interpreter's eager run (a backend's, run elsewhere):
+  // graph index -> its outputs in output order (a Runtime error is the graph's failure). The
+  // stored outputs are then the reference, and the fp64 reference (still the interpreter's) may
+  // excuse a difference as same() allows.
+  std::function<Expected<std::vector<at::Tensor>>(size_t graph)> under_test;
 };
 
 struct GraphRunReport {

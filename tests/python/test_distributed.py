@@ -108,3 +108,46 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     # verify and minify take one rank's dir and say so.
     r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "inductor")
     assert r.returncode == 2 and "a multi-rank dir" in r.stderr, r.stderr
+
+
+def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2):
+    """--backend: a process per rank over gloo runs the rank's graph compiled by Inductor (the
+    compiled collectives for real), judged against the rank's stored outputs with the simulated
+    fp64 reference."""
+    r, report = replay(parity_bin, collectives2, "--backend", "inductor")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["pass"] and report["replay"] == "real" and report["backend"] == "inductor"
+    assert all(rank["graphs"][0]["pass"] and rank["graphs"][0]["fp64_reference"] for rank in report["ranks"]), report
+    r, report = replay(parity_bin, collectives2, "--backend", "inductor", "--backend-option",
+                       "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    assert r.returncode == 1 and not report["pass"], r.stdout + r.stderr
+    assert all(not rank["pass"] for rank in report["ranks"]), report
+    # A backend with no torch.compile form cannot run the ranks for real: exit 2 naming it.
+    r = run_parity(parity_bin, "repro", "run", str(collectives2), "--backend", "fault")
+    assert r.returncode == 2 and "no torch.compile backend" in r.stderr, r.stderr
+
+
+HANGS = '''
+import time
+import torch.distributed as dist
+from torch._dynamo import register_backend
+
+
+@register_backend
+def rank1_hangs(gm, example_inputs):
+    if dist.get_rank() == 1:
+        time.sleep(600)
+    return gm
+'''
+
+
+def test_a_rank_that_hangs_ends_the_run_as_a_timeout_naming_the_ranks(parity_bin, collectives2, tmp_path):
+    (tmp_path / "hang_backend.py").write_text(HANGS)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([parity_bin, "repro", "run", str(collectives2), "--backend", "torch_compile:rank1_hangs",
+                        "--import", "hang_backend", "--collective-timeout", "4", "--json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert not report["pass"] and report["error"].startswith("timeout after 4 s: rank "), report
+    assert "rank 1: graph graph_0: compiling and running it with rank1_hangs" in report["error"], report

@@ -1,0 +1,105 @@
+#include "distributed/real.h"
+
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "runtime/worker.h"
+#include "util/files.h"
+#include "util/subprocess.h"
+
+namespace parity::distributed {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json Request(const World& world, const RealRun& run, int r) {
+  const ReproDir& dir = world.rank(r);
+  json graphs = json::array();
+  for (const auto& g : dir.graphs()) graphs.push_back(g.name);
+  json groups = json::object();
+  for (const auto& [name, members] : world.groups()) groups[name] = members;
+  return {{"repro", fs::absolute(dir.root()).string()},
+          {"graphs", graphs},
+          {"rank", r},
+          {"world_size", world.world_size()},
+          {"groups", groups},
+          {"store", (run.scratch / "store").string()},
+          {"backend", run.backend},
+          {"options", run.options},
+          {"device", run.device},
+          // The group's own collective timeout comes first: a rank left waiting fails naming its
+          // collective, before the deadline ends every rank.
+          {"timeout_s", 0.8 * std::chrono::duration<double>(run.timeout).count()},
+          {"out", (run.scratch / ("rank" + std::to_string(r) + ".safetensors")).string()}};
+}
+
+std::string LogTail(const fs::path& log) {
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > 1500 ? "..." + text.substr(text.size() - 1500) : text;
+}
+
+}  // namespace
+
+Expected<std::vector<fs::path>> RunReal(const World& world, const RealRun& run) {
+  fs::create_directories(run.scratch);
+  fs::remove(run.scratch / "store");
+  const int n = world.world_size();
+  std::vector<Child> children;
+  std::vector<fs::path> outs, logs;
+  for (int r = 0; r < n; ++r) {
+    const json req = Request(world, run, r);
+    const fs::path req_path = run.scratch / ("rank" + std::to_string(r) + ".json");
+    PARITY_RETURN_IF_ERROR(WriteFileAtomic(req_path, req.dump(1)));
+    outs.emplace_back(req["out"].get<std::string>());
+    logs.push_back(run.scratch / ("rank" + std::to_string(r) + ".log"));
+    SpawnOptions so;
+    so.env = runtime::PythonEnv();
+    so.stdout_path = logs.back().string();
+    so.stderr_path = logs.back().string();
+    PARITY_ASSIGN_OR_RETURN(Child child,
+                            Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.rank_replay", req_path.string()}, so));
+    children.push_back(std::move(child));
+  }
+  // Every rank against one deadline; the first to fail ends the others (they would wait on it).
+  const auto deadline = std::chrono::steady_clock::now() + run.timeout;
+  std::vector<std::optional<ExitInfo>> ended(static_cast<size_t>(n));
+  std::string failed;
+  for (size_t done = 0; done < static_cast<size_t>(n);) {
+    for (int r = 0; r < n; ++r) {
+      auto& e = ended[static_cast<size_t>(r)];
+      if (e) continue;
+      e = children[static_cast<size_t>(r)].Poll();
+      if (!e) continue;
+      ++done;
+      if (!(e->exited && e->code == 0) && failed.empty())
+        failed = "rank " + std::to_string(r) + "'s process ended (" + e->Describe() + "):\n" + LogTail(logs[static_cast<size_t>(r)]);
+    }
+    if (done == static_cast<size_t>(n)) break;
+    if (!failed.empty() || std::chrono::steady_clock::now() > deadline) {
+      std::string waiting;
+      for (int r = 0; r < n; ++r)
+        if (!ended[static_cast<size_t>(r)]) {
+          children[static_cast<size_t>(r)].Kill();
+          waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
+        }
+      if (failed.empty())
+      {
+        std::string where;
+        for (int r = 0; r < n; ++r)
+          if (!ended[static_cast<size_t>(r)]) where += "\n" + LogTail(logs[static_cast<size_t>(r)]);
+        return Error::Runtime("timeout after " + std::to_string(run.timeout.count() / 1000) + " s: rank " + waiting +
+                              " still running (a hang, or a collective a rank never joined); where each was:" + where);
+      }
+      return Error::Runtime(failed + (waiting.empty() ? "" : "\n(ranks " + waiting + " ended with it)"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failed.empty()) return Error::Runtime(failed);
+  return outs;
+}
+
+}  // namespace parity::distributed

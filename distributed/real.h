@@ -1,0 +1,33 @@
+// The backend's run of every rank of a multi-rank dir, for real: a Python process per rank
+// (parity_capture.rank_replay) joined into a process group of the world's size over a file store
+// (gloo on the CPU, NCCL on CUDA: a rank per GPU, round robin), each running its rank's graphs
+// compiled by the backend, so the compiled collectives (and the backend's communication passes)
+// run as in the program. A rank that crashes, or has not finished when the deadline passes, ends
+// every rank's process; the error names it and how it ended.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "distributed/world.h"
+#include "util/status.h"
+
+namespace parity::distributed {
+
+struct RealRun {
+  std::string backend;
+  nlohmann::json options = nlohmann::json::object();  // the backend's (Inductor config keys, ...)
+  std::string device = "cpu";
+  std::chrono::milliseconds timeout{120000};  // the whole run's deadline (and the group's collective timeout)
+  std::filesystem::path scratch;              // requests, the store, each rank's outputs and log
+};
+
+// Each rank's outputs file (safetensors, keys "g<graph index>/output/<k>"), in rank order.
+// Runtime error naming the ranks that failed or timed out, with the end of their logs.
+[[nodiscard]] Expected<std::vector<std::filesystem::path>> RunReal(const World& world, const RealRun& run);
+
+}  // namespace parity::distributed

@@ -1,0 +1,70 @@
+"""One rank of a multi-rank dir's real replay (distributed/real.h, docs/distributed.md):
+
+    python -m parity_capture.rank_replay REQUEST.json
+
+joins the replay's process group (gloo on the CPU, NCCL on CUDA; a file store the request names),
+makes every process group the rank's collectives name under its recorded name, and runs each of
+the rank's graphs compiled by the request's backend, its collectives computed for real by the
+group. Writes the outputs (`g<i>/output/<k>`) to the request's "out" safetensors file, and exits 0;
+an exception is printed and exits 1. Run by parity, one process per rank, with a deadline."""
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from typing import Dict, List
+
+import torch
+import torch.distributed as dist
+
+from .backends.python_backends import results_once
+from .host_ops import import_plugins
+from .runs import write_tensors
+
+
+def name_groups(groups: Dict[str, List[int]]) -> None:
+    """Each recorded group (name -> members in group order) as a group of this replay under that
+    name: the default group where it is the whole world under its own name, else a new group
+    (every rank creates every group, in the same order, as torch requires) registered by name."""
+    world = dist.get_world_size()
+    default_name = dist.group.WORLD.group_name
+    for name, members in sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        if members == list(range(world)) and name == default_name:
+            continue
+        pg = dist.new_group(members)
+        if dist.get_rank() in members and pg.group_name != name:
+            torch._C._distributed_c10d._register_process_group(name, pg)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    req = json.load(open(argv[0]))
+    import warnings
+    warnings.filterwarnings("ignore")
+    failed = import_plugins()
+    if failed:
+        m, err = next(iter(failed.items()))
+        raise ImportError(f"--import {m}: cannot import it: {err}")
+    device = req.get("device", "cpu")
+    if device.startswith("cuda"):
+        torch.cuda.set_device(req["rank"] % torch.cuda.device_count())
+        device = f"cuda:{torch.cuda.current_device()}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", init_method=f"file://{req['store']}",
+                            rank=req["rank"], world_size=req["world_size"],
+                            timeout=datetime.timedelta(seconds=float(req.get("timeout_s", 120))))
+    try:
+        name_groups(req.get("groups", {}))
+        results = {}
+        for i, graph in enumerate(req["graphs"]):
+            print(f"rank {req['rank']}: graph {graph}: compiling and running it with {req['backend']}", flush=True)
+            run = {"repro": req["repro"], "graph": graph, "mode": "eval", "device": device, "options": req.get("options", {})}
+            for key, value in results_once(run, req["backend"]).items():
+                results[f"g{i}/{key}"] = value
+        write_tensors(req["out"], results)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
