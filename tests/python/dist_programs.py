@@ -64,7 +64,61 @@ def run_ddp(rank, world, out):
     return loss
 
 
-PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp}
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return x + torch.relu(self.lin(self.norm(x)))
+
+
+def run_fsdp2(rank, world, out):
+    """FSDP2 as torchtitan applies it: fully_shard on each block, each block compiled, then the root."""
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block())
+    backend = dump_backend(out)
+    for block in model:
+        fully_shard(block)
+        block.compile(backend=backend)
+    fully_shard(model)
+    y = model(torch.randn(4, 16) + rank)
+    y.sum().backward()
+    return y
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def run_tp(rank, world, out, train=True):
+    """Tensor parallel: the MLP's up projection column-wise, its down projection row-wise (DTensor
+    parameters; the row-wise output all-reduced)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    torch.manual_seed(0)
+    mesh = init_device_mesh("cpu", (world,))
+    model = parallelize_module(MLP(), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    compiled = torch.compile(model, backend=dump_backend(out))
+    x = torch.randn(4, 16)
+    if not train:
+        with torch.no_grad():
+            return compiled(x)
+    y = compiled(x)
+    y.sum().backward()
+    return y
+
+
+PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "fsdp2": run_fsdp2, "tp": run_tp,
+            "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 
 def main(rank, kind, world, out):

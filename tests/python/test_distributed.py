@@ -56,14 +56,27 @@ def test_functional_collectives_replay_on_one_machine_as_gloo_computed_them(pari
         assert len(g["outputs"]) == 3 and all(o["pass"] for o in g["outputs"])
 
 
-def test_ddp_bucket_graphs_replay_on_every_rank(parity_bin, tmp_path):
-    d = tmp_path / "ddp"
-    capture("ddp", 2, d)
+# What each kind records: (at least this many graphs per rank, mode, whether they call collectives).
+KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce is in DDP's C++ reducer
+         "fsdp2": (2, "train", False),    # each block's graph, its all-gathers in FSDP's hooks
+         "tp": (1, "train", True)}        # DTensor desugared: local shards in, the row-wise all_reduce inside
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_each_program_kind_replays_simulated_and_for_real(parity_bin, tmp_path, kind):
+    """Captured, replayed simulated, and for real with aot_eager (Inductor's compile of every rank
+    is the collectives test's: its C++ kernels cost the suite most of a minute per kind)."""
+    d = tmp_path / kind
+    capture(kind, 2, d)
+    graphs, mode, collectives = KINDS[kind]
     for r in range(2):
         m = json.load(open(d / f"rank{r}" / "manifest.json"))
-        assert len(m["graphs"]) >= 2 and m["mode"] == "train", m  # split at the buckets, with their backward
+        assert len(m["graphs"]) >= graphs and m["mode"] == mode and not m.get("skipped_graphs"), m
+        assert bool(m["distributed"]["process_groups"]) == collectives, m
     r, report = replay(parity_bin, d)
     assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
+    r, report = replay(parity_bin, d, "--backend", "aot_eager")
+    assert r.returncode == 0 and report["pass"] and report["replay"] == "real", r.stdout + r.stderr
 
 
 def edit(path, change):

@@ -238,8 +238,9 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # the casts autocast made inside them; AOTAutograd traces the ops that ran, casts included,
     # functionalized, as a torch.compile backend receives them. make_fx is the last resort. A
     # lowering whose outputs differ in dtype or shape from the program's is not taken.
-    def aot():
-        return capture_symbolic_graph(aot_inference_graph(gm, copies()), None, name, values, outputs, input_attrs)
+    def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
+        aten, inner = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values))
+        return capture_symbolic_graph(aten, None, name, inner, desugared(outputs), input_attrs)
 
     def export():
         ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
@@ -254,7 +255,10 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
 
     # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
     # on it, or traces grad's result as zeros; AOTAutograd flattens it as it does for a backend.
-    lowerings = [aot, fx_trace] if _autocast_active(inputs) or _calls_transforms(gm) else [export, fx_trace]
+    # A graph of tensor subclasses (DTensor: tensor parallelism) too: AOTAutograd desugars them
+    # into plain tensors and the functional collectives their ops make.
+    aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values)
+    lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
     why = ""
     for k, lower in enumerate(lowerings):
         try:
@@ -305,6 +309,50 @@ def _calls_transforms(gm: fx.GraphModule) -> bool:
     """Whether dynamo's graph runs torch.func transforms itself (their level bookkeeping calls)."""
     return any(n.op == "call_function" and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))
                for n in gm.graph.nodes)
+
+
+def _is_subclass(x: Any) -> bool:
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    return isinstance(x, torch.Tensor) and is_traceable_wrapper_subclass(x)
+
+
+def _has_subclasses(values: Sequence[Any]) -> bool:
+    return any(_is_subclass(v) for v in values)
+
+
+def desugared(values: Any) -> Any:
+    """`values` with each traceable tensor subclass (DTensor) replaced by its inner tensors, in
+    the order AOTAutograd's graph takes and returns them (__tensor_flatten__'s, depth first)."""
+    if isinstance(values, (list, tuple)):
+        out: List[Any] = []
+        for v in values:
+            if _is_subclass(v):
+                attrs, _ = v.__tensor_flatten__()
+                out.extend(desugared([getattr(v, a) for a in attrs]))
+            else:
+                out.append(desugared(v) if isinstance(v, (list, tuple)) else v)
+        return type(values)(out) if isinstance(values, tuple) else out
+    return desugared([values])[0] if _is_subclass(values) else values
+
+
+def without_opaque_inputs(aten: fx.GraphModule, values: List[Any]) -> Tuple[fx.GraphModule, List[Any]]:
+    """The graph without its placeholders whose values are objects the format has no type for (a
+    DeviceMesh, a process group: what dynamo passes along with a DTensor) and that no node reads;
+    one that a node reads cannot be recorded: CaptureError naming it, never a dir whose loader
+    would find an input with no value."""
+    placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(values):
+        return aten, values  # capture_symbolic_graph says what is wrong
+    kept = []
+    for n, v in zip(placeholders, values):
+        if v is None or isinstance(v, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            kept.append(v)
+        elif n.users:
+            raise CaptureError(f"graph input {n.name} is a {type(v).__name__}, which the graph reads and a repro dir cannot hold")
+        else:
+            aten.graph.erase_node(n)
+    aten.recompile()
+    return aten, kept
 
 
 def _autocast_active(inputs: Sequence[Any]) -> bool:
