@@ -1,7 +1,8 @@
 """Distributed programs the suite captures (test_distributed.py): each rank a process of a gloo
 group on the CPU, started by `python dist_programs.py KIND WORLD OUT`, the program compiled with
 parity's dump_backend writing the multi-rank dir OUT. Prints each rank's result (the program's
-own run, which the capture leaves unchanged)."""
+own run, which the capture leaves unchanged). DIST_DEVICE=cuda: an NCCL group, a GPU per rank
+(scripts/gpu_distributed.sh)."""
 import os
 import sys
 
@@ -45,10 +46,17 @@ class Net(torch.nn.Module):
         return self.b(torch.relu(self.c(torch.relu(self.a(x)))))
 
 
+DEVICE = os.environ.get("DIST_DEVICE", "cpu")
+
+
+def device():
+    return torch.device(f"cuda:{torch.cuda.current_device()}") if DEVICE == "cuda" else torch.device("cpu")
+
+
 def run_collectives(rank, world, out):
     torch.manual_seed(0)
-    model = Collectives(world)
-    x = torch.randn(4, 16) + rank
+    model = Collectives(world).to(device())
+    x = torch.randn(4, 16, device=device()) + rank
     with torch.no_grad():
         return torch.compile(model, backend=dump_backend(out))(x)
 
@@ -56,9 +64,9 @@ def run_collectives(rank, world, out):
 def run_ddp(rank, world, out):
     """Plain DDP: dynamo splits the graph at the buckets; the allreduce is in DDP's C++ reducer."""
     torch.manual_seed(0)
-    model = torch.nn.parallel.DistributedDataParallel(Net(), bucket_cap_mb=1)
+    model = torch.nn.parallel.DistributedDataParallel(Net().to(device()), bucket_cap_mb=1)
     compiled = torch.compile(model, backend=dump_backend(out))
-    x = torch.randn(8, 16) + rank
+    x = torch.randn(8, 16, device=device()) + rank
     loss = compiled(x).square().mean()
     loss.backward()
     return loss
@@ -78,13 +86,13 @@ def run_fsdp2(rank, world, out):
     """FSDP2 as torchtitan applies it: fully_shard on each block, each block compiled, then the root."""
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
-    model = torch.nn.Sequential(Block(), Block())
+    model = torch.nn.Sequential(Block(), Block()).to(device())
     backend = dump_backend(out)
     for block in model:
         fully_shard(block)
         block.compile(backend=backend)
     fully_shard(model)
-    y = model(torch.randn(4, 16) + rank)
+    y = model(torch.randn(4, 16, device=device()) + rank)
     y.sum().backward()
     return y
 
@@ -105,10 +113,10 @@ def run_tp(rank, world, out, train=True):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     torch.manual_seed(0)
-    mesh = init_device_mesh("cpu", (world,))
-    model = parallelize_module(MLP(), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    mesh = init_device_mesh(device().type, (world,))
+    model = parallelize_module(MLP().to(device()), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
     compiled = torch.compile(model, backend=dump_backend(out))
-    x = torch.randn(4, 16)
+    x = torch.randn(4, 16, device=device())
     if not train:
         with torch.no_grad():
             return compiled(x)
@@ -122,7 +130,10 @@ PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "fsdp2": run_fsdp2, 
 
 
 def main(rank, kind, world, out):
-    dist.init_process_group("gloo", init_method=f"file://{out}.store", rank=rank, world_size=world)
+    if DEVICE == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", init_method=f"file://{out}.store", rank=rank,
+                            world_size=world)
     try:
         result = PROGRAMS[kind](rank, world, out)
         first = result[0] if isinstance(result, tuple) else result

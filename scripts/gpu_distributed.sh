@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 46 on a machine with several GPUs: each distributed program kind of
+# tests/python/dist_programs.py captured on NCCL (a GPU per rank), then `parity repro run` of the
+# multi-rank dir simulated (every rank in one process, on the GPUs) and for real with Inductor
+# (a process per rank in an NCCL group). Output in $OUT: each step's log and summary.txt.
+#   scripts/gpu_distributed.sh [PYTHON] [HEADERS_DIR]     (KINDS, WORLD to change what runs)
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DIST_DEVICE=cuda
+WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
+WORK=${WORK:-/tmp/parity-dist}
+rm -rf "$WORK"; mkdir -p "$WORK"
+for kind in ${KINDS:-collectives ddp fsdp2 tp}; do
+  "$PY" tests/python/dist_programs.py "$kind" "$WORLD" "$WORK/$kind" >"$OUTDIR/capture-$kind.log" 2>&1
+  echo "$kind capture: exit $?" | tee -a "$OUTDIR/summary.txt"
+  build-gpu/parity repro run "$WORK/$kind" >"$OUTDIR/simulated-$kind.log" 2>&1
+  echo "$kind simulated: exit $? $(tail -1 "$OUTDIR/simulated-$kind.log")" | tee -a "$OUTDIR/summary.txt"
+  build-gpu/parity repro run "$WORK/$kind" --backend inductor >"$OUTDIR/real-$kind.log" 2>&1
+  echo "$kind real inductor: exit $? $(tail -1 "$OUTDIR/real-$kind.log")" | tee -a "$OUTDIR/summary.txt"
+done
+build-gpu/parity repro run "$WORK/collectives" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
+  >"$OUTDIR/real-relu-knob.log" 2>&1
+echo "collectives real inductor, Triton's relu knob: exit $? $(tail -1 "$OUTDIR/real-relu-knob.log")" | tee -a "$OUTDIR/summary.txt"
