@@ -36,8 +36,12 @@ class Baseline {
   [[nodiscard]] static Expected<Baseline> Load(const std::filesystem::path& path, bool create);
 
   // Reads the expected files of `configs` (a configuration without one has no rows). Bad
-  // content is kBadInput naming the file, line and field.
+  // content is kBadInput naming the file, line and field; a status parity does not know (one
+  // PyTorch's files hold that its runner does not write, e.g. infra_error) is kept as it is,
+  // compared as text, and reported in warnings().
   [[nodiscard]] Status LoadConfigs(const std::set<std::string>& configs);
+  // One line per row of the loaded files whose status parity does not know, naming file and line.
+  std::vector<std::string> Warnings() const;
 
   // The expected status of `name` in `config`; nullopt when there is no such row.
   std::optional<std::string> ExpectedStatus(const std::string& config, const std::string& name) const;
@@ -64,6 +68,7 @@ class Baseline {
     CsvTable table;
     int name = -1, accuracy = -1, graph_breaks = -1;  // columns
     std::map<std::string, size_t> rows;               // by model name
+    std::vector<std::string> warnings;                // rows with a status parity does not know
   };
   [[nodiscard]] Expected<File> ReadExpected(const std::filesystem::path& file) const;
   [[nodiscard]] Status WriteStats(const std::vector<results::Record>& records);

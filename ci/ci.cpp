@@ -153,6 +153,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
   std::set<std::string> configs;
   for (const auto& r : outcome.records) configs.insert(results::ConfigOf(r));
   PARITY_RETURN_IF_ERROR(baseline.LoadConfigs(configs));
+  for (const auto& w : baseline.Warnings()) out << "warning: " << w << "\n";
   outcome.gate = Gate(outcome.records, baseline, o.gate, scope);
   PrintVerdicts(outcome.gate, baseline, out);
   if (o.update_expected) {

@@ -19,6 +19,7 @@ const std::vector<std::string>& KnownStatuses() {
                                              "eager_two_runs_differ",
                                              "model_fail_to_load",
                                              "timeout",
+                                             "infra_error",
                                              "OOM"};
   return k;
 }
@@ -59,12 +60,17 @@ std::string StatusOf(const Attempt& a) {
 
 std::string StatusOf(const Record& r) { return StatusOf(r.FirstAttempt()); }
 
+std::string CiDefaultDtype(const std::string& device_type, const std::string& test) {
+  if (device_type == "cuda") return test == "train" ? "amp" : "bfloat16";
+  return "float32";
+}
+
 std::string ConfigName(const std::string& backend, const std::string& suite, const std::string& dtype, const std::string& test,
                        const std::string& device) {
   const std::string type = device.substr(0, device.find(':'));
-  std::string name = (type == "cuda" ? "" : type + "_") + backend + "_" + suite;
-  if (dtype != "float32") name += "_" + dtype;
-  name += test == "train" ? "_training" : "_inference";
+  std::string name = (type == "cuda" ? "" : type + "_") + backend;
+  if (dtype != CiDefaultDtype(type, test)) name += "_" + dtype;
+  name += "_" + suite + (test == "train" ? "_training" : "_inference");
   return FileNameSlug(name);
 }
 

@@ -11,7 +11,7 @@ WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORK=${WORK:-/tmp/parity-dist}
 rm -rf "$WORK"; mkdir -p "$WORK"
 for kind in ${KINDS:-collectives ddp fsdp2 tp}; do
-  "$PY" tests/python/dist_programs.py "$kind" "$WORLD" "$WORK/$kind" >"$OUTDIR/capture-$kind.log" 2>&1
+  "$PY" tests/python/dist_programs.py "$kind" "$WORLD" "$WORK" >"$OUTDIR/capture-$kind.log" 2>&1
   echo "$kind capture: exit $?" | tee -a "$OUTDIR/summary.txt"
   build-gpu/parity repro run "$WORK/$kind" >"$OUTDIR/simulated-$kind.log" 2>&1
   echo "$kind simulated: exit $? $(tail -1 "$OUTDIR/simulated-$kind.log")" | tee -a "$OUTDIR/summary.txt"

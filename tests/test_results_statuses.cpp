@@ -51,10 +51,17 @@ TEST(Statuses, AttemptsMapLikeRecords) {
 }
 
 TEST(Statuses, ConfigNamesFollowPyTorchsExpectedFiles) {
-  EXPECT_EQ(ConfigName("inductor", "huggingface", "float32", "eval", "cuda"), "inductor_huggingface_inference");
-  EXPECT_EQ(ConfigName("inductor", "timm", "amp", "train", "cuda:1"), "inductor_timm_amp_training");
+  // The names of PyTorch's ci_expected_accuracy/ files for what its CI runs (.ci/pytorch/test.sh):
+  // CUDA training under --amp and inference in --bfloat16, the CPU in float32, no dtype in the name.
+  EXPECT_EQ(ConfigName("inductor", "huggingface", "amp", "train", "cuda"), "inductor_huggingface_training");
+  EXPECT_EQ(ConfigName("inductor", "huggingface", "bfloat16", "eval", "cuda"), "inductor_huggingface_inference");
+  EXPECT_EQ(ConfigName("aot_eager", "timm", "amp", "train", "cuda:1"), "aot_eager_timm_training");
   EXPECT_EQ(ConfigName("inductor", "torchbench", "float32", "eval", "cpu"), "cpu_inductor_torchbench_inference");
-  EXPECT_EQ(ConfigName("my_npu", "huggingface", "bfloat16", "eval", "cpu"), "cpu_my_npu_huggingface_bfloat16_inference");
+  EXPECT_EQ(ConfigName("aot_inductor", "huggingface", "bfloat16", "eval", "cuda"), "aot_inductor_huggingface_inference");
+  // Another dtype is named after the backend, as PyTorch names its amp CPU files (cpu_inductor_amp_freezing_...).
+  EXPECT_EQ(ConfigName("inductor", "timm", "amp", "eval", "cpu"), "cpu_inductor_amp_timm_inference");
+  EXPECT_EQ(ConfigName("inductor", "huggingface", "float32", "eval", "cuda"), "inductor_float32_huggingface_inference");
+  EXPECT_EQ(ConfigName("my_npu", "huggingface", "bfloat16", "eval", "cpu"), "cpu_my_npu_bfloat16_huggingface_inference");
   EXPECT_EQ(ConfigOf(Rec("m", "PASS")), testing::kConfig);
 }
 

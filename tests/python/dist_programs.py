@@ -1,6 +1,7 @@
 """Distributed programs the suite captures (test_distributed.py): each rank a process of a gloo
-group on the CPU, started by `python dist_programs.py KIND WORLD OUT`, the program compiled with
-parity's dump_backend writing the multi-rank dir OUT. Prints each rank's result (the program's
+group on the CPU, started by `python dist_programs.py KIND[,KIND...] WORLD BASE`, each program
+compiled with parity's dump_backend writing the multi-rank dir BASE/KIND (several kinds run one
+after another in the same rank processes: one start-up of torch and of the group). Prints each rank's result (the program's
 own run, which the capture leaves unchanged). DIST_DEVICE=cuda: an NCCL group, a GPU per rank
 (scripts/gpu_distributed.sh)."""
 import os
@@ -129,20 +130,23 @@ PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "fsdp2": run_fsdp2, 
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 
-def main(rank, kind, world, out):
+def main(rank, kinds, world, base):
     if DEVICE == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", init_method=f"file://{out}.store", rank=rank,
+    os.makedirs(base, exist_ok=True)
+    dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo", init_method=f"file://{base}/.store", rank=rank,
                             world_size=world)
     try:
-        result = PROGRAMS[kind](rank, world, out)
-        first = result[0] if isinstance(result, tuple) else result
-        print(f"rank {rank}: {first.sum().item():.6f}", flush=True)
+        for kind in kinds:
+            torch._dynamo.reset()
+            result = PROGRAMS[kind](rank, world, os.path.join(base, kind))
+            first = result[0] if isinstance(result, tuple) else result
+            print(f"{kind} rank {rank}: {first.sum().item():.6f}", flush=True)
     finally:
         dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    kind, world, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    kinds, world, out = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(main, args=(kind, world, out), nprocs=world)
+    mp.spawn(main, args=(kinds, world, out), nprocs=world)

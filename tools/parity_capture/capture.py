@@ -112,7 +112,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
             method: str = "export", extra_manifest: Optional[Dict[str, Any]] = None,
             loss_fn: Optional[Callable[[Any], torch.Tensor]] = None,
             autocast: Optional[torch.dtype] = None, imports: Sequence[str] = (),
-            dynamic_shapes: Optional[Sequence[Any]] = None) -> str:
+            dynamic_shapes: Optional[Sequence[Any]] = None, suite: Optional[str] = None) -> str:
     """Captures `model(*example_inputs, **example_kwargs)` into the repro dir `out_dir`.
 
     method: "export" (torch.export, falling back to make_fx on failure) or "make_fx".
@@ -125,7 +125,11 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     dynamic_shapes: one entry per positional input, None or {dim: torch.export.Dim(name, min=,
     max=) or None}: those dims are symbolic (eval only). The graph is recorded as dynamo compiles
     it then (the dump backend, fullgraph), with the symbols' ranges and guards (docs/format.md).
+    suite: the benchmark suite the model belongs to (huggingface, timm, torchbench): its
+    tolerances apply and `parity ci` gates it against that suite's expected file (default "repro").
     """
+    if suite is not None:
+        extra_manifest = dict(extra_manifest or {}, suite=suite)
     if dynamic_shapes is not None:
         return _capture_dynamic(model, tuple(example_inputs), out_dir, dynamic_shapes, mode=mode, name=name,
                                 example_kwargs=example_kwargs, extra_manifest=extra_manifest, imports=imports)

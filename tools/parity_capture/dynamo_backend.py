@@ -76,10 +76,14 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
     state["handles"] = [node.register_prehook(prehook_for(node)) for node in nodes]
 
 
-def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=()):
+def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=(),
+                 suite: Optional[str] = None):
     """A dynamo backend recording each graph's first call into the repro dir `out_dir`.
-    `imports`: modules that register the program's non-ATen ops, when capture cannot find them."""
-    dump = _Dump(out_dir, model_name, max_graphs, imports)
+    `imports`: modules that register the program's non-ATen ops, when capture cannot find them.
+    `suite`: the benchmark suite the program's model belongs to (huggingface, timm, torchbench):
+    its tolerances apply and `parity ci` gates it against that suite's expected file, under
+    `model_name` (default suite "repro")."""
+    dump = _Dump(out_dir, model_name, max_graphs, imports, suite)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
         if dump.full():

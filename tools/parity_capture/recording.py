@@ -184,8 +184,9 @@ class _Graph:
 
 
 class _Dump:
-    def __init__(self, out_dir: str, model_name: str, max_graphs: Optional[int], imports=()):
+    def __init__(self, out_dir: str, model_name: str, max_graphs: Optional[int], imports=(), suite: Optional[str] = None):
         self.out_dir = out_dir
+        self.suite = suite
         self.imports = list(imports)
         self.model_name = model_name
         self.max_graphs = max_graphs
@@ -344,6 +345,8 @@ class _Dump:
         entries = [g.entry for g in self.graphs]
         m: Dict[str, Any] = {"torch_version": torch.__version__, "producer": PRODUCER + " (dynamo)",
                              "model": self.model_name}
+        if self.suite:
+            m["suite"] = self.suite
         # Top level: what every graph agrees on; else the train mode if any graph trains, the
         # least precise dtype, the accelerator (graphs keep their own).
         modes = {e["mode"] for e in entries}
