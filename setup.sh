@@ -3,6 +3,11 @@
 # (requirements.txt), and the C++ build in build/. Fast when nothing changed.
 #   ./setup.sh            set up and build
 #   PARITY_BUILD_TYPE=Debug ./setup.sh
+#   PARITY_ENV_PYTHON=/path/to/python ./setup.sh
+#                         build against that environment's torch (a nightly, a source build
+#                         `pip install -e .` of pytorch, a vendor's fork): no .venv is made and
+#                         nothing is installed into it but a .pth that makes parity_capture
+#                         importable; `parity --version` names the torch build (docs/setup.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$PWD
@@ -22,7 +27,23 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# 2. The venv: torch (pinned in requirements.txt), transformers, safetensors, pytest.
+# 2. The venv: torch (pinned in requirements.txt), transformers, safetensors, pytest. Or the
+#    user's own environment (PARITY_ENV_PYTHON), taken as it is.
+if [ -n "${PARITY_ENV_PYTHON:-}" ]; then
+  PY=$(command -v "$PARITY_ENV_PYTHON") || { log "PARITY_ENV_PYTHON=$PARITY_ENV_PYTHON: no such Python"; exit 2; }
+  "$PY" -c 'import torch, safetensors' 2>/dev/null \
+    || { log "PARITY_ENV_PYTHON=$PY: cannot import torch and safetensors there (parity builds against its torch)"; exit 2; }
+  log "building against $("$PY" -c 'import torch; print("torch", torch.__version__, "git", torch.version.git_version)') ($PY)"
+  site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ "$(cat "$site/parity_tools.pth" 2>/dev/null)" = "$ROOT/tools" ] || echo "$ROOT/tools" > "$site/parity_tools.pth"
+  BUILD=${PARITY_BUILD_DIR:-build-env}
+  export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.cache/ccache}
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE="${PARITY_BUILD_TYPE:-RelWithDebInfo}" -DPARITY_PYTHON="$PY" \
+        -DPARITY_BUILD_TESTS=OFF ${PARITY_CMAKE_ARGS:-} >/dev/null
+  cmake --build "$BUILD" -j "${PARITY_JOBS:-2}" | { grep -vE '^\[[0-9]+/[0-9]+\] ' || true; }
+  log "ready: $BUILD/parity ($("$BUILD/parity" --version))"
+  exit 0
+fi
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv

@@ -29,7 +29,22 @@ void AddDynamoBackends(nlohmann::json& list) {
                     {"description", "dynamo backend \"" + b.get<std::string>() + "\" registered in the worker's torch"}});
 }
 
+// The torch parity was built against and the worker's: exit 2 when they are two builds.
+nlohmann::json TorchBuilds() {
+  nlohmann::json t = {{"built_against", runtime::BuiltTorch()}, {"cuda", PARITY_TORCH_CUDA_BUILT}};
+  auto pong = runtime::AskWorker(runtime::requests::Ping());
+  if (!pong.ok()) {
+    t["worker"] = "unknown: " + pong.error().message;
+    return t;
+  }
+  t["worker"] = pong->value("torch_version", std::string()) + " " + pong->value("git_version", std::string());
+  t["worker_python"] = pong->value("python", std::string());
+  if (pong->contains("torch_mismatch")) throw Failure{Error::BadInput((*pong)["torch_mismatch"].get<std::string>())};
+  return t;
+}
+
 int RunBackends(bool as_json) {
+  const nlohmann::json torch = TorchBuilds();
   nlohmann::json list = nlohmann::json::array();
   for (const auto& info : experiment::Backends()) {
     std::string name = info.name;
@@ -44,9 +59,12 @@ int RunBackends(bool as_json) {
   }
   AddDynamoBackends(list);
   if (as_json) {
-    std::cout << list.dump(2) << "\n";
+    std::cout << nlohmann::json{{"torch", torch}, {"backends", list}}.dump(2) << "\n";
     return 0;
   }
+  std::printf("torch: parity built against %s (CUDA %s); the worker runs %s (%s)\n", torch["built_against"].get<std::string>().c_str(),
+              torch["cuda"].get<std::string>().c_str(), torch["worker"].get<std::string>().c_str(),
+              torch.value("worker_python", std::string("?")).c_str());
   for (const auto& b : list) {
     std::printf("%-28s %-12s %-20s %s\n", b["name"].get<std::string>().c_str(),
                 b["available"].get<bool>() ? "available" : "unavailable", b["kind"].get<std::string>().c_str(),

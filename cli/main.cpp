@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   app.add_flag_callback(
       "--no-verify-digests", [] { ::setenv("PARITY_NO_VERIFY_DIGESTS", "1", 1); },
       "load repro dirs whose tensors do not match the manifest's tensors_sha256 (also for the children)");
-  app.set_version_flag("--version", std::string("parity 0.1.0 (built against torch ") + PARITY_TORCH_VERSION_BUILT + ")");
+  app.set_version_flag("--version", std::string("parity 0.1.0 (built against torch ") + PARITY_TORCH_VERSION_BUILT + ", git " +
+                                        PARITY_TORCH_GIT_BUILT + ", CUDA " + PARITY_TORCH_CUDA_BUILT + ")");
   int exit_code = 0;
   parity::cli::set_repro_command(app, exit_code);
   parity::cli::set_compare_command(app, exit_code);

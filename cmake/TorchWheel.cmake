@@ -7,14 +7,15 @@
 # (when the wheel has it) is enough to run on a GPU.
 #
 # Inputs:  PARITY_PYTHON (cache path, default <source>/.venv/bin/python)
-# Outputs: parity_torch target, PARITY_TORCH_VERSION, PARITY_TORCH_HAS_CUDA
+# Outputs: parity_torch target, PARITY_TORCH_VERSION, PARITY_TORCH_HAS_CUDA, PARITY_TORCH_GIT (the
+#          build's git hash), PARITY_TORCH_CUDA (its CUDA version, or "none")
 
 set(PARITY_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
     "Python interpreter whose torch wheel provides libtorch")
 
 execute_process(
   COMMAND "${PARITY_PYTHON}" -c
-    "import os, torch; d=os.path.dirname(torch.__file__); print(d); print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None))"
+    "import os, torch; d=os.path.dirname(torch.__file__); print(d); print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None)); print(torch.version.git_version or 'unknown'); print(torch.version.cuda or 'none')"
   OUTPUT_VARIABLE _tw_out
   RESULT_VARIABLE _tw_rc
   ERROR_VARIABLE _tw_err
@@ -28,6 +29,8 @@ list(GET _tw_lines 0 PARITY_TORCH_DIR)
 list(GET _tw_lines 1 PARITY_TORCH_VERSION)
 list(GET _tw_lines 2 _tw_abi)
 list(GET _tw_lines 3 PARITY_TORCH_HAS_CUDA)
+list(GET _tw_lines 4 PARITY_TORCH_GIT)
+list(GET _tw_lines 5 PARITY_TORCH_CUDA)
 
 foreach(_hdr c10/core/TensorImpl.h torch/csrc/autograd/variable.h ATen/core/dispatch/Dispatcher.h)
   if(NOT EXISTS "${PARITY_TORCH_DIR}/include/${_hdr}")

@@ -25,10 +25,12 @@ std::string WorkerPython() {
   return PARITY_PYTHON_DEFAULT;
 }
 
+std::string BuiltTorch() { return std::string(PARITY_TORCH_VERSION_BUILT) + " " + PARITY_TORCH_GIT_BUILT; }
+
 std::vector<std::string> PythonEnv() {
   const char* pp = std::getenv("PYTHONPATH");
   return {std::string("PYTHONPATH=") + PARITY_SOURCE_DIR + "/tools" + (pp && *pp ? std::string(":") + pp : ""),
-          "PYTHONUNBUFFERED=1"};
+          "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
 }
 
 // A Unix socket path must fit sockaddr_un::sun_path (108 bytes with its NUL): a socket asked for
@@ -290,7 +292,8 @@ Expected<nlohmann::json> WorkerClient::Call(nlohmann::json request) {
   PARITY_ASSIGN_OR_RETURN(nlohmann::json resp, Exchange(std::move(request)));
   if (resp.value("ok", false)) return resp;
   auto field = [&](const char* key) { return resp.contains(key) && resp[key].is_string() ? resp[key].get<std::string>() : ""; };
-  Error e = Error::Runtime(field("error"));
+  // The worker's torch is another build than parity's (kTorchBuiltEnv): bad input, exit 2.
+  Error e = field("error_type") == kTorchMismatch ? Error::BadInput(field("error")) : Error::Runtime(field("error"));
   e.exception_type = field("error_type").empty() ? "Error" : field("error_type");
   e.traceback = field("traceback");
   return e;

@@ -18,8 +18,15 @@ namespace parity::runtime {
 
 // The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
 std::string WorkerPython();
-// The environment parity's Python runs with: PYTHONPATH with tools/ (parity_capture) first.
+// The environment parity's Python runs with: PYTHONPATH with tools/ (parity_capture) first, and
+// kTorchBuiltEnv: the torch build parity was built against, which the worker checks its own
+// torch against (a worker of another build answers every request but ping with TorchMismatch,
+// a kBadInput error naming both builds and what to rebuild).
 std::vector<std::string> PythonEnv();
+inline constexpr const char* kTorchBuiltEnv = "PARITY_TORCH_BUILT";
+inline constexpr const char* kTorchMismatch = "TorchMismatch";  // the worker's error type then
+// The torch build parity was built against: "<version> <git hash>", as the worker compares it.
+std::string BuiltTorch();
 
 class WorkerProcess {
  public:

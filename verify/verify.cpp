@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runtime/jobs.h"
+#include "runtime/worker.h"
 #include "runtime/worker_requests.h"
 #include "matrix/matrix.h"
 #include "matrix/repro_dirs.h"
@@ -58,6 +59,9 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
     if (hooks.retry && hooks.retry(item.spec, item.attempts)) return true;
     results::Record record = Record(item, s);
     if (auto st = results::AppendRecord(summary.results_file, record); !st.ok() && status.ok()) status = st;
+    // A worker of another torch build than parity's (runtime/worker.h kTorchBuiltEnv): every
+    // experiment meets it; the run ends as bad input (exit 2) once its records are written.
+    if (r.exception_type == runtime::kTorchMismatch && status.ok()) status = Error::BadInput(r.error);
     summary.records.push_back(std::move(record));
     Tally(summary, item.attempts.front().code);
     console.Finished(i + 1, item.spec, item.attempts.front(), summary.records.back().metrics);

@@ -164,7 +164,10 @@ def test_models_and_backends_listings(parity_bin):
     names = {m["name"] for m in json.loads(r.stdout)}
     assert {"llama", "gpt2", "bert", "t5", "mistral", "qwen2", "resnet", "mobilenet", "dlrm", "mlp"} <= names
     r = run_parity(parity_bin, "backends", "--json")
-    by = {b["name"]: b for b in json.loads(r.stdout)}
+    listing = json.loads(r.stdout)
+    by = {b["name"]: b for b in listing["backends"]}
+    # Both torch builds shown, and they are the same one.
+    assert listing["torch"]["built_against"] == listing["torch"]["worker"], listing["torch"]
     assert {"eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "aot_inductor", "nativert", "torchscript",
             "torch_compile:<name>", "fault"} <= set(by)
     assert by["eager"]["available"]
@@ -191,9 +194,27 @@ def test_backends_lists_entry_point_dynamo_backends(parity_bin, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(site))
     r = subprocess.run([parity_bin, "backends", "--json"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    by = {b["name"]: b for b in json.loads(r.stdout)}
+    by = {b["name"]: b for b in json.loads(r.stdout)["backends"]}
     assert by["torch_compile:vendor_be"]["available"]
     assert "torch_compile:inductor" in by
+
+
+def test_a_worker_of_another_torch_build_is_exit_2_naming_both(parity_bin, tmp_path, test_data):
+    """parity's interpreter (the references) and the worker (the backend) must run one torch build:
+    a worker whose torch reports another (here a sitecustomize rewrites its version) answers with
+    both builds and what to rebuild, and the command is exit 2."""
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '9.9.9+other'\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PARITY_WORKER_POOL="", PARITY_KEEP_WORKERS="0")
+    r = subprocess.run([parity_bin, "backends"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "9.9.9+other" in r.stderr and "is not the build parity was built against" in r.stderr, r.stderr
+    assert "rebuild parity against this Python's torch" in r.stderr, r.stderr
+    # verify: the experiment's record says so, and the run is exit 2.
+    r = subprocess.run([parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "inductor",
+                        "--output-dir", str(tmp_path / "v")], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "TorchMismatch" in r.stdout and "9.9.9+other" in r.stderr, r.stdout + r.stderr
+    r = subprocess.run([parity_bin, "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "built against torch" in r.stdout and "git " in r.stdout and "CUDA " in r.stdout, r.stdout
 
 
 def test_time_split_adds_up_and_slots_keep_verdicts(parity_bin, cache_dir, tmp_path):

@@ -187,8 +187,27 @@ def cmd_repro_script(req) -> Dict[str, Any]:
 
 def cmd_ping(req) -> Dict[str, Any]:
     cuda = torch.cuda.is_available()
-    return {"torch_version": torch.__version__, "cuda": cuda, "pid": os.getpid(),
-            "device_name": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    out = {"torch_version": torch.__version__, "git_version": torch.version.git_version, "cuda": cuda, "pid": os.getpid(),
+           "device_name": torch.cuda.get_device_name(0) if cuda else "cpu", "python": sys.executable}
+    if _TORCH_MISMATCH:
+        out["torch_mismatch"] = _TORCH_MISMATCH
+    return out
+
+
+def torch_mismatch() -> str:
+    """Why this worker's torch is not the build parity was built against ($PARITY_TORCH_BUILT,
+    "<version> <git hash>"), or "": parity's interpreter (the eager and fp64 reference) and the
+    worker (the backend) must run the same torch, else a verdict compares two builds."""
+    built = os.environ.get("PARITY_TORCH_BUILT", "")
+    mine = f"{torch.__version__} {torch.version.git_version}"
+    if not built or built == mine:
+        return ""
+    return (f"the Python worker's torch ({mine}, {sys.executable}) is not the build parity was built against ({built}): "
+            f"rebuild parity against this Python's torch (./setup.sh with PARITY_ENV_PYTHON={sys.executable}, docs/setup.md) "
+            f"or point PARITY_PYTHON at the Python parity was built with")
+
+
+_TORCH_MISMATCH = torch_mismatch()
 
 
 # The request table: one line per request, a backend's Python side one line here.
@@ -210,6 +229,8 @@ def handle(req: Dict[str, Any]) -> Dict[str, Any]:
     cmd = req.get("cmd")
     if cmd not in COMMANDS:
         return {"ok": False, "error_type": "BadRequest", "error": f"unknown cmd {cmd!r}"}
+    if _TORCH_MISMATCH and cmd != "ping":
+        return {"ok": False, "error_type": "TorchMismatch", "error": _TORCH_MISMATCH}
     if _IMPORT_ERRORS:
         m, err = next(iter(_IMPORT_ERRORS.items()))
         return {"ok": False, "error_type": "ImportError", "error": f"--import {m}: cannot import it: {err}"}
