@@ -75,15 +75,15 @@ struct StepContext {
   std::function<std::vector<experiment::ExperimentResult>(const std::vector<const ir::Graph*>&)> run_candidates;
   // The experiment run_candidates runs for a graph (the candidate written; the same spec and dir
   // for the same graph), for a run made ahead; nullopt when it cannot be written.
-  std::function<std::optional<std::pair<experiment::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run;
+  std::function<std::optional<std::pair<experiment::ExperimentSpec, std::filesystem::path>>(const ir::Graph&)> candidate_run{};
   // Where runs made ahead go (RunAhead); nullptr: none are.
   AheadRunner* ahead = nullptr;
   // The CPU cores of this machine (what compiles share).
   int cpus = 1;
   // One request to the Python worker (unset: none to ask).
-  std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;
+  std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask{};
   // Writes a graph of the graph being reduced as a repro dir (its inputs, the failure recorded).
-  std::function<Status(const ir::Graph&, const std::filesystem::path&)> write_graph;
+  std::function<Status(const ir::Graph&, const std::filesystem::path&)> write_graph{};
 };
 
 }  // namespace parity::minifier

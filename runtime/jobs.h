@@ -119,7 +119,7 @@ class JobRunner {
   struct Server {
     Child child;
     int fd = -1;
-    std::string buffer;  // what came back and is not a whole line yet
+    std::string buffer{};  // what came back and is not a whole line yet
   };
   struct Slot {
     std::vector<std::string> env;
