@@ -1,5 +1,6 @@
 #include "distributed/real.h"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -30,10 +31,11 @@ json Request(const World& world, const RealRun& run, int r) {
           {"backend", run.backend},
           {"options", run.options},
           {"device", run.device},
-          // The group's own collective timeout comes first: a rank left waiting fails naming its
-          // collective, before the deadline ends every rank.
-          {"timeout_s", 0.8 * std::chrono::duration<double>(run.timeout).count()},
-          {"out", (run.scratch / ("rank" + std::to_string(r) + ".safetensors")).string()}};
+          // The group's own collective timeout: a rank left waiting in a collective fails naming it,
+          // before parity's deadline (twice as long) ends every rank.
+          {"timeout_s", std::chrono::duration<double>(run.timeout).count()},
+          {"out", (run.scratch / ("rank" + std::to_string(r) + ".safetensors")).string()},
+          {"ready", (run.scratch / ("rank" + std::to_string(r) + ".ready")).string()}};
 }
 
 std::string LogTail(const fs::path& log) {
@@ -64,8 +66,13 @@ Expected<std::vector<fs::path>> RunReal(const World& world, const RealRun& run) 
                             Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.rank_replay", req_path.string()}, so));
     children.push_back(std::move(child));
   }
-  // Every rank against one deadline; the first to fail ends the others (they would wait on it).
-  const auto deadline = std::chrono::steady_clock::now() + run.timeout;
+  // Every rank against one deadline, counted from when all have started (joined the group: a
+  // loaded machine's Python start-up is not a hang); the first to fail ends the others (they
+  // would wait on it). Starting has a deadline of its own.
+  const auto started = std::chrono::steady_clock::now();
+  const auto start_limit = std::max(run.timeout, std::chrono::milliseconds(300000));
+  std::optional<std::chrono::steady_clock::time_point> all_ready;
+  auto deadline = started + start_limit;
   std::vector<std::optional<ExitInfo>> ended(static_cast<size_t>(n));
   std::string failed;
   for (size_t done = 0; done < static_cast<size_t>(n);) {
@@ -79,22 +86,31 @@ Expected<std::vector<fs::path>> RunReal(const World& world, const RealRun& run) 
         failed = "rank " + std::to_string(r) + "'s process ended (" + e->Describe() + "):\n" + LogTail(logs[static_cast<size_t>(r)]);
     }
     if (done == static_cast<size_t>(n)) break;
+    if (!all_ready) {
+      bool ready = true;
+      for (int r = 0; r < n; ++r) ready = ready && fs::exists(run.scratch / ("rank" + std::to_string(r) + ".ready"));
+      if (ready) all_ready = std::chrono::steady_clock::now(), deadline = *all_ready + 2 * run.timeout;
+    }
     if (!failed.empty() || std::chrono::steady_clock::now() > deadline) {
-      std::string waiting;
+      std::string waiting, where_others;
       for (int r = 0; r < n; ++r)
         if (!ended[static_cast<size_t>(r)]) {
           children[static_cast<size_t>(r)].Kill();
           waiting += (waiting.empty() ? "" : ", ") + std::to_string(r);
+          where_others += "\nrank " + std::to_string(r) + ", ended with it, was at:\n" + LogTail(logs[static_cast<size_t>(r)]);
         }
       if (failed.empty())
       {
         std::string where;
         for (int r = 0; r < n; ++r)
           if (!ended[static_cast<size_t>(r)]) where += "\n" + LogTail(logs[static_cast<size_t>(r)]);
-        return Error::Runtime("timeout after " + std::to_string(run.timeout.count() / 1000) + " s: rank " + waiting +
+        if (!all_ready)
+          return Error::Runtime("rank " + waiting + " did not start (join the group) within " +
+                                std::to_string(start_limit.count() / 1000) + " s; where each was:" + where);
+        return Error::Runtime("timeout after " + std::to_string(2 * run.timeout.count() / 1000) + " s: rank " + waiting +
                               " still running (a hang, or a collective a rank never joined); where each was:" + where);
       }
-      return Error::Runtime(failed + (waiting.empty() ? "" : "\n(ranks " + waiting + " ended with it)"));
+      return Error::Runtime(failed + where_others);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -22,7 +22,10 @@ struct RealRun {
   std::string backend;
   nlohmann::json options = nlohmann::json::object();  // the backend's (Inductor config keys, ...)
   std::string device = "cpu";
-  std::chrono::milliseconds timeout{120000};  // the whole run's deadline (and the group's collective timeout)
+  // The group's collective timeout (a rank left waiting in a collective fails with the group's
+  // error naming it); parity ends every rank at twice this once all have joined the group (a
+  // hang outside collectives); joining has a deadline of its own, at least 300 s.
+  std::chrono::milliseconds timeout{120000};
   std::filesystem::path scratch;              // requests, the store, each rank's outputs and log
 };
 
