@@ -70,6 +70,15 @@ def import_plugins() -> Dict[str, str]:
     return import_modules([m for m in os.environ.get(IMPORT_ENV, "").split(",") if m])
 
 
+def require_plugins() -> None:
+    """import_plugins() for a one-shot child (the profiling child, a rank of a real replay): the
+    first module that failed raises ImportError naming it."""
+    failed = import_plugins()
+    if failed:
+        m, err = next(iter(failed.items()))
+        raise ImportError(f"--import {m}: cannot import it: {err}")
+
+
 def import_modules(modules: Iterable[str]) -> Dict[str, str]:
     """Imports each module; returns {module: error} for those that failed."""
     import importlib
