@@ -66,15 +66,18 @@ def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
     # Handed back: the same worker, idle again.
     after = workers(parity_bin)
     assert [(w["pid"], w["live"], w["in_use"]) for w in after] == [(kept[0]["pid"], True, False)], after
-    # A minify in another environment (another Inductor cache) does not adopt it.
+    # A run in another environment (another Inductor cache) does not adopt it: it starts and keeps
+    # a worker of its own beside it.
     other = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "other-inductor"))
     import subprocess
-    r = subprocess.run([parity_bin, "minify", repro, "--out", str(tmp_path / "m2"), "--no-compiler-bisect"],
-                       capture_output=True, text=True, env=other)
+    r = subprocess.run([parity_bin, "verify", src, "--backend", "aot_eager", "--output-dir", str(tmp_path / "v2"),
+                        "--keep-workers", "120"], capture_output=True, text=True, env=other)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert json.load(open(tmp_path / "m2" / "summary.json"))["workers_adopted"] == 0
+    both = workers(parity_bin)
+    assert sorted((w["pid"] == kept[0]["pid"], w["live"], w["in_use"]) for w in both) == \
+        [(False, True, False), (True, True, False)], both
     r = run_parity(parity_bin, "workers", "--stop")
-    assert r.returncode == 0 and "stopped 1 idle worker" in r.stdout, r.stdout
+    assert r.returncode == 0 and "stopped 2 idle workers" in r.stdout, r.stdout
     assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 10)
 
 

@@ -1,5 +1,5 @@
 """What a process that compiles with Inductor prepares before its first compile (the worker at its
-start, the profiling child before it compiles with the caches off): the imports, the CPU's vector
+start, the profiling child before it compiles with the graph caches off): the imports, the CPU's vector
 ISA (probed once, and remembered across processes), CUDA's context and the compile pool."""
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def warm_up(device: str) -> None:
 
 def pick_cpu_isa() -> None:
     """Inductor's choice of vector ISA for C++ kernels, made now with the caches on: the choice is
-    kept for the process, so a later compile with the caches off (profiling's) neither rebuilds
+    kept for the process, so a later compile with the graph caches off (profiling's) neither rebuilds
     nor reloads the probes (measured: 5 probe builds, about 10 s of a 2-core CPU's profile run)."""
     remember_isa_probes()
     try:
