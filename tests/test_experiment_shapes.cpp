@@ -15,12 +15,7 @@ namespace parity::experiment {
 namespace {
 
 using nlohmann::json;
-
-ir::Graph Parse(const std::string& text) {
-  auto g = ir::GraphFromJson(json::parse(text), "test.json");
-  if (!g.ok()) throw std::runtime_error(g.error().message);
-  return std::move(*g);
-}
+using testing::ParseGraph;
 
 // x: f32[s0, 8] @ w + b, ids: i64[s0]; s0 recorded as 6 in [2, 10], never 9 (a guard).
 const char* kGraph = R"JSON({"version": 2, "name": "g",
@@ -45,7 +40,7 @@ TEST(Shapes, ParseShapesNamesTheFlag) {
 }
 
 TEST(Shapes, SweepPointsStayInRangeHoldGuardsAndSkipTheRecorded) {
-  ir::Graph g = Parse(kGraph);
+  ir::Graph g = ParseGraph(kGraph);
   auto points = SweepPoints(g, 6);
   ASSERT_EQ(points.size(), 6u);
   std::set<int64_t> seen;
@@ -60,18 +55,18 @@ TEST(Shapes, SweepPointsStayInRangeHoldGuardsAndSkipTheRecorded) {
   EXPECT_EQ(points[0].at("s0"), 3);   // half first
   EXPECT_EQ(points[1].at("s0"), 10);  // twice, held to the range
   // A range of one value besides the hint leaves one point.
-  ir::Graph narrow = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 4, "min": 4, "max": 5}}, "nodes": [
+  ir::Graph narrow = ParseGraph(R"({"version": 2, "symbols": {"s0": {"hint": 4, "min": 4, "max": 5}}, "nodes": [
     {"name": "output", "op": "output", "args": [[]]}]})");
   EXPECT_EQ(SweepPoints(narrow, 3).size(), 1u);
   EXPECT_EQ(PointLabel({{"s0", 3}, {"s1", 12}}), "s0=3, s1=12");
   // A data-dependent symbol is no input's size: never swept, never in a point.
-  ir::Graph dd = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 4, "min": 2, "max": null},
+  ir::Graph dd = ParseGraph(R"({"version": 2, "symbols": {"s0": {"hint": 4, "min": 2, "max": null},
     "u0": {"hint": 3, "min": 0, "max": null, "unbacked": true}}, "guards": ["u0 <= 4*s0"], "nodes": [
     {"name": "output", "op": "output", "args": [[]]}]})");
   auto dd_points = SweepPoints(dd, 3);
   ASSERT_EQ(dd_points.size(), 3u);
   for (const auto& p : dd_points) EXPECT_EQ(p.count("u0"), 0u) << PointLabel(p);
-  ir::Graph only = Parse(R"({"version": 2, "symbols": {"u0": {"hint": 3, "min": 0, "max": null, "unbacked": true}}, "nodes": [
+  ir::Graph only = ParseGraph(R"({"version": 2, "symbols": {"u0": {"hint": 3, "min": 0, "max": null, "unbacked": true}}, "nodes": [
     {"name": "output", "op": "output", "args": [[]]}]})");
   EXPECT_TRUE(SweepPoints(only, 3).empty());
 }
@@ -82,7 +77,7 @@ TEST(Shapes, AVariantRegeneratesSymbolicInputsAndKeepsParameters) {
   e.name = "g";
   e.file = "graphs/g.json";
   e.inputs = {{"x", "input/x"}, {"ids", "input/ids"}};
-  e.graph = Parse(kGraph);
+  e.graph = ParseGraph(kGraph);
   Manifest man;
   const at::Tensor x = at::randn({6, 8}) * 3 + 10;
   const at::Tensor ids = at::randint(5, 9, {6}, at::TensorOptions().dtype(at::kLong));

@@ -39,6 +39,12 @@ void Spit(const fs::path& p, const std::string& data) {
   out << data;
 }
 
+ir::Graph ParseGraph(const std::string& text, const std::string& file) {
+  auto g = ir::GraphFromJson(nlohmann::json::parse(text), file);
+  if (!g.ok()) throw std::runtime_error(g.error().message);
+  return std::move(*g);
+}
+
 GraphEntry NewGraphEntry(const std::string& name) {
   GraphEntry e;
   e.name = name;

@@ -32,6 +32,9 @@ std::filesystem::path TestData();
 // An empty graph entry named `name`, stored at graphs/<name>.json.
 GraphEntry NewGraphEntry(const std::string& name);
 
+// The graph of graph JSON `text` (as file `file` would hold it); throws on a malformed one.
+ir::Graph ParseGraph(const std::string& text, const std::string& file = "test.json");
+
 // Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).
 void WriteSmallRepro(const std::filesystem::path& dir);
 

@@ -26,12 +26,7 @@ namespace parity::interp {
 namespace {
 
 using nlohmann::json;
-
-ir::Graph Parse(const std::string& text) {
-  auto g = ir::GraphFromJson(json::parse(text), "hops.json");
-  if (!g.ok()) throw std::runtime_error(g.error().message);
-  return std::move(*g);
-}
+using testing::ParseGraph;
 
 Expected<RunResult> RunGraph(const ir::Graph& g, const TensorMap& inputs, const RunOptions& o = {}) {
   PARITY_ASSIGN_OR_RETURN(auto p, Program::Compile(g, "hops.json"));
@@ -60,7 +55,7 @@ TEST(Hops, ACallOfASubgraphThatDrawsIsRandom) {
   std::string text = kCond;
   auto at = text.find("aten::sin");
   text.replace(at, std::string("aten::sin").size(), "aten::rand_like");
-  const ir::Graph drawing = Parse(text), plain = Parse(kCond);  // a Program reads its graph
+  const ir::Graph drawing = ParseGraph(text), plain = ParseGraph(kCond);  // a Program reads its graph
   auto p = Program::Compile(drawing, "test.json");
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->RandomOutputs(), (std::vector<bool>{true}));
@@ -70,7 +65,7 @@ TEST(Hops, ACallOfASubgraphThatDrawsIsRandom) {
 }
 
 TEST(Hops, CondRunsTheBranchItsPredicateChooses) {
-  ir::Graph g = Parse(kCond);
+  ir::Graph g = ParseGraph(kCond);
   const at::Tensor pos = at::arange(1.0, 7.0).sub(2.0), neg = pos.neg().sub(3.0);
   auto a = RunGraph(g, {{"x", pos}});
   ASSERT_TRUE(a.ok()) << a.error().message;
@@ -95,7 +90,7 @@ TEST(Hops, CondRunsTheBranchItsPredicateChooses) {
 
 TEST(Hops, WhileLoopIteratesAndInvokeSubgraphCalls) {
   // while i < 3: (i, x) = (i + 1, x * 2 + 1); then invoke_subgraph(body=relu) on x.
-  ir::Graph g = Parse(R"JSON({"version": 3, "name": "w",
+  ir::Graph g = ParseGraph(R"JSON({"version": 3, "name": "w",
     "subgraphs": {
       "cond": {"nodes": [{"name": "i", "op": "placeholder"}, {"name": "x", "op": "placeholder"},
         {"name": "lt", "op": "call_function", "target": "aten::lt.Scalar", "args": [{"node": "i"}, 3]},
@@ -139,7 +134,7 @@ TEST(Hops, WhatCannotRunIsNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("takes 1 operands, the call gives it 2"), std::string::npos) << bad.error().message;
   // A graph made in memory (a pass's candidate) that calls one is Unsupported when compiled.
-  ir::Graph g = Parse(kCond);
+  ir::Graph g = ParseGraph(kCond);
   g.Find(j["nodes"][3]["name"].get<std::string>())->set_target("hop::a_future_op");
   auto p = Program::Compile(g, "hops.json");
   ASSERT_FALSE(p.ok());
@@ -164,7 +159,7 @@ TEST(Hops, AWhileLoopStopsAtALimitDerivedFromWhatTheProgramRan) {
 // flex_attention with a causal score function and an all-true mask function: softmax over the
 // scaled scores where q_idx >= kv_idx, as the math definition.
 TEST(Hops, FlexAttentionIsItsMathDefinition) {
-  ir::Graph g = Parse(R"JSON({"version": 3, "name": "flex",
+  ir::Graph g = ParseGraph(R"JSON({"version": 3, "name": "flex",
     "subgraphs": {
       "score": {"nodes": [{"name": "s", "op": "placeholder"}, {"name": "b", "op": "placeholder"}, {"name": "h", "op": "placeholder"},
         {"name": "q", "op": "placeholder"}, {"name": "kv", "op": "placeholder"},

@@ -23,12 +23,7 @@ using ir::Arg;
 using ir::Graph;
 using ir::NodeKind;
 using nlohmann::json;
-
-Graph Parse(const std::string& text) {
-  auto g = ir::GraphFromJson(json::parse(text), "test.json");
-  if (!g.ok()) throw std::runtime_error(g.error().message);
-  return std::move(*g);
-}
+using testing::ParseGraph;
 
 Expected<RunResult> CompileAndRun(const Graph& g, const TensorMap& inputs, const RunOptions& o = {}) {
   PARITY_ASSIGN_OR_RETURN(auto p, Program::Compile(g, "test.json"));
@@ -38,7 +33,7 @@ Expected<RunResult> CompileAndRun(const Graph& g, const TensorMap& inputs, const
 TEST(Interpreter, WrappedNumbersDefaultsAndBroadcastLists) {
   // add(x, 2) puts a Python int in a Tensor position; max_pool2d's kernel_size=2 fills int[2];
   // sum.dim_IntList takes its keepdim default from the schema.
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "a", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "x"}, 2]},
     {"name": "p", "op": "call_function", "target": "aten::max_pool2d", "args": [{"node": "a"}, 2]},
@@ -56,7 +51,7 @@ TEST(Interpreter, WrappedNumbersDefaultsAndBroadcastLists) {
 }
 
 TEST(Interpreter, TensorListsOptionalTensorListsAndGetItem) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "i", "op": "placeholder"},
     {"name": "c", "op": "call_function", "target": "aten::cat", "args": [[{"node": "x"}, {"node": "x"}]], "kwargs": {"dim": 1}},
@@ -76,7 +71,7 @@ TEST(Interpreter, TensorListsOptionalTensorListsAndGetItem) {
 }
 
 TEST(Interpreter, Float64ModeWidensDataAndDtypeArguments) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "f", "op": "call_function", "target": "aten::full", "args": [[2], 0.1], "kwargs": {"dtype": {"dtype": "float32"}, "device": {"device": "cpu"}}},
     {"name": "i", "op": "call_function", "target": "aten::ones", "args": [[2]], "kwargs": {"dtype": {"dtype": "int64"}}},
@@ -91,7 +86,7 @@ TEST(Interpreter, Float64ModeWidensDataAndDtypeArguments) {
 }
 
 TEST(Interpreter, RecordsIntermediatesOnlyWhenAsked) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "a", "op": "call_function", "target": "aten::neg", "args": [{"node": "x"}]},
     {"name": "b", "op": "call_function", "target": "aten::exp", "args": [{"node": "a"}]},
@@ -114,7 +109,7 @@ TEST(Interpreter, RecordsIntermediatesOnlyWhenAsked) {
 }
 
 TEST(Interpreter, RuntimeErrorsNameTheNode) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "mm", "op": "call_function", "target": "aten::mm", "args": [{"node": "x"}, {"node": "x"}]},
     {"name": "output", "op": "output", "args": [[{"node": "mm"}]]}]})");
@@ -126,7 +121,7 @@ TEST(Interpreter, RuntimeErrorsNameTheNode) {
 }
 
 TEST(Interpreter, HookSeesAndReplacesValues) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "r", "op": "call_function", "target": "aten::relu", "args": [{"node": "x"}]},
     {"name": "n", "op": "call_function", "target": "aten::neg", "args": [{"node": "r"}]},
@@ -146,7 +141,7 @@ TEST(Interpreter, HookSeesAndReplacesValues) {
 }
 
 TEST(Interpreter, GradModeBuildsAnAutogradGraph) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "w", "op": "get_attr", "target": "w"},
     {"name": "m", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, {"node": "w"}]},
@@ -210,7 +205,7 @@ const char* kSymbolic = R"JSON({"version": 2, "name": "sym",
     {"name": "output", "op": "output", "args": [[{"node": "v"}, {"node": "k"}]]}]})JSON";
 
 TEST(Interpreter, SymbolicGraphRunsAtEverySizeItsRangeAllows) {
-  Graph g = Parse(kSymbolic);
+  Graph g = ParseGraph(kSymbolic);
   ASSERT_TRUE(g.symbolic());
   for (int64_t rows : {3, 5, 16}) {
     at::Tensor x = at::randn({rows, 4});
@@ -222,7 +217,7 @@ TEST(Interpreter, SymbolicGraphRunsAtEverySizeItsRangeAllows) {
 }
 
 TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
-  Graph g = Parse(kSymbolic);
+  Graph g = ParseGraph(kSymbolic);
   auto bound = BindSymbols(g, {{"x", at::randn({5, 4})}});
   ASSERT_TRUE(bound.ok()) << bound.error().message;
   EXPECT_EQ(bound->at("s0"), 5);
@@ -234,7 +229,7 @@ TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
   ASSERT_FALSE(guard.ok());
   EXPECT_NE(guard.error().message.find("guard Ne(s0, 7) does not hold for s0 = 7"), std::string::npos) << guard.error().message;
   // An input with no tensor binding its symbol keeps the recorded hint.
-  Graph two = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 3, "min": 2, "max": null}}, "nodes": [
+  Graph two = ParseGraph(R"({"version": 2, "symbols": {"s0": {"hint": 3, "min": 2, "max": null}}, "nodes": [
     {"name": "a", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [3], "stride": [1], "sym_shape": ["s0"]}]}},
     {"name": "b", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [3], "stride": [1], "sym_shape": ["s0"]}]}},
     {"name": "c", "op": "call_function", "target": "aten::add.Tensor", "args": [{"node": "a"}, {"node": "b"}]},
@@ -247,7 +242,7 @@ TEST(Interpreter, BindSymbolsRefusesRangesGuardsAndDisagreement) {
 // Size arithmetic as programs write it (`round(n / 2)`, `n << 1`, `n ^ 3`, `n & 6`,
 // `math.sqrt(n)`, `torch.sym_sum([...])`), each with Python's value at every size.
 TEST(Interpreter, SizeArithmeticHasPythonsValues) {
-  Graph g = Parse(R"JSON({"version": 2, "name": "arith", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
+  Graph g = ParseGraph(R"JSON({"version": 2, "name": "arith", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
   "nodes": [
     {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [5], "stride": [1], "sym_shape": ["s0"]}]}},
     {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
@@ -276,7 +271,7 @@ TEST(Interpreter, SizeArithmeticHasPythonsValues) {
 }
 
 TEST(Interpreter, ASizeFloatPastInt64IsAnErrorNotAnInteger) {
-  Graph g = Parse(R"JSON({"version": 2, "name": "big", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
+  Graph g = ParseGraph(R"JSON({"version": 2, "name": "big", "symbols": {"s0": {"hint": 5, "min": 2, "max": null}},
   "nodes": [
     {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [5], "stride": [1], "sym_shape": ["s0"]}]}},
     {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
@@ -292,7 +287,7 @@ TEST(Interpreter, ASizeFloatPastInt64IsAnErrorNotAnInteger) {
 // in a Tensor position is a wrapped number, as Python makes it, in the float32 run and the fp64
 // reference alike.
 TEST(Interpreter, SizesFlowIntoTensorArgumentsAsWrappedNumbers) {
-  Graph g = Parse(R"({"version": 2, "symbols": {"s0": {"hint": 8, "min": 2, "max": null}}, "nodes": [
+  Graph g = ParseGraph(R"({"version": 2, "symbols": {"s0": {"hint": 8, "min": 2, "max": null}}, "nodes": [
     {"name": "x", "op": "placeholder", "meta": {"val": [{"dtype": "float32", "shape": [8, 3], "stride": [3, 1], "sym_shape": ["s0", null]}]}},
     {"name": "n", "op": "call_function", "target": "aten::sym_size.int", "args": [{"node": "x"}, 0], "meta": {"sym": "s0"}},
     {"name": "h", "op": "call_function", "target": "sym::truediv", "args": [{"node": "n"}, 2], "meta": {"sym": "s0/2", "sym_type": "float"}},
@@ -319,7 +314,7 @@ TEST(Interpreter, SizesFlowIntoTensorArgumentsAsWrappedNumbers) {
 // leaves it to the node that makes it (a guard over it is not checked before the run), and a
 // number the graph returns leaves the run as a 0-dim tensor of its type.
 TEST(Interpreter, DataDependentValuesAndNumberOutputs) {
-  Graph g = Parse(R"({"version": 2, "symbols": {"u0": {"hint": 2, "min": 0, "max": 6, "unbacked": true},
+  Graph g = ParseGraph(R"({"version": 2, "symbols": {"u0": {"hint": 2, "min": 0, "max": 6, "unbacked": true},
       "zuf0": {"hint": 1.5, "min": null, "max": null, "unbacked": true}},
     "guards": ["u0 >= 1"],
     "nodes": [
@@ -351,7 +346,7 @@ TEST(Interpreter, DataDependentValuesAndNumberOutputs) {
 // Outputs that depend on random numbers or uninitialized memory, however far upstream, are
 // known as such (a replay draws its own numbers); the others are not.
 TEST(Interpreter, KnowsWhichOutputsAreRandom) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "r", "op": "call_function", "target": "aten::rand_like", "args": [{"node": "x"}]},
     {"name": "e", "op": "call_function", "target": "aten::empty_like", "args": [{"node": "x"}]},
@@ -367,7 +362,7 @@ TEST(Interpreter, KnowsWhichOutputsAreRandom) {
 // Attention's ops carry the random tag for their dropout: with dropout_p 0 (given or defaulted)
 // their outputs are compared by value like any other; with dropout they are random.
 TEST(Interpreter, AttentionIsRandomOnlyWithDropout) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "q", "op": "placeholder"},
     {"name": "a", "op": "call_function", "target": "aten::scaled_dot_product_attention", "args": [{"node": "q"}, {"node": "q"}, {"node": "q"}]},
     {"name": "b", "op": "call_function", "target": "aten::scaled_dot_product_attention", "args": [{"node": "q"}, {"node": "q"}, {"node": "q"}, null, 0.0]},
@@ -381,7 +376,7 @@ TEST(Interpreter, AttentionIsRandomOnlyWithDropout) {
 // A ZeroTensor (autograd's zero gradient) has no storage: it leaves a run as ordinary zeros, so
 // every consumer (comparators, files) can read it.
 TEST(Interpreter, ZeroTensorOutputsAreMaterialized) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "z", "op": "call_function", "target": "aten::_efficientzerotensor", "args": [[2, 3]], "kwargs": {"dtype": {"dtype": "float32"}}},
     {"name": "output", "op": "output", "args": [[{"node": "z"}]]}]})");
   auto r = CompileAndRun(g, {});
@@ -396,7 +391,7 @@ TEST(Interpreter, ZeroTensorOutputsAreMaterialized) {
 // op with its default dtype (float32), filled by index_put_ from a widened source and checked by
 // _assert_tensor_metadata, runs in float64 where the float32 run runs.
 TEST(Interpreter, Float64ModeWidensWhatTheGraphMakes) {
-  Graph g = Parse(R"({"version": 1, "nodes": [
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},
     {"name": "i", "op": "placeholder"},
     {"name": "z", "op": "call_function", "target": "aten::zeros", "args": [[5]], "kwargs": {"device": {"device": "cpu"}, "pin_memory": false}},

@@ -74,7 +74,7 @@ class HasNode final : public Interestingness {
   int runs_ = 0;
 };
 
-Graph Chain(int n) {
+Graph NegChain(int n) {
   Graph g("g");
   ir::Node* prev = g.Append(NodeKind::kPlaceholder, "x", "x");
   ir::TensorMeta meta;
@@ -190,7 +190,7 @@ TEST(MinifySteps, NodeBisectFindsTheCulpritWithOneOrFourJobs) {
   for (int jobs : {1, 4}) {
     Fixture f;
     f.options.experiment.jobs = jobs;
-    f.state.current = Chain(50);
+    f.state.current = NegChain(50);
     HasNode test("op37");
     auto ctx = f.Context();
     ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
@@ -205,7 +205,7 @@ TEST(MinifySteps, NodeBisectFindsTheCulpritWithOneOrFourJobs) {
 
 TEST(MinifySteps, NodeBisectKeepsThePrefixWhenTheCulpritNeedsIt) {
   Fixture f;
-  f.state.current = Chain(50);
+  f.state.current = NegChain(50);
   HasNode test("op37", "op36");  // fails only with op36 computed too
   auto ctx = f.Context();
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
@@ -215,7 +215,7 @@ TEST(MinifySteps, NodeBisectKeepsThePrefixWhenTheCulpritNeedsIt) {
 
 TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
   Fixture f;
-  f.state.current = Chain(10);
+  f.state.current = NegChain(10);
   HasNode test("absent");
   auto ctx = f.Context();
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
@@ -227,14 +227,14 @@ TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
 TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
   Fixture f;
   f.state.base.test = "train";
-  f.state.current = Chain(50);
+  f.state.current = NegChain(50);
   HasNode alone("op37", "", /*train=*/true);
   auto ctx = f.Context();
   ASSERT_TRUE(NodeBisect(ctx, f.state, alone).ok());
   EXPECT_EQ(f.state.current->ops().size(), 2u);  // op37 on its input value, and sum(op37)
   EXPECT_EQ(f.state.current->OutputValues()[0]->target(), "aten::sum");
   // A failure that needs the culprit's context keeps its path, still with a sum() loss.
-  f.state.current = Chain(50);
+  f.state.current = NegChain(50);
   HasNode test("op37", "op36", /*train=*/true);
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
   EXPECT_EQ(f.state.culprit["node"], "op37");
@@ -275,7 +275,7 @@ TEST(MinifySteps, APrefixEndingAtATupleOpTakesItsElements) {
 }
 
 TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {
-  Graph g = Chain(3);
+  Graph g = NegChain(3);
   auto c = WithSumLoss(g, {"op0", "op2"});
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_TRUE(c->Lint().ok());
@@ -285,12 +285,12 @@ TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {
   EXPECT_TRUE(outs[0]->meta[0]->shape.empty());
   EXPECT_EQ(outs[1]->name(), "op0");
   // No floating value: no loss to make.
-  Graph ints = Chain(1);
+  Graph ints = NegChain(1);
   ints.Find("op0")->meta[0]->dtype = c10::ScalarType::Long;
   EXPECT_FALSE(WithSumLoss(ints, {"op0"}).ok());
 }
 
-// A scan result for Chain(n): the graph's output, then op0..op{n-1} exposed; values from
+// A scan result for NegChain(n): the graph's output, then op0..op{n-1} exposed; values from
 // `first_bad` on fail same().
 ExperimentResult ScanResult(int n, int first_bad, Code code = Code::kFail) {
   ExperimentResult r;
@@ -348,7 +348,7 @@ struct ScanFixture : Fixture {
 TEST(MinifySteps, DivergenceScanFindsAndConfirmsTheFirstDivergentNode) {
   ScanFixture f;
   f.state.original.kind = FailureKind::kAccuracy;
-  f.state.current = Chain(10);
+  f.state.current = NegChain(10);
   f.answer = ScanResult(10, 6);
   HasNode test("op6");  // prefixes holding op6 fail the same way
   auto ctx = f.ScanContext();
@@ -369,7 +369,7 @@ TEST(MinifySteps, DivergenceScanFindsAndConfirmsTheFirstDivergentNode) {
 TEST(MinifySteps, DivergenceScanKeepsThePrefixWhenTheCulpritNeedsIt) {
   ScanFixture f;
   f.state.original.kind = FailureKind::kAccuracy;
-  f.state.current = Chain(10);
+  f.state.current = NegChain(10);
   f.answer = ScanResult(10, 6);
   HasNode test("op6", "op5");  // op6 fails only with op5 computed before it
   auto ctx = f.ScanContext();
@@ -383,7 +383,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
   {  // exposing the values made the failure go away (fusion changed)
     ScanFixture f;
     f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(10);
+    f.state.current = NegChain(10);
     f.answer = ScanResult(10, 10, Code::kPass);
     HasNode test("op6");
     auto ctx = f.ScanContext();
@@ -396,7 +396,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
   {  // the scan points at op4, but op4's prefix does not fail: not confirmed
     ScanFixture f;
     f.state.original.kind = FailureKind::kAccuracy;
-    f.state.current = Chain(10);
+    f.state.current = NegChain(10);
     f.answer = ScanResult(10, 4);
     HasNode test("op6");
     auto ctx = f.ScanContext();
@@ -410,7 +410,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
       ScanFixture f;
       f.state.original.kind = std::string(test_mode) == "train" ? FailureKind::kAccuracy : FailureKind::kCrash;
       f.state.base.test = test_mode;
-      f.state.current = Chain(10);
+      f.state.current = NegChain(10);
       HasNode test("op6");
       auto ctx = f.ScanContext();
       ASSERT_TRUE(DivergenceScan(ctx, f.state, test).ok());
@@ -424,7 +424,7 @@ TEST(MinifySteps, DivergenceScanFallsBackToBisection) {
 void FortyOps(ScanFixture& f) {
   f.chain = 40;
   f.state.original.kind = FailureKind::kAccuracy;
-  f.state.current = Chain(40);
+  f.state.current = NegChain(40);
 }
 
 // On a graph big enough to split (40 values, -j 2: 4 segments of 10), the segments run two at a
@@ -546,8 +546,8 @@ TEST(MinifySteps, ScanSegmentsCutsTheGraphAtItsValues) {
   EXPECT_EQ(second.Find("op5"), nullptr);
   EXPECT_EQ(segs[0].Find("op13"), nullptr);
   EXPECT_TRUE(ScanSegments(g, 1, 1024).empty());  // one segment is the whole graph's run
-  EXPECT_TRUE(ScanSegments(Chain(15), 4, 1024).empty());  // under 16 values: too small to split
-  EXPECT_EQ(ScanSegments(Chain(40), 8, 1024).size(), 5u);  // 8 values a segment at least
+  EXPECT_TRUE(ScanSegments(NegChain(15), 4, 1024).empty());  // under 16 values: too small to split
+  EXPECT_EQ(ScanSegments(NegChain(40), 8, 1024).size(), 5u);  // 8 values a segment at least
 }
 
 // The repro dir records an accuracy failure (as verify's failure dirs do), and its ops their
@@ -664,7 +664,7 @@ TEST(MinifySteps, CheckpointStateRoundTrips) {
 TEST(MinifySteps, CompilerBisectNamesTheCompilersPart) {
   Fixture f;
   f.state.original.kind = FailureKind::kAccuracy;
-  f.state.current = Chain(3);
+  f.state.current = NegChain(3);
   std::vector<nlohmann::json> asked;
   std::vector<Expected<nlohmann::json>> answers;
   auto ctx = f.Context();
