@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "distributed/verify_worlds.h"
 #include "matrix/matrix.h"
 #include "minifier/minify.h"
 #include "repro/graph.h"
@@ -37,7 +38,7 @@ Expected<std::vector<results::Record>> RunMatrix(const CiOptions& o, Baseline& b
           << *baseline.ExpectedStatus(config, spec.model) << ": rerun " << attempts.size() << " of " << o.retries << "\n";
     return again;
   };
-  PARITY_ASSIGN_OR_RETURN(auto summary, verify::Verify(vo, out, hooks));
+  PARITY_ASSIGN_OR_RETURN(auto summary, distributed::VerifyWithWorlds(vo, out, hooks));
   // The gate decides over the whole matrix asked for: a bad repro dir in it is bad input (the
   // others' records are in the results file).
   if (!summary.bad_dirs.empty()) return summary.bad_dirs.front().error;

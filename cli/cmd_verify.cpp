@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/experiment_options.h"
+#include "distributed/verify_worlds.h"
 #include "report/reports.h"
 
 namespace parity::cli {
@@ -13,7 +14,7 @@ void set_verify_command(CLI::App& app, int& exit_code) {
   AddMatrixOptions(cmd, *a);
   cmd->callback([a, &exit_code] {
     const verify::VerifyOptions o = ToVerifyOptions(*a);
-    auto summary = Unwrap(verify::Verify(o, std::cout));
+    auto summary = Unwrap(distributed::VerifyWithWorlds(o, std::cout));
     auto records = Unwrap(results::ReadRecords(summary.results_file, results::ReadMode::kLenient));
     Unwrap(report::WriteReports(o.output_dir, report::Entries(records), "parity verify"));
     // A bad repro dir among good ones: the good ones verified and reported, the run still exit 2.

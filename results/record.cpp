@@ -84,7 +84,7 @@ class Reader {
 const char* const kKnown[] = {"shapes", "model",  "experiment", "repeat",         "iterations_per_run", "metrics",   "timestamp",
                               "verification_code", "tolerance", "cosine", "outputs", "fingerprint", "error", "exception_type",
                               "notes",  "phase",      "fp64_reference", "reference_error",    "repro_input", "repro_dir",
-                              "timed_out", "graph_breaks", "attempts", "rule", "justification"};
+                              "timed_out", "graph_breaks", "attempts", "rule", "justification", "distributed"};
 
 Expected<Attempt> AttemptFromJson(const json& a, const Reader& r) {
   Attempt at;
@@ -225,6 +225,7 @@ json Record::ToJson() const {
     j["shapes"] = json::array();
     for (const auto& s : shapes) j["shapes"].push_back(s.ToJson());
   }
+  if (distributed) j["distributed"] = distributed->ToJson();
   return j;
 }
 
@@ -283,9 +284,27 @@ Expected<Record> Record::FromJson(const json& j, const std::string& where) {
       rec.shapes.push_back(std::move(c));
     }
   }
+  if (j.contains("distributed")) {
+    PARITY_ASSIGN_OR_RETURN(RankOf d, RankOf::FromJson(j["distributed"], where));
+    rec.distributed = std::move(d);
+  }
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) rec.extra[it.key()] = it.value();
   return rec;
+}
+
+Expected<RankOf> RankOf::FromJson(const json& j, const std::string& where) {
+  const auto bad = [&where](const std::string& what) { return Error::BadInput(where + ": field \"distributed" + what); };
+  if (!j.is_object()) return bad("\" is not an object");
+  RankOf d;
+  if (!j.contains("rank") || !j["rank"].is_number_integer()) return bad(".rank\" is missing or not an integer");
+  if (!j.contains("world_size") || !j["world_size"].is_number_integer()) return bad(".world_size\" is missing or not an integer");
+  if (!j.contains("replay") || !j["replay"].is_string()) return bad(".replay\" is missing or not a string");
+  d.rank = j["rank"].get<int>();
+  d.world_size = j["world_size"].get<int>();
+  d.replay = j["replay"].get<std::string>();
+  if (d.world_size < 1 || d.rank < 0 || d.rank >= d.world_size) return bad(".rank\" is not a rank of its world_size");
+  return d;
 }
 
 bool IsProfileRecord(const json& j) { return j.is_object() && j.contains("kind") && j["kind"] == kProfileRecordKind; }

@@ -39,6 +39,18 @@ struct ShapeCheck {
   [[nodiscard]] static Expected<ShapeCheck> FromJson(const nlohmann::json& j, const std::string& where);
 };
 
+// A rank's record of a distributed program's run (a multi-rank dir, docs/distributed.md): which
+// rank, of how many, and how the ranks were replayed ("real": the backend's run of every rank in a
+// process per rank; "simulated": every rank in one process, the collectives computed).
+struct RankOf {
+  int rank = 0;
+  int world_size = 0;
+  std::string replay;
+  nlohmann::json ToJson() const { return {{"rank", rank}, {"world_size", world_size}, {"replay", replay}}; }
+  // BadInput naming `where` when `j` is not ToJson's form.
+  [[nodiscard]] static Expected<RankOf> FromJson(const nlohmann::json& j, const std::string& where);
+};
+
 struct Record {
   // "experiment": what ran, where.
   struct Experiment {
@@ -89,6 +101,7 @@ struct Record {
   std::optional<int> graph_breaks;
   std::vector<Attempt> attempts;  // every attempt, when the experiment ran more than once
   std::vector<ShapeCheck> shapes;  // the shapes its symbolic graphs were checked at (--shapes sweep)
+  std::optional<RankOf> distributed;  // one rank of a distributed program's run
   nlohmann::json extra = nlohmann::json::object();
 
   // The record's own (first) attempt, and every attempt (that one alone when it ran once).

@@ -29,6 +29,7 @@ TEST(Record, RoundTripsEveryFieldAndKeepsUnknownOnes) {
   j["graph_breaks"] = 2;
   j["attempts"] = {{{"verification_code", "FAIL"}, {"phase", "compare"}}, {{"verification_code", "PASS"}}};
   j["from_a_newer_parity"] = {{"x", 1}};
+  j["distributed"] = {{"rank", 1}, {"world_size", 2}, {"replay", "real"}};
   j["metrics"]["phase_seconds"] = {{"compile", 2.5}, {"eager", 0.5}};
   j["metrics"]["peak_memory_bytes"] = {{"reference", 1024}, {"backend", 2048}};
   auto r = Record::FromJson(j, "results.jsonl:3");
@@ -42,7 +43,7 @@ TEST(Record, RoundTripsEveryFieldAndKeepsUnknownOnes) {
   const nlohmann::json back = r->ToJson();
   EXPECT_EQ(Record::FromJson(back, "again")->ToJson(), back);  // stable
   for (const char* key : {"model", "verification_code", "fingerprint", "error", "fp64_reference", "reference_error", "graph_breaks",
-                          "attempts", "outputs", "phase", "from_a_newer_parity"})
+                          "attempts", "outputs", "phase", "from_a_newer_parity", "distributed"})
     EXPECT_EQ(back[key], j[key]) << key;  // the same fields back, the unknown one included
   EXPECT_EQ(back["experiment"]["config"], "cpu_fault_repro_inference");
   EXPECT_EQ(r->metrics.phase_seconds.at("compile"), 2.5);
@@ -62,6 +63,9 @@ TEST(Record, AWrongFieldIsNamedWithItsLine) {
   j = testing::RecJson("m", "PASS");
   j.erase("fingerprint");
   EXPECT_TRUE(testing::FailsWith(Record::FromJson(j, "r.jsonl:4"), {"fingerprint"}));
+  j = testing::RecJson("m", "PASS");
+  j["distributed"] = {{"rank", 2}, {"world_size", 2}, {"replay", "real"}};
+  EXPECT_TRUE(testing::FailsWith(Record::FromJson(j, "r.jsonl:5"), {"r.jsonl:5", "distributed.rank", "world_size"}));
 }
 
 TEST(Record, OneWriterOneReaderStrictOrLenient) {

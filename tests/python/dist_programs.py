@@ -59,14 +59,14 @@ def run_collectives(rank, world, out):
     model = Collectives(world).to(device())
     x = torch.randn(4, 16, device=device()) + rank
     with torch.no_grad():
-        return torch.compile(model, backend=dump_backend(out))(x)
+        return torch.compile(model, backend=dump_backend(out, model_name="collectives"))(x)
 
 
 def run_ddp(rank, world, out):
     """Plain DDP: dynamo splits the graph at the buckets; the allreduce is in DDP's C++ reducer."""
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(Net().to(device()), bucket_cap_mb=1)
-    compiled = torch.compile(model, backend=dump_backend(out))
+    compiled = torch.compile(model, backend=dump_backend(out, model_name="ddp"))
     x = torch.randn(8, 16, device=device()) + rank
     loss = compiled(x).square().mean()
     loss.backward()
@@ -88,7 +88,7 @@ def run_fsdp2(rank, world, out):
     from torch.distributed.fsdp import fully_shard
     torch.manual_seed(0)
     model = torch.nn.Sequential(Block(), Block()).to(device())
-    backend = dump_backend(out)
+    backend = dump_backend(out, model_name="fsdp2")
     for block in model:
         fully_shard(block)
         block.compile(backend=backend)
@@ -116,7 +116,7 @@ def run_tp(rank, world, out, train=True):
     torch.manual_seed(0)
     mesh = init_device_mesh(device().type, (world,))
     model = parallelize_module(MLP().to(device()), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
-    compiled = torch.compile(model, backend=dump_backend(out))
+    compiled = torch.compile(model, backend=dump_backend(out, model_name="tp"))
     x = torch.randn(4, 16, device=device())
     if not train:
         with torch.no_grad():

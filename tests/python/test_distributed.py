@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_parity
+from conftest import run_parity, verify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -133,7 +133,7 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     assert r.returncode == 2 and "a multi-rank dir" in r.stderr, r.stderr
 
 
-def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2):
+def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2, tmp_path):
     """--backend: a process per rank over gloo runs the rank's graph compiled by Inductor (the
     compiled collectives for real), judged against the rank's stored outputs with the simulated
     fp64 reference."""
@@ -141,10 +141,13 @@ def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(par
     assert r.returncode == 0, r.stdout + r.stderr
     assert report["pass"] and report["replay"] == "real" and report["backend"] == "inductor"
     assert all(rank["graphs"][0]["pass"] and rank["graphs"][0]["fp64_reference"] for rank in report["ranks"]), report
-    r, report = replay(parity_bin, collectives2, "--backend", "inductor", "--backend-option",
-                       "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
-    assert r.returncode == 1 and not report["pass"], r.stdout + r.stderr
-    assert all(not rank["pass"] for rank in report["ranks"]), report
+    # `parity verify` runs the ranks the same way and writes a record per rank.
+    r, recs = verify(parity_bin, tmp_path / "v", collectives2, "--backend", "inductor", "--backend-option",
+                     "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert [(x["distributed"], x["verification_code"]) for x in recs] == \
+        [({"rank": k, "world_size": 2, "replay": "real"}, "FAIL") for k in range(2)], recs
+    assert "FAIL (2 ranks, real replay" in r.stdout, r.stdout
     # A backend with no torch.compile form cannot run the ranks for real: exit 2 naming it.
     r = run_parity(parity_bin, "repro", "run", str(collectives2), "--backend", "fault")
     assert r.returncode == 2 and "no torch.compile backend" in r.stderr, r.stderr
@@ -177,3 +180,39 @@ def test_a_rank_that_hangs_ends_the_run_naming_the_ranks_and_where_they_were(par
     error = report["error"]
     assert not report["pass"] and error.startswith("rank 0's process ended (exit 1)") and "Timed out" in error, report
     assert "rank 1, ended with it, was at:\nrank 1: graph graph_0: compiling and running it with rank1_hangs" in error, report
+
+
+def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, two_ranks, test_data, tmp_path):
+    """verify over multi-rank dirs (here simulated: --backend eager) beside a plain repro dir: a
+    record per rank, with its rank, its time split, its fp64 reference; a second run resumes them;
+    `parity ci` gates them against an expected file that names each rank."""
+    dirs = [two_ranks / "collectives", two_ranks / "ddp"]
+    plain = os.path.join(test_data, "models", "mlp")
+    r, recs = verify(parity_bin, tmp_path / "v", *dirs, plain, "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    ranks = [x for x in recs if "distributed" in x]
+    assert len(ranks) == 4 and len(recs) == 5, recs
+    for x in ranks:
+        assert x["verification_code"] == "PASS" and x["fp64_reference"] is True, x
+        assert x["distributed"]["replay"] == "simulated" and x["distributed"]["world_size"] == 2
+        assert x["model"]["model_name"].endswith(".rank%d" % x["distributed"]["rank"])
+        phases = x["metrics"]["phase_seconds"]
+        assert sum(phases.values()) == pytest.approx(x["metrics"]["wall_time_s"], rel=0.05), x["metrics"]
+    again = run_parity(parity_bin, "verify", "--output-dir", str(tmp_path / "v"), *map(str, dirs), "--backend", "eager")
+    assert again.returncode == 0 and "0 rank records, 0 passed, 4 resumed" in again.stdout, again.stdout
+    # The gate: an expected file names each rank.
+    exp = tmp_path / "expected"
+    exp.mkdir()
+    for config in {x["experiment"]["config"] for x in ranks}:  # ddp's is a train capture
+        rows = ["name,accuracy,graph_breaks"] + [f"{x['model']['model_name']},pass,{x['graph_breaks']}"
+                                                 for x in ranks if x["experiment"]["config"] == config]
+        (exp / f"{config}.csv").write_text("\n".join(rows) + "\n")
+    r = run_parity(parity_bin, "ci", "--expected", str(exp), "--output-dir", str(tmp_path / "ci"), *map(str, dirs),
+                   "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+    gate = json.load(open(tmp_path / "ci" / "gate.json"))
+    assert sorted(row["name"] for row in gate["rows"]) == sorted(x["model"]["model_name"] for x in ranks), gate
+    # A backend that cannot run ranks for real is skipped per rank, saying why.
+    r, recs = verify(parity_bin, tmp_path / "f", dirs[0], "--backend", "fault")
+    assert r.returncode == 0 and {x["verification_code"] for x in recs} == {"VERIFIER_SKIPPED"}, r.stdout + r.stderr
+    assert all("no torch.compile backend" in x["error"] for x in recs), recs

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 from typing import Dict, List
 
@@ -59,10 +60,18 @@ def main(argv=None) -> int:
             for key, value in results_once(run, req["backend"]).items():
                 results[f"g{i}/{key}"] = value
         write_tensors(req["out"], results)
+        # No rank tears its group down while another still runs a collective in it (gloo's
+        # teardown under a peer's collective can end a process by a signal).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The outputs are written: the interpreter's own teardown (the compile workers, the group's
+    # threads) has nothing left to do for parity, and a crash in it would fail a finished rank.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
