@@ -6,12 +6,18 @@
 # shared libraries; CUDA kernels are reached through the dispatcher, so linking libtorch_cuda
 # (when the wheel has it) is enough to run on a GPU.
 #
-# Inputs:  PARITY_PYTHON (cache path, default <source>/.venv/bin/python)
+# Inputs:  PARITY_PYTHON (cache path, default <source>/.venv/bin/python; under `pip install .`
+#          the Python installed into)
 # Outputs: parity_torch target, PARITY_TORCH_VERSION, PARITY_TORCH_HAS_CUDA, PARITY_TORCH_GIT (the
 #          build's git hash), PARITY_TORCH_CUDA (its CUDA version, or "none")
 
 set(PARITY_PYTHON "${CMAKE_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
     "Python interpreter whose torch wheel provides libtorch")
+# `pip install .` (scikit-build-core, pyproject.toml) builds against the Python it installs into,
+# also when its kept build dir (build-pip/) was configured for another environment.
+if(DEFINED SKBUILD AND Python_EXECUTABLE)
+  set(PARITY_PYTHON "${Python_EXECUTABLE}" CACHE FILEPATH "Python interpreter whose torch wheel provides libtorch" FORCE)
+endif()
 
 execute_process(
   COMMAND "${PARITY_PYTHON}" -c

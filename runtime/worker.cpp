@@ -29,7 +29,7 @@ std::string BuiltTorch() { return std::string(PARITY_TORCH_VERSION_BUILT) + " " 
 
 std::vector<std::string> PythonEnv() {
   const char* pp = std::getenv("PYTHONPATH");
-  return {std::string("PYTHONPATH=") + PARITY_SOURCE_DIR + "/tools" + (pp && *pp ? std::string(":") + pp : ""),
+  return {std::string("PYTHONPATH=") + PARITY_TOOLS_DIR + (pp && *pp ? std::string(":") + pp : ""),
           "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
 }
 

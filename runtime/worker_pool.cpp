@@ -161,7 +161,7 @@ std::string PoolKey(const std::vector<std::string>& extra_env) {
   for (const auto& [k, v] : env)
     if (!Ignored(k)) text += "env " + k + "=" + v + "\n";
   text += Stamp(SelfExe());
-  const fs::path sources = fs::path(PARITY_SOURCE_DIR) / "tools" / "parity_capture";
+  const fs::path sources = fs::path(PARITY_TOOLS_DIR) / "parity_capture";
   std::vector<std::string> stamps;
   for (auto it = fs::recursive_directory_iterator(sources, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     if (it->path().extension() == ".py") stamps.push_back(Stamp(it->path()));
