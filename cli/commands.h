@@ -21,6 +21,7 @@ void set_merge_command(CLI::App& app, int& exit_code);
 void set_report_command(CLI::App& app, int& exit_code);
 void set_profile_command(CLI::App& app, int& exit_code);
 void set_workers_command(CLI::App& app, int& exit_code);
+void set_import_command(CLI::App& app, int& exit_code);
 
 // Throws Failure when `e` holds an error, else returns the value.
 template <typename T>

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   parity::cli::set_report_command(app, exit_code);
   parity::cli::set_profile_command(app, exit_code);
   parity::cli::set_workers_command(app, exit_code);
+  parity::cli::set_import_command(app, exit_code);
   parity::cli::set_experiment_command(app, exit_code);
   try {
     app.parse(argc, argv);

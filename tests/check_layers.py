@@ -30,6 +30,7 @@ PY_LAYERS = [
     ["recording"],  # what the dump backend records
     ["dynamo_backend"],  # the dump backend: its hooks into the program
     ["capture", "profiling.__main__", "rank_replay"],  # the front doors: capture(), the profiling child
+    ["import_repro"],  # PyTorch's repro scripts, through capture()
     ["worker", "__main__", "__init__"],  # the worker's request table, the CLI, the package's API
 ]
 

@@ -1,0 +1,80 @@
+"""`parity import`: PyTorch's own repro scripts, written by PyTorch's own writer
+(torch._dynamo.repro.after_aot.save_graph_repro, what TORCHDYNAMO_REPRO_AFTER="aot" and Inductor's
+fx_graph_runnable artifact call), become repro dirs that verify and minify."""
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import run_parity
+
+
+def f(x, w):
+    return (torch.relu(x @ w) * 2).sum(1), torch.tanh(x)
+
+
+ARGS = [torch.randn(8, 16, generator=torch.Generator().manual_seed(0)),
+        torch.randn(16, 4, generator=torch.Generator().manual_seed(1))]
+
+
+def write_script(path, save_dir, command="run"):
+    """A script as after_aot writes it (repro.py with its inputs stored under save_dir,
+    minifier_launcher.py with command="minify") or as Inductor's trace writes fx_graph_runnable.py
+    (save_dir None: random inputs); its __main__ block, which parity never runs, leaves a marker."""
+    from torch._dynamo.repro.after_aot import save_graph_repro
+    from torch.fx.experimental.proxy_tensor import make_fx
+    gm = make_fx(f)(*ARGS)
+    with open(path, "w") as fd:
+        save_graph_repro(fd, gm, ARGS, "inductor_accuracy" if save_dir else "inductor", save_dir=save_dir and str(save_dir),
+                         command=command)
+        fd.write(f"\nif __name__ == '__main__':\n    open({str(path) + '.ran'!r}, 'w').close()\n")
+    return str(path)
+
+
+def imported(parity_bin, script, out, *args):
+    r = run_parity(parity_bin, "import", script, "--out", str(out), *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.load(open(os.path.join(out, "manifest.json")))
+
+
+def test_an_after_aot_repro_verifies_and_minifies_with_its_stored_inputs(parity_bin, tmp_path):
+    script = write_script(tmp_path / "repro.py", tmp_path / "checkpoints")
+    m = imported(parity_bin, script, tmp_path / "dir")
+    assert not os.path.exists(script + ".ran")  # the module ran, its __main__ block did not
+    assert m["backend"]["name"] == "inductor"
+    facts = m["imported_from"]
+    assert facts["command"] == "run" and facts["generated_storages"] == 0 and facts["script"] == script, facts
+    # The dir holds the very values the script stored.
+    stored = load_file(str(tmp_path / "dir" / m["tensors"]))
+    assert any(torch.equal(t, ARGS[0]) for t in stored.values()) and any(torch.equal(t, ARGS[1]) for t in stored.values())
+    r = run_parity(parity_bin, "verify", str(tmp_path / "dir"), "--backend", "inductor", "--output-dir", str(tmp_path / "v"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # The dir names its backend: minify needs no --backend; Inductor's relu knob reduces to the relu.
+    r = run_parity(parity_bin, "minify", str(tmp_path / "dir"), "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy",
+                   "-j", "2", "--no-compiler-bisect", "--out", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(tmp_path / "m" / "summary.json"))
+    assert s["culprit"]["target"] == "aten::relu", s["graph_text"]
+
+
+def test_fx_graph_runnable_and_minifier_launcher_import_with_the_inputs_they_name(parity_bin, tmp_path):
+    runnable = write_script(tmp_path / "fx_graph_runnable.py", None)
+    m = imported(parity_bin, runnable, tmp_path / "runnable", "--name", "my_graph")
+    assert m["model"] == "my_graph" and m["imported_from"]["generated_storages"] == 2, m  # random, as PyTorch's reader
+    r = run_parity(parity_bin, "verify", str(tmp_path / "runnable"), "--backend", "eager", "--output-dir", str(tmp_path / "v"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    launcher = write_script(tmp_path / "minifier_launcher.py", tmp_path / "ckpt", command="minify")
+    m = imported(parity_bin, launcher, tmp_path / "launcher")
+    assert m["imported_from"]["command"] == "minify" and m["imported_from"]["generated_storages"] == 0
+
+
+@pytest.mark.parametrize("text,needle", [("print('hello')\n", "defines no `class Repro`"),
+                                         ("class Repro: pass\ndef load_args(r): raise ValueError('broken')\n", "broken")])
+def test_a_script_that_is_not_such_a_repro_is_exit_2_naming_it(parity_bin, tmp_path, text, needle):
+    script = tmp_path / "not_a_repro.py"
+    script.write_text(text)
+    r = run_parity(parity_bin, "import", str(script), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and str(script) in r.stderr and needle in r.stderr, r.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
