@@ -80,17 +80,15 @@ std::chrono::milliseconds CollectiveTimeout(const verify::VerifyOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(o.experiment.timeout_s) * 500);
 }
 
-// Runs every rank of `run.w` with `run.backend`: simulated for eager, else for real.
-void Replay(WorldRun& run, const verify::VerifyOptions& o) {
+// Runs every rank of `run.w` with `run.backend` (its judge's options `ro`, JudgeOptions): simulated
+// for eager, else for real.
+void Replay(WorldRun& run, const Expected<verify::RunReproOptions>& ro, const verify::VerifyOptions& o) {
   const auto t0 = Clock::now();
   const World& world = run.w->world;
-  auto ro = JudgeOptions(world, o);
   if (!ro.ok()) {
     run.report = ro.error();
     return;
   }
-  run.device = ro->device.str();
-  run.tol = ro->same.tol;
   if (run.backend == "eager") {
     run.report = RunSimulated(world, *ro, CollectiveTimeout(o));
   } else {
@@ -212,10 +210,10 @@ Status RunWorlds(const std::vector<LoadedWorld>& worlds, const verify::VerifyOpt
       run.w = &w;
       run.backend = backend;
       if (o.experiment.backend_options) run.backend_options = *o.experiment.backend_options;
+      const auto ro = JudgeOptions(w.world, o);
+      run.device = ro.ok() ? ro->device.str() : "";
+      run.tol = ro.ok() ? ro->same.tol : 0.0;
       // Resumed when every rank's record is in the results file already.
-      auto pre = JudgeOptions(w.world, o);
-      run.device = pre.ok() ? pre->device.str() : "";
-      run.tol = pre.ok() ? pre->same.tol : 0.0;
       bool all_done = true;
       for (int r = 0; r < w.world.world_size(); ++r) all_done = all_done && done.count(Fingerprint(run, r));
       if (all_done) {
@@ -224,7 +222,7 @@ Status RunWorlds(const std::vector<LoadedWorld>& worlds, const verify::VerifyOpt
         continue;
       }
       out << "[world] " << w.dir << " " << backend << ": " << w.world.world_size() << " ranks ...\n" << std::flush;
-      Replay(run, o);
+      Replay(run, ro, o);
       bool pass = true;
       for (int r = 0; r < w.world.world_size(); ++r) {
         const auto t0 = Clock::now();
@@ -236,13 +234,7 @@ Status RunWorlds(const std::vector<LoadedWorld>& worlds, const verify::VerifyOpt
         pass = pass && rec.code == results::Code::kPass;
         out << "  rank " << r << ": " << results::ToString(rec.code) << (rec.error.empty() ? "" : ": " + rec.error.substr(0, 200))
             << "\n";
-        ++summary.total;
-        if (rec.code == results::Code::kPass)
-          ++summary.passed;
-        else if (rec.code == results::Code::kVerifierSkipped)
-          ++summary.skipped;
-        else
-          ++summary.failed;
+        summary.Tally(rec.code);
         summary.fingerprints.push_back(rec.fingerprint);
         summary.records.push_back(std::move(rec));
       }

@@ -37,16 +37,6 @@ bool NeedsWorkers(const VerifyOptions& o) {
   return false;
 }
 
-void Tally(VerifySummary& summary, Code code) {
-  ++summary.total;
-  if (code == results::Code::kPass)
-    ++summary.passed;
-  else if (code == results::Code::kVerifierSkipped)
-    ++summary.skipped;
-  else
-    ++summary.failed;
-}
-
 // Runs the experiments, `jobs` at once, recording each as it ends (after its retries).
 Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, const VerifyHooks& hooks, VerifySummary& summary,
               VerifyConsole& console) {
@@ -63,7 +53,7 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
     // experiment meets it; the run ends as bad input (exit 2) once its records are written.
     if (r.exception_type == runtime::kTorchMismatch && status.ok()) status = Error::BadInput(r.error);
     summary.records.push_back(std::move(record));
-    Tally(summary, item.attempts.front().code);
+    summary.Tally(item.attempts.front().code);
     console.Finished(i + 1, item.spec, item.attempts.front(), summary.records.back().metrics);
     return false;
   };

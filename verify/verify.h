@@ -52,6 +52,16 @@ struct VerifySummary {
   std::vector<std::string> fingerprints;  // this shard's experiments (run now or resumed)
   std::vector<BadDir> bad_dirs;           // set aside, not verified (the command then exits 2)
   std::filesystem::path results_file;
+  // Counts one experiment's record by its code (PASS, VERIFIER_SKIPPED, or a failure).
+  void Tally(Code code) {
+    ++total;
+    if (code == results::Code::kPass)
+      ++passed;
+    else if (code == results::Code::kVerifierSkipped)
+      ++skipped;
+    else
+      ++failed;
+  }
 };
 
 [[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, std::ostream& out, const VerifyHooks& hooks = {});

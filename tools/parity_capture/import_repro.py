@@ -57,6 +57,7 @@ def _reader(save_dir: Optional[str], device: Optional[str]):
     """PyTorch's InputReader, with each storage moved to `device` when one is asked for, counting
     the storages it had to generate."""
     from torch._dynamo.debug_utils import InputReader
+    want = device
 
     class Reader(InputReader):
         generated = 0
@@ -71,7 +72,6 @@ def _reader(save_dir: Optional[str], device: Optional[str]):
                 st = st.cpu() if torch.device(want).type == "cpu" else st.to(device=torch.device(want))
             return st
 
-    want = device
     return Reader(save_dir)
 
 
