@@ -203,7 +203,8 @@ def torch_mismatch() -> str:
     if not built or built == mine:
         return ""
     return (f"the Python worker's torch ({mine}, {sys.executable}) is not the build parity was built against ({built}): "
-            f"rebuild parity against this Python's torch (./setup.sh with PARITY_ENV_PYTHON={sys.executable}, docs/setup.md) "
+            f"rebuild parity against this Python's torch (`{sys.executable} -m pip install --no-build-isolation <parity>`, "
+            f"or ./setup.sh with PARITY_ENV_PYTHON={sys.executable}: docs/setup.md) "
             f"or point PARITY_PYTHON at the Python parity was built with")
 
 
