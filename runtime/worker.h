@@ -18,7 +18,8 @@ namespace parity::runtime {
 
 // The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
 std::string WorkerPython();
-// The environment parity's Python runs with: PYTHONPATH with tools/ (parity_capture) first, and
+// The environment parity's Python runs with: PYTHONPATH with the dir holding parity_capture first
+// (PARITY_TOOLS_DIR: the checkout's tools/, or the environment's site-packages after pip install), and
 // kTorchBuiltEnv: the torch build parity was built against, which the worker checks its own
 // torch against (a worker of another build answers every request but ping with TorchMismatch,
 // a kBadInput error naming both builds and what to rebuild).
