@@ -305,13 +305,16 @@ std::optional<WorkerClient>& ProcessClient() {
   return client;
 }
 
-// This process's private worker (none when $PARITY_WORKER_SOCKET names one), made on first use.
+// This process's own worker (none when $PARITY_WORKER_SOCKET names one), made on first use: a
+// pool entry's when the pool has one warm for this environment or this process keeps workers
+// (runtime/worker_pool.h; `parity repro run`, `backends`, a verify's captures adopt it as a
+// slot's job server does), else a private one at a socket named after this process.
 WorkerProcess* OwnWorker() {
   static std::unique_ptr<WorkerProcess> own;
   if (const char* s = std::getenv("PARITY_WORKER_SOCKET"); s && *s) return nullptr;
   if (!own) {
     const std::string path = (fs::temp_directory_path() / ("parity-worker-" + std::to_string(::getpid()) + ".sock")).string();
-    own = std::make_unique<WorkerProcess>(path, path + ".log");
+    own = WorkerProcess::ForSlot(path, path + ".log", {});
   }
   return own.get();
 }
