@@ -1,4 +1,6 @@
 #include "minifier/minify.h"
+#include "minifier/ranks.h"
+#include "distributed/world.h"
 
 #include <chrono>
 #include <ostream>
@@ -65,6 +67,7 @@ fs::path DefaultOutDir(const fs::path& repro_dir) {
 }
 
 Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
+  if (distributed::World::IsWorldDir(opts.repro_dir)) return MinifyRanks(opts, log);
   const auto started = std::chrono::steady_clock::now();
   PARITY_ASSIGN_OR_RETURN(ReproDir repro, ReproDir::Load(opts.repro_dir));
   PARITY_RETURN_IF_ERROR(opts.experiment.Check());

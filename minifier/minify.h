@@ -4,7 +4,8 @@
 // backend), graph bisection (first failing graph, on its real inputs), node bisection (the
 // shortest failing prefix, in O(log n) backend runs: its last node is the culprit), then delta
 // passes (passes/) to a fixed point. Progress is checkpointed after every accepted step; an
-// interrupted run resumes. Outputs (outputs.h): minified/, repro.py, summary.json.
+// interrupted run resumes. Outputs (outputs.h): minified/, repro.py, summary.json. A multi-rank
+// dir (distributed/world.h) goes to MinifyRanks (ranks.h): one rank, isolated, minified so.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,9 @@ struct MinifyOptions {
     return o;
   }
 };
+
+// The exception_type of Minify's error when the original does not fail (nothing to minify).
+inline constexpr const char* kDoesNotFail = "parity.DoesNotFail";
 
 struct MinifyResult {
   nlohmann::json summary;  // also written to OUT/summary.json

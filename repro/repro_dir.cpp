@@ -75,8 +75,8 @@ Expected<std::map<std::string, HostOp>> ReadHostOps(const json& j, const std::st
 Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (j.contains("format") && j["format"] == "parity.distributed")  // distributed/world.h
     return Error::Unsupported(mw + ": field \"format\" is \"parity.distributed\": a multi-rank dir (each rank's capture in "
-                              "its own dir); `parity repro run` replays every rank, the other commands take one rank's dir "
-                              "(its \"ranks\" entries)");
+                              "its own dir); `parity repro run`, `verify`, `ci` and `minify` take it, other commands one rank's "
+                              "dir (its \"ranks\" entries)");
   if (!j.contains("version") || !j["version"].is_number_integer())
     return Error::BadInput(mw + ": field \"version\" is missing or not an integer");
   if (j["version"].get<int>() < kOldestReproFormatVersion || j["version"].get<int>() > kReproFormatVersion)

@@ -49,8 +49,10 @@ Status Confirm(StepContext& ctx, ReductionState& state) {
   state.confirm = {{"runs", runs}, {"failing", failing}};
   if (failing == 0) {
     const std::string why = results.empty() ? "" : std::string(experiment::ToString(results[0].code)) + " " + results[0].error;
-    return Error::Runtime("the original does not fail with backend " + state.base.backend + " (" + std::to_string(runs) +
-                          " runs; first: " + why + "); nothing to minify");
+    Error e = Error::Runtime("the original does not fail with backend " + state.base.backend + " (" + std::to_string(runs) +
+                             " runs; first: " + why + "); nothing to minify");
+    e.exception_type = kDoesNotFail;
+    return e;
   }
   int best = 0;
   for (const auto& [key, v] : seen)

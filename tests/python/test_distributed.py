@@ -128,9 +128,32 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     edit(d / "rank1" / "manifest.json", lambda m: m["distributed"].update(world_size=2, process_groups={"0": [1, 0]}))
     r = run_parity(parity_bin, "repro", "run", str(d))
     assert r.returncode == 2 and 'process_groups.0" is [1,0], but' in r.stderr, r.stderr
-    # verify and minify take one rank's dir and say so.
-    r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "inductor")
-    assert r.returncode == 2 and "a multi-rank dir" in r.stderr, r.stderr
+    # minify reads the world as repro run does: the same error.
+    r = run_parity(parity_bin, "minify", str(d), "--backend", "inductor")
+    assert r.returncode == 2 and 'process_groups.0" is [1,0], but' in r.stderr, r.stderr
+
+
+def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu(parity_bin, two_ranks, tmp_path):
+    """Inductor's relu knob inside a tensor-parallel block (trained): each rank isolated (its
+    all_reduce cut, the values it returned fed in), the first failing rank minified to the relu,
+    with no collective left, and its repro.py runs in one process; the other rank's isolated dir
+    fails the same way."""
+    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+    out = tmp_path / "m"
+    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *knob, "-j", "2", "--no-compiler-bisect")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(out / "summary.json"))
+    assert s["world"]["rank"] == 0 and s["world"]["world_size"] == 2 and s["world"]["collectives_cut"] >= 1, s["world"]
+    ops = [c["target"] for c in s["culprit_ops"]]
+    assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", s["graph_text"]
+    assert "_c10d_functional" not in s["graph_text"]
+    p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
+    isolated1 = out / "isolated" / "rank1"
+    assert "distributed" not in json.load(open(isolated1 / "manifest.json"))
+    r = run_parity(parity_bin, "repro", "run", str(isolated1), *knob)
+    assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
 
 
 def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2, tmp_path):
