@@ -6,6 +6,7 @@
 #include <set>
 
 #include "distributed/verify_worlds.h"
+#include "distributed/world.h"
 #include "matrix/matrix.h"
 #include "minifier/minify.h"
 #include "repro/graph.h"
@@ -94,14 +95,48 @@ void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& 
   out << (g.failed ? " -> FAILED\n" : " -> passed\n");
 }
 
-// --minify: each FAIL with a repro dir is minified; the culprit op and its source line are
-// printed and kept in the gate's rows.
-void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
+// What --minify reduces for a failing row: its failure's repro dir, or for a rank of a
+// multi-rank dir the whole dir (minifier/ranks.h) with the record's backend and options, once for
+// all its ranks. Empty: nothing to minify.
+struct MinifySource {
+  std::string dir;
+  std::optional<std::string> backend;
+  std::optional<json> backend_options;
+};
+MinifySource SourceOf(const GateRow& row, const std::vector<results::Record>& records) {
+  if (!row.repro_dir.empty()) return {row.repro_dir, std::nullopt, std::nullopt};
+  for (const auto& r : records) {
+    if (r.fingerprint != row.fingerprint || !r.distributed || r.repro_input.empty()) continue;
+    fs::path world = r.repro_input;  // the rank's dir, inside the multi-rank dir
+    if (!distributed::World::IsWorldDir(world)) world = world.parent_path();
+    if (distributed::World::IsWorldDir(world)) return {world.string(), r.experiment.backend, r.experiment.backend_options};
+  }
+  return {};
+}
+
+// --minify: each FAIL with a repro dir (or a rank's multi-rank dir) is minified; the culprit op
+// and its source line are printed and kept in the gate's rows.
+void MinifyFailures(const CiOptions& o, GateResult& g, const std::vector<results::Record>& records, std::ostream& out) {
+  std::map<std::string, GateRow> done;  // a multi-rank dir and backend minified for an earlier rank: its row
   for (GateRow& row : g.rows) {
-    if (row.verdict != Verdict::kFail || row.repro_dir.empty()) continue;
+    if (row.verdict != Verdict::kFail) continue;
+    const MinifySource src = SourceOf(row, records);
+    if (src.dir.empty()) continue;
+    const std::string key = src.dir + "\n" + src.backend.value_or("");
+    if (auto it = done.find(key); it != done.end()) {
+      row.minified_dir = it->second.minified_dir;
+      row.culprit_op = it->second.culprit_op;
+      row.culprit_source = it->second.culprit_source;
+      row.compiler_culprit = it->second.compiler_culprit;
+      out << "minify " << row.name << " (" << row.config << "): as " << it->second.name << "\n";
+      continue;
+    }
     minifier::MinifyOptions mo;
-    mo.repro_dir = row.repro_dir;
-    mo.out_dir = minifier::DefaultOutDir(row.repro_dir);
+    mo.repro_dir = src.dir;
+    mo.backend = src.backend;
+    mo.out_dir = minifier::DefaultOutDir(src.dir);
+    if (src.backend) mo.out_dir += "-" + *src.backend;
+    mo.experiment.backend_options = src.backend_options;
     mo.experiment.cache_dir = o.verify.experiment.cache_dir;
     mo.experiment.imports = o.verify.experiment.imports;
     mo.experiment.jobs = std::max(1, o.verify.experiment.jobs);
@@ -130,6 +165,7 @@ void MinifyFailures(const CiOptions& o, GateResult& g, std::ostream& out) {
       row.compiler_culprit = s["compiler_culprit"]["sentence"].get<std::string>();
       out << "  compiler: " << row.compiler_culprit << "\n";
     }
+    if (src.backend) done[key] = row;
   }
 }
 
@@ -170,7 +206,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
     if (outcome.gate.failed) out << FailureMessage(outcome.gate, UpdateCommand(o));
     outcome.exit_code = outcome.gate.failed ? 1 : 0;
   }
-  if (o.minify && !o.update_expected) MinifyFailures(o, outcome.gate, out);
+  if (o.minify && !o.update_expected) MinifyFailures(o, outcome.gate, outcome.records, out);
   std::error_code ec;
   fs::create_directories(o.verify.output_dir, ec);
   PARITY_RETURN_IF_ERROR(results::WriteGateFile(o.verify.output_dir / results::kGateFile,

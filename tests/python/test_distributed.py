@@ -171,6 +171,19 @@ def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(par
     assert [(x["distributed"], x["verification_code"]) for x in recs] == \
         [({"rank": k, "world_size": 2, "replay": "real"}, "FAIL") for k in range(2)], recs
     assert "FAIL (2 ranks, real replay" in r.stdout, r.stdout
+    # `parity ci --minify` over those records: the multi-rank dir minified once, with the records'
+    # backend and knob (minifier/ranks.h), both ranks' rows naming the relu.
+    exp = tmp_path / "expected"
+    exp.mkdir()
+    (exp / f"{recs[0]['experiment']['config']}.csv").write_text(
+        "name,accuracy,graph_breaks\n" + "".join(f"{x['model']['model_name']},pass,0\n" for x in recs))
+    r = run_parity(parity_bin, "ci", "--expected", str(exp), "--results", str(tmp_path / "v" / "results.jsonl"),
+                   "--output-dir", str(tmp_path / "ci"), "--minify")
+    assert r.returncode == 1 and "culprit: aten::relu" in r.stdout, r.stdout + r.stderr
+    rows = json.load(open(tmp_path / "ci" / "gate.json"))["rows"]
+    assert [(row["verdict"], row["culprit"]["op"]) for row in rows] == [("FAIL", "aten::relu")] * 2, rows
+    summary = json.load(open(os.path.join(os.path.dirname(os.path.dirname(rows[0]["minified_dir"])), "summary.json")))
+    assert summary["world"]["rank"] == 0 and "_c10d_functional" not in summary["graph_text"], summary
     # A backend with no torch.compile form cannot run the ranks for real: exit 2 naming it.
     r = run_parity(parity_bin, "repro", "run", str(collectives2), "--backend", "fault")
     assert r.returncode == 2 and "no torch.compile backend" in r.stderr, r.stderr
