@@ -5,9 +5,12 @@ twice, fp64, the compiled model, same(); a fresh process per model, as the runne
 with --only in a subprocess), in one run on this machine.
 
 Per model, each side as a fresh process: cold (empty Inductor caches on both sides) and warm (the
-caches the cold run filled: the CI case). Then the matrix as CI runs it: every model in one
-`parity verify` (its workers and experiment processes started once), against the runner's
-subprocess per model; its per-model time is the run's wall time over the models.
+caches the cold run filled: the CI case); then parity warm again, still a fresh `parity verify`
+process, with its Python worker kept from a run before of another graph, the model's other test
+(`--keep-workers`: torch, dynamo and Inductor imported once, as a CI job that calls parity per
+model would keep them). Then the matrix as
+CI runs it: every model in one `parity verify` (its workers and experiment processes started once),
+against the runner's subprocess per model; its per-model time is the run's wall time over the models.
 
     .venv/bin/python bench/accuracy_runner.py [--device cuda --size gpu] [--models bert gpt2 t5] [--out FILE]
 
@@ -65,10 +68,14 @@ def python_flow(python: str, model: str, test: str, device: str, size: str, cach
     return out
 
 
-def parity_verify(parity: str, dirs: list, device: str, cache: str, out: str, extra=()) -> dict:
+def parity_verify(parity: str, dirs: list, device: str, cache: str, out: str, extra=(), pool: str = "") -> dict:
+    """One `parity verify` process; with `pool`, in that worker pool, keeping its workers 600 s."""
     shutil.rmtree(out, ignore_errors=True)
-    wall, p = _timed([parity, "verify", *dirs, "--backend", "inductor", "--device", device, "--output-dir", out, *extra],
-                     _env(cache))
+    env = _env(cache)
+    if pool:
+        os.makedirs(pool, mode=0o700, exist_ok=True)
+        env.update(PARITY_WORKER_POOL=pool, PARITY_KEEP_WORKERS="600")
+    wall, p = _timed([parity, "verify", *dirs, "--backend", "inductor", "--device", device, "--output-dir", out, *extra], env)
     recs = _records(out)
     if len(recs) != len(dirs):
         raise RuntimeError(f"parity verify wrote {len(recs)} records for {len(dirs)} dirs:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -89,15 +96,26 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
             pa_cold = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-cold"))
             py_warm = python_flow(python, model, test, device, size, pc)
             pa_warm = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-warm"))
+            # The worker kept: a first run of another graph (the model's other test: the worker's
+            # imports and Inductor warm, not this graph's compile in its memory) starts and keeps
+            # it, the second (timed) adopts it.
+            pool = os.path.join(tmp, f"pool-{model}-{test}")
+            other = capture(python, tmp, model, "eval" if test == "train" else "train", device, size)
+            parity_verify(parity, [other], device, qc, os.path.join(tmp, "out-keep"), pool=pool)
+            pa_kept = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-kept"), pool=pool)
+            subprocess.run([parity, "workers", "--stop"], capture_output=True, env=dict(_env(qc), PARITY_WORKER_POOL=pool))
             rec = pa_warm["records"][0]
             row.update(python_cold_s=py_cold["process_wall_s"], parity_cold_s=pa_cold["process_wall_s"],
                        python_warm_s=py_warm["process_wall_s"], parity_warm_s=pa_warm["process_wall_s"],
+                       parity_kept_s=pa_kept["process_wall_s"], kept_verdict=pa_kept["records"][0]["verification_code"],
+                       kept_phases=pa_kept["records"][0]["metrics"].get("phase_seconds", {}),
                        python_verdict=py_warm["verdict"], parity_verdict=rec["verification_code"],
                        python_phases=py_warm["phases"], parity_phases=rec["metrics"].get("phase_seconds", {}),
                        python_peak_bytes=py_warm.get("peak_bytes", 0),
                        parity_peak_bytes=rec["metrics"].get("peak_memory_bytes", {}))
             row["ratio_cold"] = row["parity_cold_s"] / row["python_cold_s"]
             row["ratio_warm"] = row["parity_warm_s"] / row["python_warm_s"]
+            row["ratio_kept"] = row["parity_kept_s"] / row["python_warm_s"]
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("phases")}), file=sys.stderr, flush=True)
     # The matrix as CI runs it: one parity run over every dir (warm caches: each dir's own cache
@@ -136,13 +154,17 @@ def render(r: dict) -> list:
         "twice, fp64 deepcopy, the model compiled with Inductor, same() over logits, loss, every gradient and every "
         "parameter after the SGD step), a fresh process per model as the runner runs each model (`--only` in a "
         "subprocess). Cold: empty Inductor caches on both sides; warm: the caches the cold run filled (the CI case). "
+        "Kept worker: parity warm again, a fresh `parity verify` process whose Python worker a run of another "
+        "graph (the model's other test) kept (`--keep-workers`; the runner has no such thing: its process "
+        "imports torch each time). "
         "Ratios are parity's time over Python's: below 1 parity is faster.", "",
-        "| model | test | Python cold | parity cold | ratio | Python warm | parity warm | ratio | verdicts (Python / parity) | where parity's warm time went |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "| model | test | Python cold | parity cold | ratio | Python warm | parity warm | ratio | parity, kept worker | ratio | verdicts (Python / parity / kept) | where parity's warm time went |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["rows"]:
         lines.append(f"| {row['model']} | {row['test']} | {row['python_cold_s']:.1f} s | {row['parity_cold_s']:.1f} s | "
                      f"{row['ratio_cold']:.2f}x | {row['python_warm_s']:.1f} s | {row['parity_warm_s']:.1f} s | "
-                     f"**{row['ratio_warm']:.2f}x** | {row['python_verdict']} / {row['parity_verdict']} | "
+                     f"**{row['ratio_warm']:.2f}x** | {row['parity_kept_s']:.1f} s | **{row['ratio_kept']:.2f}x** | "
+                     f"{row['python_verdict']} / {row['parity_verdict']} / {row['kept_verdict']} | "
                      f"{_fmt_split(row['parity_phases'])} |")
     m = r["matrix"]
     lines += ["", f"The matrix as a CI gate runs it (warm caches): all {m['experiments']} experiments in one `parity verify` "

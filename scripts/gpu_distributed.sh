@@ -3,7 +3,8 @@
 # tests/python/dist_programs.py captured on NCCL (a GPU per rank), then `parity repro run` of the
 # multi-rank dir simulated (every rank in one process, on the GPUs) and for real with Inductor
 # (a process per rank in an NCCL group), and `parity verify` over every kind's dir with Inductor (a
-# record per rank). Output in $OUT: each step's log and summary.txt.
+# record per rank), and `parity minify` of the TP dir with Triton's relu knob. Output in $OUT: each
+# step's log and summary.txt.
 #   scripts/gpu_distributed.sh [PYTHON] [HEADERS_DIR]     (KINDS, WORLD to change what runs)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
@@ -22,6 +23,12 @@ done
 build-gpu/parity repro run "$WORK/collectives" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
   >"$OUTDIR/real-relu-knob.log" 2>&1
 echo "collectives real inductor, Triton's relu knob: exit $? $(tail -1 "$OUTDIR/real-relu-knob.log")" | tee -a "$OUTDIR/summary.txt"
+# minify of the TP block's multi-rank dir with Triton's relu knob (minifier/ranks.h: each rank
+# isolated, the first failing one reduced).
+build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
+  --out "$WORK/minify-tp" >"$OUTDIR/minify-tp.log" 2>&1
+echo "tp minify, Triton's relu knob: exit $? $(grep -E 'minify: rank|culprit' "$OUTDIR/minify-tp.log" | tail -4 | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
+cp "$WORK/minify-tp/summary.json" "$OUTDIR/minify-tp-summary.json" 2>/dev/null
 dirs=(); for kind in ${KINDS:-collectives ddp fsdp2 tp}; do dirs+=("$WORK/$kind"); done
 build-gpu/parity verify "${dirs[@]}" --backend inductor --output-dir "$WORK/verify" >"$OUTDIR/verify.log" 2>&1
 echo "verify --backend inductor over every kind: exit $? $(tail -1 "$OUTDIR/verify.log")" | tee -a "$OUTDIR/summary.txt"
