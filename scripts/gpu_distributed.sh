@@ -9,6 +9,9 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DIST_DEVICE=cuda
+# One host: NCCL's bootstrap over loopback (a run on 2026-11-27 lost the TP capture to a refused
+# connection on the host's other interface).
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
 WORK=${WORK:-/tmp/parity-dist}
 rm -rf "$WORK"; mkdir -p "$WORK"
