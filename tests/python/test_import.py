@@ -66,8 +66,17 @@ def test_fx_graph_runnable_and_minifier_launcher_import_with_the_inputs_they_nam
     r = run_parity(parity_bin, "verify", str(tmp_path / "runnable"), "--backend", "eager", "--output-dir", str(tmp_path / "v"))
     assert r.returncode == 0, r.stdout + r.stderr
     launcher = write_script(tmp_path / "minifier_launcher.py", tmp_path / "ckpt", command="minify")
-    m = imported(parity_bin, launcher, tmp_path / "launcher")
+    # A custom pass in the config the failing compile ran with: after_aot writes the object's repr,
+    # which is not Python (pytorch/pytorch#128830); the import drops that line and says so.
+    text = open(launcher).read()
+    cut = text.index("\n") + 1
+    open(launcher, "w").write(text[:cut] + "import torch._inductor.config\ntorch._inductor.config.post_grad_custom_post_pass"
+                              " = <function post_grad_custom_post_pass at 0x7fc837dba680>\n" + text[cut:])
+    r = run_parity(parity_bin, "import", launcher, "--out", str(tmp_path / "launcher"))
+    assert r.returncode == 0 and "post_grad_custom_post_pass is set to an object's repr" in r.stderr, r.stdout + r.stderr
+    m = json.load(open(tmp_path / "launcher" / "manifest.json"))
     assert m["imported_from"]["command"] == "minify" and m["imported_from"]["generated_storages"] == 0
+    assert m["imported_from"]["dropped_settings"] == ["torch._inductor.config.post_grad_custom_post_pass"], m
 
 
 @pytest.mark.parametrize("text,needle", [("print('hello')\n", "defines no `class Repro`"),

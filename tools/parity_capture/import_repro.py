@@ -17,7 +17,6 @@ import argparse
 import ast
 import os
 import re
-import runpy
 import sys
 from typing import Optional
 
@@ -41,6 +40,20 @@ def _inductor_settings(text: str):
         except (ValueError, SyntaxError):
             continue  # not a literal (an object, a call): left to the compile's defaults
     return options
+
+
+_REPR_SETTING = re.compile(r"^(\s*)(torch\.[\w.]*config\.[\w.]+)\s*=\s*<[^\n]*>\s*$", re.M)
+
+
+def _runnable(text: str):
+    """The script's source with each config setting whose value after_aot could write only as an
+    object's repr (`torch._inductor.config.post_grad_custom_post_pass = <function ...>`, not Python:
+    pytorch/pytorch#128830) turned into a comment, and the settings so dropped: that object cannot
+    be made again from its repr, and the rest of the script runs without it."""
+    dropped = [m.group(2) for m in _REPR_SETTING.finditer(text)]
+    source = _REPR_SETTING.sub(lambda m: f"{m.group(1)}# parity import: dropped, an object's repr is not Python: "
+                               f"{m.group(0).strip()}", text)
+    return source, dropped
 
 
 def _script_facts(text: str):
@@ -92,7 +105,12 @@ def import_script(script: str, out_dir: str, *, save_dir: Optional[str] = None, 
     if save_dir is not None and not os.path.isdir(save_dir):
         print(f"parity import: the save dir {save_dir} is not there: every input is random data", file=sys.stderr)
         save_dir = None
-    ns = runpy.run_path(script, run_name="parity_imported_repro")
+    source, dropped = _runnable(text)
+    for setting in dropped:
+        print(f"parity import: warning: {script}: {setting} is set to an object's repr, which is not Python "
+              "(after_aot writes it so); the setting is dropped", file=sys.stderr)
+    ns = {"__name__": "parity_imported_repro", "__file__": os.path.abspath(script), "__builtins__": __builtins__}
+    exec(compile(source, script, "exec"), ns)  # as runpy.run_path runs it, from the source made runnable
     mod = ns.get("mod")
     if not isinstance(mod, torch.nn.Module):
         mod = ns["Repro"]()
@@ -102,7 +120,7 @@ def import_script(script: str, out_dir: str, *, save_dir: Optional[str] = None, 
     if device is not None:
         mod = mod.to(device)
     facts = {"script": os.path.abspath(script), "command": command, "save_dir": save_dir,
-             "generated_storages": type(reader).generated}
+             "generated_storages": type(reader).generated, "dropped_settings": dropped}
     with torch.no_grad():
         capture(mod, args, out_dir, mode="eval", name=name or os.path.splitext(os.path.basename(script))[0],
                 extra_manifest={"backend": {"name": "inductor", "options": _inductor_settings(text)},
