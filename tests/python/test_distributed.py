@@ -140,7 +140,8 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     fails the same way."""
     knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
     out = tmp_path / "m"
-    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *knob, "-j", "2", "--no-compiler-bisect")
+    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *knob, "-j", "2", "--no-compiler-bisect",
+                   "--no-stage-bisect", "--confirm", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
     assert s["world"]["rank"] == 0 and s["world"]["world_size"] == 2 and s["world"]["collectives_cut"] >= 1, s["world"]
