@@ -40,8 +40,9 @@ Expected<MinifyResult> MinifyRanks(const MinifyOptions& opts, std::ostream& log)
     return MinifyResult{summary};
   }
   Error e = Error::Runtime("no rank of " + opts.repro_dir.string() + " fails isolated (its collectives' values fed in, " +
-                           std::to_string(world.world_size()) + " ranks tried): the failure needs the collectives themselves, "
-                           "which minify does not reduce across ranks");
+                           std::to_string(world.world_size()) + " ranks tried): where the ranks fail together (`parity repro run " +
+                           opts.repro_dir.string() + " --backend ...`), the failure needs the collectives themselves, which "
+                           "minify does not reduce across ranks");
   e.exception_type = kDoesNotFail;
   return e;
 }

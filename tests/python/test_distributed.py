@@ -131,6 +131,11 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     # minify reads the world as repro run does: the same error.
     r = run_parity(parity_bin, "minify", str(d), "--backend", "inductor")
     assert r.returncode == 2 and 'process_groups.0" is [1,0], but' in r.stderr, r.stderr
+    # No rank fails isolated (eager computes what the replay fed in): minify tries each and says
+    # what is left, a failure that needs the collectives themselves (exit 1).
+    r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "eager", "--out", str(tmp_path / "m"))
+    assert r.returncode == 1 and "no rank of" in r.stderr and "2 ranks tried" in r.stderr, r.stdout + r.stderr
+    assert "rank 0: does not fail isolated" in r.stdout and "rank 1: does not fail isolated" in r.stdout, r.stdout
 
 
 def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu(parity_bin, two_ranks, tmp_path):
