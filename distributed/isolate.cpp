@@ -62,11 +62,29 @@ Expected<ir::Graph> CutCollectives(const GraphEntry& entry, const std::unordered
   return entry.graph.Extract(keep, outputs);
 }
 
+// The nodes whose values the isolation reads (RunOptions::record): the collectives, the getitems
+// of their results and the op nodes they read. Recording only these, not every node, keeps a rank's
+// replay to the boundary it is cut at.
+std::vector<std::string> BoundaryNodes(const ir::Graph& g) {
+  std::set<std::string> names;
+  for (const ir::Node* n : g.nodes()) {
+    const bool item_of_collective = n->kind() == ir::NodeKind::kCallFunction && n->target() == ir::kGetItem &&
+                                    n->args[0].node != nullptr && IsCollective(*n->args[0].node);
+    if (!IsCollective(*n) && !item_of_collective) continue;
+    names.insert(n->name());
+    for (const ir::Arg& a : n->args)
+      a.ForEachRef([&](const ir::Node* in) {
+        if (in->kind() == ir::NodeKind::kCallFunction) names.insert(in->name());  // what CutCollectives may return
+      });
+  }
+  return {names.begin(), names.end()};
+}
+
 struct RankValues {
   std::vector<std::unordered_map<std::string, c10::IValue>> per_graph;
 };
 
-// Every graph of rank r, in order, its collectives simulated, every node's value kept.
+// Every graph of rank r, in order, its collectives simulated, the values at their boundary kept.
 Expected<RankValues> RunRank(const World& world, int r, SimulatedWorld& sim, const std::string& device) {
   const ReproDir& repro = world.rank(r);
   RankValues out;
@@ -74,7 +92,7 @@ Expected<RankValues> RunRank(const World& world, int r, SimulatedWorld& sim, con
     PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
     interp::RunOptions ro;
     ro.device = c10::Device(device);
-    ro.record_all = true;
+    ro.record = BoundaryNodes(entry.graph);
     ro.collectives = sim.Rank(r);
     PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(entry));
     PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(entry));
