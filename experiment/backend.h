@@ -100,6 +100,11 @@ struct BackendInfo {
 
 // The table, in listing order.
 const std::vector<BackendInfo>& Backends();
+// The device a run's Python workers prepare a first compile on before they listen
+// (runtime::JobRunner::Prestart's `warm_device`): `device` when one of `backends` compiles with
+// dynamo in the worker (or is unknown: its error comes later), else "" (no warm-up: a C++
+// backend's workers only serve host ops, and a warm-up would only delay their end).
+std::string WarmDevice(const std::vector<std::string>& backends, const std::string& device);
 // The table's entry for a command-line name (a prefix entry answers for all its names, with
 // `dynamo` resolved); BadInput naming the known ones if unknown.
 [[nodiscard]] Expected<BackendInfo> FindBackend(const std::string& name);

@@ -85,6 +85,14 @@ Expected<BackendInfo> FindBackend(const std::string& name) {
   return info;
 }
 
+std::string WarmDevice(const std::vector<std::string>& backends, const std::string& device) {
+  for (const auto& b : backends) {
+    auto info = FindBackend(b);
+    if (!info.ok() || (info->needs_worker && !info->dynamo.empty())) return device;
+  }
+  return "";
+}
+
 std::string OutputName(size_t k) { return "output/" + std::to_string(k); }
 
 Expected<NamedTensors> LoadNamed(const std::filesystem::path& file) {

@@ -71,8 +71,7 @@ void StartRunner(experiment::IsolatedRunner& runner, const MinifyOptions& o, con
   if (!o.fresh_runners) runner.UsePersistentRunners();
   const bool cuda = base.device.rfind("cuda", 0) == 0;
   auto info = experiment::FindBackend(base.backend);
-  const bool compiles = info.ok() && info->needs_worker && !info->dynamo.empty();
-  runner.Prestart(!info.ok() || info->needs_worker || !base.imports.empty(), compiles ? (cuda ? "cuda" : "cpu") : "");
+  runner.Prestart(!info.ok() || info->needs_worker || !base.imports.empty(), experiment::WarmDevice({base.backend}, cuda ? "cuda" : "cpu"));
 }
 
 }  // namespace parity::minifier

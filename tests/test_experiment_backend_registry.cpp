@@ -94,5 +94,13 @@ TEST(Reference, TrainCollectsLossGradientsAndSgdStep) {
   EXPECT_TRUE(at::allclose((*res)[3].second, w - kSgdLr * mask.sum(0)));
 }
 
+TEST(BackendRegistry, WorkersWarmUpOnlyForABackendThatCompilesInThem) {
+  EXPECT_EQ(WarmDevice({"inductor"}, "cpu"), "cpu");
+  EXPECT_EQ(WarmDevice({"fault", "inductor"}, "cuda"), "cuda");
+  EXPECT_EQ(WarmDevice({"fault"}, "cpu"), "");      // C++: its workers only serve host ops
+  EXPECT_EQ(WarmDevice({}, "cpu"), "");
+  EXPECT_EQ(WarmDevice({"no_such"}, "cpu"), "cpu");  // unknown: its error comes later
+}
+
 }  // namespace
 }  // namespace parity::experiment

@@ -103,7 +103,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   // hung or poisoned one replaced: runtime/jobs.h), and its worker starts now, prepared for a
   // backend's first compile: their start-up overlaps with everything below.
   runner.UsePersistentRunners();
-  runner.Prestart(NeedsWorkers(o), cuda ? "cuda" : "cpu");
+  runner.Prestart(NeedsWorkers(o), experiment::WarmDevice(o.backends, cuda ? "cuda" : "cpu"));
   auto ask = [&](const nlohmann::json& req) { return runner.Ask(req); };
   Session s{o, runner, matrix::CaptureCache(o.experiment.cache_dir, ask), dirs, ""};
   PARITY_RETURN_IF_ERROR(matrix::ImportHostOps(dirs, o, ask));
