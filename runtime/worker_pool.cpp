@@ -1,6 +1,7 @@
 #include "runtime/worker_pool.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -49,6 +50,43 @@ bool Ignored(const std::string& name) {
   for (const char* n : kNames)
     if (name == n) return true;
   return false;
+}
+
+// Inductor's cache dir when TORCHINDUCTOR_CACHE_DIR is unset (torch/_inductor/runtime/
+// cache_dir_utils.py: <tempfile.gettempdir()>/torchinductor_<getpass.getuser()>, where a
+// process that used Inductor writes it into its own environment, and so into its children's).
+std::string InductorDefaultCacheDir(const std::map<std::string, std::string>& env) {
+  auto get = [&env](const char* k) -> std::string {
+    auto it = env.find(k);
+    return it == env.end() ? "" : it->second;
+  };
+  std::string tmp = "/tmp";
+  for (const char* k : {"TMPDIR", "TEMP", "TMP"})
+    if (!get(k).empty()) {
+      tmp = get(k);
+      break;
+    }
+  std::string user;
+  for (const char* k : {"LOGNAME", "USER", "LNAME", "USERNAME"})
+    if (!get(k).empty()) {
+      user = get(k);
+      break;
+    }
+  if (user.empty()) {
+    const struct passwd* pw = ::getpwuid(::getuid());
+    if (!pw) return "";
+    user = pw->pw_name;
+  }
+  for (char& c : user)
+    if (std::strchr("\\/:*?\"<>|", c)) c = '_';
+  return tmp + "/torchinductor_" + user;
+}
+
+// Variables whose value here changes nothing for a worker: Inductor's cache dir set to its own
+// default, and the pointer Inductor keeps in its process's environment for its compile children.
+bool SameAsUnset(const std::string& name, const std::string& value, const std::map<std::string, std::string>& env) {
+  if (name == "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR") return true;
+  return name == "TORCHINDUCTOR_CACHE_DIR" && value == InductorDefaultCacheDir(env);
 }
 
 std::string Stamp(const fs::path& p) {
@@ -159,7 +197,7 @@ std::string PoolKey(const std::vector<std::string>& extra_env) {
   std::error_code ec;
   text += "cwd " + fs::current_path(ec).string() + "\n";
   for (const auto& [k, v] : env)
-    if (!Ignored(k)) text += "env " + k + "=" + v + "\n";
+    if (!Ignored(k) && !SameAsUnset(k, v, env)) text += "env " + k + "=" + v + "\n";
   text += Stamp(SelfExe());
   const fs::path sources = fs::path(PARITY_TOOLS_DIR) / "parity_capture";
   std::vector<std::string> stamps;

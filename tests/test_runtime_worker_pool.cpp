@@ -143,6 +143,17 @@ TEST_F(Pool, TheKeyFollowsTheWorkersEnvironment) {
   EXPECT_NE(PoolKey({}), base);
   ::unsetenv("TORCHINDUCTOR_CACHE_DIR");
   EXPECT_EQ(PoolKey({}), base);
+  // Inductor's own default, as a process that used Inductor leaves it in its environment: the
+  // same worker as where it is unset; and Inductor's pointer for its compile children is no part.
+  const std::vector<std::string> who = {"LOGNAME=alice", "TMPDIR=/tmp/t"};
+  auto with = [&](const std::string& kv) {
+    auto e = who;
+    e.push_back(kv);
+    return PoolKey(e);
+  };
+  EXPECT_EQ(with("TORCHINDUCTOR_CACHE_DIR=/tmp/t/torchinductor_alice"), PoolKey(who));
+  EXPECT_NE(with("TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor_alice"), PoolKey(who));
+  EXPECT_EQ(with("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR=140352772820000"), PoolKey(who));
 }
 
 }  // namespace
