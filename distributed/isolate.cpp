@@ -15,8 +15,7 @@ namespace {
 
 bool IsCollective(const ir::Node& n) {
   if (n.kind() != ir::NodeKind::kCallFunction) return false;
-  const std::string& t = n.target();
-  return interp::IsCollectiveNamespace(t.substr(0, t.find("::")));
+  return interp::IsCollective(n.OperatorName().first);
 }
 
 // The first collective node inside a subgraph of `g` (at any depth), or nullptr.

@@ -179,6 +179,19 @@ std::vector<torch::jit::Stack> Compute(const c10::OperatorHandle& op, std::vecto
       for (size_t s = 0; s < n; ++s) mine.push_back(parts[s][r]);
       out[r] = One(at::cat(mine, 0));
     }
+  } else if (name == "shard_dim_alltoall") {
+    // DTensor's Shard(gather_dim) -> Shard(shard_dim): the members' inputs concatenated along
+    // gather_dim in group order, split along shard_dim into parts of size / n; member m gets
+    // part m (an empty one where there are fewer parts), as _local_tensor computes it.
+    const int64_t gather_dim = args[0][ArgIndex(op, "gather_dim")].toInt();
+    const int64_t shard_dim = args[0][ArgIndex(op, "shard_dim")].toInt();
+    at::Tensor g = at::cat(Tensors(args, 0), gather_dim);
+    const int64_t part = g.size(shard_dim) / static_cast<int64_t>(n);
+    if (part == 0) throw std::runtime_error("shard_dim_alltoall: shard_dim's size " + std::to_string(g.size(shard_dim)) +
+                                            " is smaller than the group's " + std::to_string(n));
+    auto parts = g.split(part, shard_dim);
+    for (size_t m = 0; m < n; ++m)
+      out[m] = One(m < parts.size() ? parts[m].contiguous().clone() : g.narrow(shard_dim, 0, 0).clone());
   } else if (name == "broadcast" || name == "broadcast_") {
     const int64_t src = args[0][ArgIndex(op, "src")].toInt();  // the source's group rank
     if (src < 0 || src >= static_cast<int64_t>(n)) throw std::runtime_error("broadcast: src " + std::to_string(src) + " is not a group rank");

@@ -1,6 +1,7 @@
 // The collectives of a distributed graph: ops of the `_c10d_functional` namespace (all_reduce,
 // all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast, wait_tensor, their
-// coalesced and in-place forms). The interpreter resolves them by schema like any op but never
+// coalesced and in-place forms) and DTensor's `_dtensor::shard_dim_alltoall` (a Shard(a) ->
+// Shard(b) redistribution). The interpreter resolves them by schema like any op but never
 // calls their kernels (those need a live process group): it hands each call, its arguments in
 // schema order, to the run's Collectives (RunOptions::collectives), which leaves on the stack
 // what the op returns. The interpreter knows nothing of ranks or groups; a run without
@@ -22,7 +23,10 @@ class Collectives {
   virtual void Call(const c10::OperatorHandle& op, torch::jit::Stack& stack) = 0;
 };
 
-// Whether an op of this namespace ("_c10d_functional") is a collective.
-inline bool IsCollectiveNamespace(std::string_view ns) { return ns == "_c10d_functional"; }
+// Whether the op of this qualified name ("namespace::name", no overload) is a collective; the one
+// list (tools/parity_capture/distributed.py's is_collective says the same for the capture).
+inline bool IsCollective(std::string_view op) {
+  return op.substr(0, op.find("::")) == "_c10d_functional" || op == "_dtensor::shard_dim_alltoall";
+}
 
 }  // namespace parity::interp

@@ -88,7 +88,7 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
   }
   const c10::FunctionSchema& schema = handle->schema();
   s.batch = FindBatchKernel(handle->operator_name());
-  s.collective = IsCollectiveNamespace(opname.substr(0, opname.find("::")));
+  s.collective = IsCollective(opname);
   const std::string ow = nw + " (" + n.target() + ")";
   const auto& sargs = schema.arguments();
   if (n.args.size() > sargs.size())

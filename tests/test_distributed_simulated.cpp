@@ -1,4 +1,5 @@
 #include "distributed/simulated.h"
+#include "interpreter/collectives.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -59,6 +60,19 @@ TEST(Simulated, GathersScattersAndExchangesByGroupRank) {
   auto b = Args(xs, {c10::IValue(int64_t{1}), c10::IValue(std::string("g"))});
   auto bo = Compute(Op("_c10d_functional::broadcast"), b);
   EXPECT_TRUE(at::equal(bo[0][0].toTensor(), xs[1]));
+}
+
+TEST(Simulated, ShardDimAlltoallMovesTheShardAsGlooDoes) {
+  // DTensor's Shard(0) -> Shard(1) on 2 ranks; the values gloo's shard_dim_alltoall returned for
+  // these inputs (torch 2.13, two processes).
+  const std::vector<at::Tensor> xs = {at::arange(8.0).reshape({2, 4}), at::arange(8.0).reshape({2, 4}) + 10};
+  auto args = Args(xs, {c10::IValue(int64_t{0}), c10::IValue(int64_t{1}), c10::IValue(std::string("g"))});
+  auto out = Compute(Op("_dtensor::shard_dim_alltoall"), args);
+  EXPECT_TRUE(at::equal(out[0][0].toTensor(), at::tensor({0.0, 1.0, 4.0, 5.0, 10.0, 11.0, 14.0, 15.0}).reshape({4, 2})));
+  EXPECT_TRUE(at::equal(out[1][0].toTensor(), at::tensor({2.0, 3.0, 6.0, 7.0, 12.0, 13.0, 16.0, 17.0}).reshape({4, 2})));
+  EXPECT_TRUE(out[1][0].toTensor().is_contiguous());
+  EXPECT_TRUE(interp::IsCollective("_dtensor::shard_dim_alltoall") && interp::IsCollective("_c10d_functional::wait_tensor"));
+  EXPECT_FALSE(interp::IsCollective("aten::add") || interp::IsCollective("_dtensor::other"));
 }
 
 TEST(Simulated, MembersMeetByCallIndexAndAbsentRanksAreNamed) {

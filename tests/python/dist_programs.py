@@ -33,7 +33,9 @@ class Collectives(torch.nn.Module):
         r = funcol.reduce_scatter_tensor(g, "sum", 0, group)      # [4, 16]
         t = funcol.all_to_all_single(g, None, None, group)        # equal splits
         b = funcol.broadcast(y, 1, group)                         # group rank 1's values
-        return s + a * m + r, t.sum(0), b
+        # DTensor's Shard(0) -> Shard(1) redistribution: [4 * world * world, 16 / world]
+        sd = torch.ops._dtensor.shard_dim_alltoall(g, 0, 1, group.group_name)
+        return s + a * m + r, t.sum(0), b + sd.reshape(4, -1).sum(1, keepdim=True)
 
 
 class Net(torch.nn.Module):

@@ -9,8 +9,16 @@ import json
 import os
 from typing import Any, Dict, Iterable, List, Optional
 
-# Ops parity knows as collectives (its interpreter computes them across ranks), not host ops.
+# Ops parity knows as collectives (its interpreter computes them across ranks), not host ops: a
+# namespace's every op, and single ops (interpreter/collectives.h's IsCollective, the same list).
 COLLECTIVE_NAMESPACES = ("_c10d_functional",)
+COLLECTIVE_OPS = ("_dtensor::shard_dim_alltoall",)
+
+
+def is_collective(target: str) -> bool:
+    """Whether a graph node's target ("ns::name" or "ns::name.overload") is a collective."""
+    op = target.split(".")[0]
+    return op.split("::")[0] in COLLECTIVE_NAMESPACES or op in COLLECTIVE_OPS
 WORLD_FORMAT, WORLD_VERSION = "parity.distributed", 1
 
 
@@ -30,7 +38,7 @@ def group_names(gjsons: Iterable[Dict[str, Any]]) -> List[str]:
     names = set()
     for g in gjsons:
         for n in g["nodes"]:
-            if n["op"] == "call_function" and n["target"].split("::")[0] in COLLECTIVE_NAMESPACES:
+            if n["op"] == "call_function" and is_collective(n["target"]):
                 names.update(a for a in n.get("args", []) + list(n.get("kwargs", {}).values()) if isinstance(a, str))
     return sorted(names)
 

@@ -9,10 +9,15 @@ from typing import Any, Dict, Iterable, Optional
 
 import torch
 
-from .distributed import COLLECTIVE_NAMESPACES
+from .distributed import is_collective
 
 # Ops a C++ process's dispatcher has (the collectives too: parity computes them, distributed.py).
-NATIVE_NAMESPACES = ("aten", "prims") + COLLECTIVE_NAMESPACES
+NATIVE_NAMESPACES = ("aten", "prims")
+
+
+def is_native(target: str) -> bool:
+    """Whether an op ("ns::name[.overload]") is one parity's C++ interpreter runs (not a host op)."""
+    return target.split("::")[0] in NATIVE_NAMESPACES or is_collective(target)
 
 
 def registering_module(op: torch._ops.OpOverload) -> Optional[str]:
@@ -42,7 +47,7 @@ def describe(targets: Iterable[Any], imports: Iterable[str] = ()) -> Dict[str, D
     explicit = list(imports)
     out: Dict[str, Dict[str, Any]] = {}
     for t in targets:
-        if not isinstance(t, torch._ops.OpOverload) or t.namespace in NATIVE_NAMESPACES:
+        if not isinstance(t, torch._ops.OpOverload) or is_native(t._schema.name):
             continue
         s = t._schema
         name = f"{s.name}.{s.overload_name}" if s.overload_name else s.name
@@ -55,7 +60,7 @@ def describe_graphs(gjsons: Iterable[Dict[str, Any]], imports: Iterable[str] = (
     """describe() over the call_function targets of serialized graphs."""
     from .standalone_graph import GETITEM, resolve_target
     names = {n["target"] for g in gjsons for n in g["nodes"] if n["op"] == "call_function" and n["target"] != GETITEM}
-    return describe((resolve_target(n) for n in sorted(names) if n.split("::")[0] not in NATIVE_NAMESPACES), imports)
+    return describe((resolve_target(n) for n in sorted(names) if not is_native(n)), imports)
 
 
 IMPORT_ENV = "PARITY_IMPORT"  # the modules `--import` names, comma-separated (runtime/worker.h)
