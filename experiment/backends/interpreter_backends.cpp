@@ -134,27 +134,36 @@ class FaultBackend final : public Backend {
     return [=](const ir::Node& n, c10::IValue& v) -> Status {
       if (n.target().rfind(op, 0) != 0 || (occurrence > 0 && n.name() != only)) return Status::Ok();
       ++*calls;
-      if (!v.isTensor()) return Status::Ok();
-      if (only_size >= 0) {
-        const auto sizes = v.toTensor().sizes();
-        if (std::find(sizes.begin(), sizes.end(), only_size) == sizes.end()) return Status::Ok();
-      }
       const int64_t call = *calls;
-      if (!backward) {
-        PARITY_ASSIGN_OR_RETURN(at::Tensor t, Inject(kind, delta, relative, call, v.toTensor(), n.name(), n.target()));
-        v = std::move(t);
-        return Status::Ok();
-      }
-      // phase=backward: the forward value stays; the gradient the op's backward receives is
-      // faulted (a wrong backward kernel). Nothing happens where nothing is differentiated.
-      at::Tensor t = v.toTensor();
-      if (!t.requires_grad()) return Status::Ok();
       const std::string node = n.name(), target = n.target();
-      t.register_hook([=](const at::Tensor& grad) {
-        auto faulted = Inject(kind, delta, relative, call, grad, node, target);
-        if (!faulted.ok()) throw std::runtime_error(faulted.error().message);
-        return *faulted;
-      });
+      // One tensor of the op's value (the value itself, or each of a list's: a foreach op's).
+      auto fault = [&](at::Tensor t) -> Expected<at::Tensor> {
+        if (only_size >= 0) {
+          const auto sizes = t.sizes();
+          if (std::find(sizes.begin(), sizes.end(), only_size) == sizes.end()) return t;
+        }
+        if (!backward) return Inject(kind, delta, relative, call, t, node, target);
+        // phase=backward: the forward value stays; the gradient the op's backward receives is
+        // faulted (a wrong backward kernel). Nothing happens where nothing is differentiated.
+        if (t.requires_grad())
+          t.register_hook([=](const at::Tensor& grad) {
+            auto faulted = Inject(kind, delta, relative, call, grad, node, target);
+            if (!faulted.ok()) throw std::runtime_error(faulted.error().message);
+            return *faulted;
+          });
+        return t;
+      };
+      if (v.isTensor()) {
+        PARITY_ASSIGN_OR_RETURN(at::Tensor t, fault(v.toTensor()));
+        v = std::move(t);
+      } else if (v.isTensorList()) {
+        std::vector<at::Tensor> ts = v.toTensorVector();
+        for (auto& t : ts) {
+          PARITY_ASSIGN_OR_RETURN(at::Tensor f, fault(t));
+          t = std::move(f);
+        }
+        v = c10::IValue(std::move(ts));
+      }
       return Status::Ok();
     };
   }
