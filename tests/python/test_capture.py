@@ -147,3 +147,25 @@ def lambda_module(fn):
 def test_a_graph_that_computes_none_of_the_outputs_is_refused(tmp_path):
     with pytest.raises(CaptureError, match="nothing to replay"):
         capture(lambda_module(lambda a, b: torch.equal(a, b)), (torch.ones(3), torch.ones(3)), str(tmp_path / "eq"))
+
+
+class WritesItsInput(torch.nn.Module):
+    """An optimizer-step-like forward: writes its argument in place and returns nothing else."""
+
+    def forward(self, x, y):
+        x.mul_(2).add_(y)
+        return y * 3
+
+
+@pytest.mark.parametrize("method", ["export", "make_fx"])
+def test_an_input_the_model_writes_is_an_output_and_the_callers_tensor_is_left_as_it_was(tmp_path, parity_bin, method):
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    x0 = x.clone()
+    capture(WritesItsInput(), (x, y), str(tmp_path / "w"), method=method)
+    assert torch.equal(x, x0)  # capture's own call of the model is undone
+    repro = load_repro(str(tmp_path / "w"))
+    (g,) = repro.graphs
+    assert g.entry["output_names"][1].startswith("mutated/"), g.entry["output_names"]
+    assert torch.equal(g.expected_outputs()[1], x0 * 2 + y) and torch.equal(g.inputs()[0], x0)
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "w"))
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -87,3 +87,35 @@ def test_a_script_that_is_not_such_a_repro_is_exit_2_naming_it(parity_bin, tmp_p
     r = run_parity(parity_bin, "import", str(script), "--out", str(tmp_path / "out"))
     assert r.returncode == 2 and str(script) in r.stderr and needle in r.stderr, r.stderr
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_repro_whose_graph_only_writes_its_inputs_verifies_what_it_writes(parity_bin, tmp_path):
+    """The shape pytorch/pytorch#177122 pastes: an optimizer step's after_aot graph, a foreach add
+    over the parameters copied back into them (it returns nothing), under the user's own seed
+    lines. The written values are its outputs; the dir's inputs are the values the script stored."""
+    from torch._dynamo.repro.after_aot import save_graph_repro
+    from torch.func import functionalize as func_functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(*params):
+        torch._foreach_add_(list(params), 1)
+
+    params = [torch.randn(4 * (k + 1), generator=torch.Generator().manual_seed(k)) for k in range(6)]
+    gm = make_fx(func_functionalize(step, remove="mutations_and_views"))(*[p.clone() for p in params])
+    assert "copy_" in gm.code and "_foreach_add.Scalar" in gm.code, gm.code
+    script = tmp_path / "repro.py"
+    with open(script, "w") as fd:
+        fd.write("import torch\nSEED=100\ntorch.manual_seed(SEED)\ntorch.backends.cudnn.deterministic = True\n")
+        save_graph_repro(fd, gm, params, "inductor_accuracy", save_dir=str(tmp_path / "checkpoints"))
+    m = imported(parity_bin, str(script), tmp_path / "dir")
+    (g,) = m["graphs"]
+    assert len(g["output_names"]) == 6 and all(n.startswith("mutated/") for n in g["output_names"]), g["output_names"]
+    stored = load_file(str(tmp_path / "dir" / m["tensors"]))
+    assert all(any(torch.equal(t, p) for t in stored.values()) for p in params)  # the values before the step
+    assert all(any(torch.equal(t, p + 1) for t in stored.values()) for p in params)  # and after it, expected
+    r = run_parity(parity_bin, "verify", str(tmp_path / "dir"), "--backend", "inductor", "--output-dir", str(tmp_path / "v"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # A wrong foreach kernel (each tensor of its list perturbed) fails on the written values.
+    r = run_parity(parity_bin, "verify", str(tmp_path / "dir"), "--backend", "fault", "--backend-option", "op=aten::_foreach_add",
+                   "--output-dir", str(tmp_path / "f"))
+    assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr

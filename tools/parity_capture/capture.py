@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -100,6 +100,17 @@ def _extend_manifest(out_dir: str, extra: Dict[str, Any]) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _restore_written(inputs: Sequence[torch.Tensor], before: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """The inputs' values now (after the model's call), each input written back to its value
+    `before` where the call changed it."""
+    after = [x.detach().clone() for x in inputs]
+    with torch.no_grad():
+        for x, b, a in zip(inputs, before, after):
+            if not torch.equal(a, b):
+                x.copy_(b)
+    return after
+
+
 def _run_eager(model, args, kwargs, mode: str):
     if mode == "train":
         return model(*args, **kwargs)
@@ -153,8 +164,15 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     # count, a custom op's mutates_args) leaves them changed, and the graph's inputs are what the
     # recorded call read.
     before = {k: v.detach().clone() for k, v in model.named_buffers(remove_duplicate=False)}
+    flat_inputs = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+    inputs_before = [x.detach().clone() for x in flat_inputs]
     with _checkpoints_seen() as checkpoints:
         eager = _run_eager(model, args, kwargs, mode)
+    # A model that writes its inputs in place (an after_aot graph of an optimizer step: foreach
+    # ops copied back into its arguments) leaves them changed: the written values become outputs
+    # (`mutated/...`, lower_exported), and the inputs get back the values the call read, which
+    # the graph records as its inputs and the caller gets back as they were.
+    inputs_after = _restore_written(flat_inputs, inputs_before)
     if mode == "train" and checkpoints["seen"] and method == "export":
         with torch.no_grad():  # the buffers as the call found them, for the compiled call
             for k, v in model.named_buffers(remove_duplicate=False):
@@ -165,14 +183,14 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
     eager_names, eager_leaves = flatten_outputs(eager)
     if mode == "train":  # (loss, outputs): "0" -> "loss", "1.logits" -> "logits"
         eager_names = ["loss" if n == "0" else (n[2:] if n.startswith("1.") else "output") for n in eager_names]
-    flat_inputs = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
     gname = "graph_0"
     producer = PRODUCER
     lowered = None
     if method == "export":
         try:
             ep = _export(model, args, kwargs)
-            lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs, attrs_before=before)
+            lowered = lower_exported(ep, gname, eager_leaves, eager_names, flat_inputs, attrs_before=before,
+                                     inputs_after=inputs_after)
             if output_mismatch(lowered) is not None:
                 lowered = None  # export kept a composite op whole under autocast: make_fx below
             else:
@@ -180,7 +198,8 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], out_dir: str,
         except Exception:  # export failed, or its graph cannot be recorded (a data-dependent size): make_fx
             lowered = None
     if lowered is None:
-        lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, attrs_before=before)
+        lowered = lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, attrs_before=before,
+                                inputs_after=inputs_after)
         producer += " (make_fx)"
         why = output_mismatch(lowered)
         if why is not None:

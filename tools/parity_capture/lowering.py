@@ -135,10 +135,13 @@ def _exported_symbols(ep, attr_keys: Dict[str, str], tensors: Dict[str, torch.Te
 
 
 def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, input_attrs=None, values=None,
-                  attrs_before=None):
+                  attrs_before=None, inputs_after=None):
     """make_fx over a functional call with parameters and buffers as explicit inputs. `values`:
     the tensor inputs' values to record (default: the traced ones); `attrs_before`: parameters'
-    and buffers' values to record by name (default: as they are now)."""
+    and buffers' values to record by name (default: as they are now). `inputs_after`: the tensor
+    inputs' values after the program's call; with it the inputs are traced as copies (the call's
+    writes land on those), and an input the graph writes in place becomes an output
+    `mutated/<key>` holding its new value, as lower_exported records it."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.func import functional_call, functionalize
 
@@ -157,7 +160,10 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
         out = functional_call(model, state, a, kw)
         return [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
 
-    real = [named[k] for k in keys] + [flat_args[i] for i in tensor_pos]
+    user = [flat_args[i] for i in tensor_pos]
+    if inputs_after is not None:
+        user = [t.detach().clone().requires_grad_(t.requires_grad) for t in user]
+    real = [named[k] for k in keys] + user
     ctx = torch.no_grad() if mode == "eval" else torch.enable_grad()
     fixed = False
     with ctx:
@@ -184,7 +190,8 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
         kind = "param" if k in dict(model.named_parameters()) else "buffer"
         attr_keys[n.name] = f"{kind}/{k}"
         tensors[f"{kind}/{k}"] = (attrs_before or {}).get(k, named[k])
-    recorded = list(values) if values is not None else real[len(keys):]
+    recorded = list(values) if values is not None else [flat_args[i] for i in tensor_pos]
+    written = _written_inputs(gm, placeholders[len(keys):]) if inputs_after is not None else []
     for position, (n, v) in enumerate(zip(placeholders[len(keys):], recorded)):
         if input_attrs and position in input_attrs:
             attr_keys[n.name] = input_attrs[position]
@@ -194,19 +201,41 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
             tensors[inputs[n.name]] = v
     record_constants(gm, gname, attr_keys, tensors)
     gjson = graph_to_json(gm, gname, attr_keys)
+    outputs = [(oname, value) for oname, value in zip(eager_names, eager_leaves) if isinstance(value, torch.Tensor)]
+    for position, ph in written:
+        key = attr_keys.get(ph.name) or inputs[ph.name]
+        outputs.append((f"mutated/{key}", inputs_after[position]))
     out_keys, out_names = [], []
-    k = 0
-    for oname, value in zip(eager_names, eager_leaves):
-        if isinstance(value, torch.Tensor):
-            out_keys.append(f"{gname}/output/{k}")
-            out_names.append(oname)
-            tensors[out_keys[-1]] = value
-            k += 1
+    for k, (oname, value) in enumerate(outputs):
+        out_keys.append(f"{gname}/output/{k}")
+        out_names.append(oname)
+        tensors[out_keys[-1]] = value
     entry = _graph_entry(gname, inputs, out_keys, out_names)
     if fixed:
         entry["note"] = ("values the code read out of tensors while tracing (a branch on data, .item()) are constants "
                          "of this graph, as the recorded call took them")
     return gjson, entry, tensors
+
+
+def _written_inputs(gm: fx.GraphModule, user_placeholders: Sequence[fx.Node]) -> List[Tuple[int, fx.Node]]:
+    """The user inputs a functionalized trace writes back (`aten.copy_(input, new value)`, what
+    functionalize leaves for a mutated input), as (position, placeholder); the graph made
+    functional in place: each copy_ removed and its new value appended to the graph's outputs."""
+    position = {ph: k for k, ph in enumerate(user_placeholders)}
+    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+              and n.args[0] in position and not n.users]
+    if not copies:
+        return []
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    values = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    written = []
+    for c in copies:
+        values.append(c.args[1])
+        written.append((position[c.args[0]], c.args[0]))
+        gm.graph.erase_node(c)
+    out.args = (values,)
+    gm.recompile()
+    return written
 
 
 def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
