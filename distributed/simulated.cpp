@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -108,99 +109,167 @@ void CheckAgreement(const c10::OperatorHandle& op, const std::vector<torch::jit:
   }
 }
 
+namespace {
+
+using Stacks = std::vector<torch::jit::Stack>;
+
+// Whether the op writes into an argument (its in-place `_` name or its `out` overload).
+bool Writes(const c10::OperatorHandle& op, const char* inplace_name) {
+  return BaseName(op) == inplace_name || op.schema().overload_name() == "out";
+}
+
+// Each member's result: `value`, copied into the member's own `dst` when the op writes in place.
+torch::jit::Stack Deliver(const at::Tensor& value, bool in_place, torch::jit::Stack& member, size_t dst) {
+  return One(in_place ? member[dst].toTensor().copy_(value) : value.clone());
+}
+
+Stacks AllReduce(const c10::OperatorHandle& op, Stacks& args) {
+  const at::Tensor r = Reduce(Tensors(args, 0), args[0][ArgIndex(op, "reduce_op")].toStringRef());
+  const bool in_place = Writes(op, "all_reduce_");
+  Stacks out;
+  for (auto& a : args) out.push_back(Deliver(r, in_place, a, 0));
+  return out;
+}
+
+Stacks AllReduceCoalesced(const c10::OperatorHandle& op, Stacks& args) {
+  const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+  const bool in_place = BaseName(op) == "all_reduce_coalesced_";
+  auto lists = TensorLists(args, 0);
+  std::vector<std::vector<at::Tensor>> res(args.size());
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    at::Tensor r = Reduce(Column(lists, i), how);
+    for (size_t m = 0; m < args.size(); ++m) res[m].push_back(in_place ? lists[m][i].copy_(r) : r.clone());
+  }
+  Stacks out;
+  for (auto& l : res) out.push_back(List(std::move(l)));
+  return out;
+}
+
+Stacks AllGather(const c10::OperatorHandle& op, Stacks& args) {
+  const at::Tensor g = at::cat(Tensors(args, 0), 0);
+  const bool in_place = Writes(op, "all_gather_into_tensor_out");
+  Stacks out;
+  for (auto& a : args) out.push_back(Deliver(g, in_place, a, in_place ? ArgIndex(op, "out") : 0));
+  return out;
+}
+
+Stacks AllGatherCoalesced(const c10::OperatorHandle&, Stacks& args) {
+  auto lists = TensorLists(args, 0);
+  std::vector<std::vector<at::Tensor>> res(args.size());
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    at::Tensor g = at::cat(Column(lists, i), 0);
+    for (auto& r : res) r.push_back(g.clone());
+  }
+  Stacks out;
+  for (auto& l : res) out.push_back(List(std::move(l)));
+  return out;
+}
+
+// The reduction of the members' tensors, one dim-0 chunk per member.
+std::vector<at::Tensor> ReducedChunks(const std::vector<at::Tensor>& xs, const std::string& how, const std::string& op) {
+  auto chunks = Reduce(xs, how).chunk(static_cast<int64_t>(xs.size()), 0);
+  if (chunks.size() != xs.size()) throw std::runtime_error(op + ": dim 0 does not split into the group's size");
+  return chunks;
+}
+
+Stacks ReduceScatter(const c10::OperatorHandle& op, Stacks& args) {
+  auto chunks = ReducedChunks(Tensors(args, 0), args[0][ArgIndex(op, "reduce_op")].toStringRef(), "reduce_scatter_tensor");
+  const bool in_place = Writes(op, "reduce_scatter_tensor_out");
+  Stacks out;
+  for (size_t m = 0; m < args.size(); ++m) out.push_back(Deliver(chunks[m], in_place, args[m], in_place ? ArgIndex(op, "out") : 0));
+  return out;
+}
+
+Stacks ReduceScatterCoalesced(const c10::OperatorHandle& op, Stacks& args) {
+  const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
+  auto lists = TensorLists(args, 0);
+  std::vector<std::vector<at::Tensor>> res(args.size());
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    auto chunks = ReducedChunks(Column(lists, i), how, "reduce_scatter_tensor_coalesced");
+    for (size_t m = 0; m < args.size(); ++m) res[m].push_back(chunks[m].clone());
+  }
+  Stacks out;
+  for (auto& l : res) out.push_back(List(std::move(l)));
+  return out;
+}
+
+// Sender s splits its input along dim 0 by its input_split_sizes (equal parts when empty);
+// receiver r's output is every sender's r-th part, in group order.
+Stacks AllToAllSingle(const c10::OperatorHandle& op, Stacks& args) {
+  const size_t n = args.size(), in_k = ArgIndex(op, "input_split_sizes");
+  std::vector<std::vector<at::Tensor>> parts(n);
+  for (size_t s = 0; s < n; ++s) {
+    at::Tensor x = args[s][0].toTensor();
+    std::vector<int64_t> sizes = args[s][in_k].toIntVector();
+    parts[s] = sizes.empty() ? x.chunk(static_cast<int64_t>(n), 0) : x.split_with_sizes(sizes, 0);
+    if (parts[s].size() != n) throw std::runtime_error("all_to_all_single: a sender's input does not split into the group's size");
+  }
+  Stacks out;
+  for (size_t r = 0; r < n; ++r) out.push_back(One(at::cat(Column(parts, r), 0)));
+  return out;
+}
+
+// DTensor's Shard(gather_dim) -> Shard(shard_dim): the members' inputs concatenated along
+// gather_dim in group order, split along shard_dim into parts of size / n; member m gets part m
+// (an empty one where there are fewer parts), as _local_tensor computes it.
+Stacks ShardDimAlltoall(const c10::OperatorHandle& op, Stacks& args) {
+  const size_t n = args.size();
+  const int64_t gather_dim = args[0][ArgIndex(op, "gather_dim")].toInt();
+  const int64_t shard_dim = args[0][ArgIndex(op, "shard_dim")].toInt();
+  at::Tensor g = at::cat(Tensors(args, 0), gather_dim);
+  const int64_t part = g.size(shard_dim) / static_cast<int64_t>(n);
+  if (part == 0)
+    throw std::runtime_error("shard_dim_alltoall: shard_dim's size " + std::to_string(g.size(shard_dim)) +
+                             " is smaller than the group's " + std::to_string(n));
+  auto parts = g.split(part, shard_dim);
+  Stacks out;
+  for (size_t m = 0; m < n; ++m) out.push_back(One(m < parts.size() ? parts[m].contiguous().clone() : g.narrow(shard_dim, 0, 0).clone()));
+  return out;
+}
+
+Stacks Broadcast(const c10::OperatorHandle& op, Stacks& args) {
+  const int64_t src = args[0][ArgIndex(op, "src")].toInt();  // the source's group rank
+  if (src < 0 || src >= static_cast<int64_t>(args.size()))
+    throw std::runtime_error("broadcast: src " + std::to_string(src) + " is not a group rank");
+  const at::Tensor v = args[static_cast<size_t>(src)][0].toTensor();
+  const bool in_place = BaseName(op) == "broadcast_";
+  Stacks out;
+  for (auto& a : args) out.push_back(Deliver(v, in_place, a, 0));
+  return out;
+}
+
+using ComputeFn = Stacks (*)(const c10::OperatorHandle&, Stacks&);
+
+// Every collective the simulated replay computes, by name (interp::IsCollective's ops, less
+// wait_tensor, which SimulatedWorld::Join answers itself).
+const std::map<std::string, ComputeFn>& Computations() {
+  static const std::map<std::string, ComputeFn> table = {
+      {"all_reduce", AllReduce},
+      {"all_reduce_", AllReduce},
+      {"all_reduce_coalesced", AllReduceCoalesced},
+      {"all_reduce_coalesced_", AllReduceCoalesced},
+      {"all_gather_into_tensor", AllGather},
+      {"all_gather_into_tensor_out", AllGather},
+      {"all_gather_into_tensor_coalesced", AllGatherCoalesced},
+      {"reduce_scatter_tensor", ReduceScatter},
+      {"reduce_scatter_tensor_out", ReduceScatter},
+      {"reduce_scatter_tensor_coalesced", ReduceScatterCoalesced},
+      {"all_to_all_single", AllToAllSingle},
+      {"shard_dim_alltoall", ShardDimAlltoall},
+      {"broadcast", Broadcast},
+      {"broadcast_", Broadcast},
+  };
+  return table;
+}
+
+}  // namespace
+
 std::vector<torch::jit::Stack> Compute(const c10::OperatorHandle& op, std::vector<torch::jit::Stack>& args) {
   CheckAgreement(op, args);
-  const std::string name = BaseName(op);
-  const std::string& overload = op.schema().overload_name();
-  const size_t n = args.size();
-  std::vector<torch::jit::Stack> out(n);
-  if (name == "all_reduce" || name == "all_reduce_") {
-    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
-    at::Tensor r = Reduce(Tensors(args, 0), how);
-    for (size_t m = 0; m < n; ++m) {
-      at::Tensor in = args[m][0].toTensor();
-      out[m] = One(name == "all_reduce_" ? in.copy_(r) : r.clone());
-    }
-  } else if (name == "all_reduce_coalesced" || name == "all_reduce_coalesced_") {
-    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
-    auto lists = TensorLists(args, 0);
-    std::vector<std::vector<at::Tensor>> res(n);
-    for (size_t i = 0; i < lists[0].size(); ++i) {
-      at::Tensor r = Reduce(Column(lists, i), how);
-      for (size_t m = 0; m < n; ++m) res[m].push_back(name == "all_reduce_coalesced_" ? lists[m][i].copy_(r) : r.clone());
-    }
-    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
-  } else if (name == "all_gather_into_tensor" || name == "all_gather_into_tensor_out") {
-    at::Tensor g = at::cat(Tensors(args, 0), 0);
-    for (size_t m = 0; m < n; ++m) {
-      if (overload == "out" || name == "all_gather_into_tensor_out")
-        out[m] = One(args[m][ArgIndex(op, "out")].toTensor().copy_(g));
-      else
-        out[m] = One(g.clone());
-    }
-  } else if (name == "all_gather_into_tensor_coalesced") {
-    auto lists = TensorLists(args, 0);
-    std::vector<std::vector<at::Tensor>> res(n);
-    for (size_t i = 0; i < lists[0].size(); ++i) {
-      at::Tensor g = at::cat(Column(lists, i), 0);
-      for (size_t m = 0; m < n; ++m) res[m].push_back(g.clone());
-    }
-    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
-  } else if (name == "reduce_scatter_tensor" || name == "reduce_scatter_tensor_out") {
-    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
-    auto chunks = Reduce(Tensors(args, 0), how).chunk(static_cast<int64_t>(n), 0);
-    if (chunks.size() != n) throw std::runtime_error("reduce_scatter_tensor: dim 0 does not split into the group's size");
-    for (size_t m = 0; m < n; ++m)
-      out[m] = One(overload == "out" || name == "reduce_scatter_tensor_out" ? args[m][ArgIndex(op, "out")].toTensor().copy_(chunks[m])
-                                                                           : chunks[m].clone());
-  } else if (name == "reduce_scatter_tensor_coalesced") {
-    const std::string how = args[0][ArgIndex(op, "reduce_op")].toStringRef();
-    auto lists = TensorLists(args, 0);
-    std::vector<std::vector<at::Tensor>> res(n);
-    for (size_t i = 0; i < lists[0].size(); ++i) {
-      auto chunks = Reduce(Column(lists, i), how).chunk(static_cast<int64_t>(n), 0);
-      if (chunks.size() != n) throw std::runtime_error("reduce_scatter_tensor_coalesced: dim 0 does not split into the group's size");
-      for (size_t m = 0; m < n; ++m) res[m].push_back(chunks[m].clone());
-    }
-    for (size_t m = 0; m < n; ++m) out[m] = List(res[m]);
-  } else if (name == "all_to_all_single") {
-    // Sender s splits its input along dim 0 by its input_split_sizes (equal parts when empty);
-    // receiver r's output is every sender's r-th part, in group order.
-    const size_t in_k = ArgIndex(op, "input_split_sizes");
-    std::vector<std::vector<at::Tensor>> parts(n);
-    for (size_t s = 0; s < n; ++s) {
-      at::Tensor x = args[s][0].toTensor();
-      std::vector<int64_t> sizes = args[s][in_k].toIntVector();
-      parts[s] = sizes.empty() ? x.chunk(static_cast<int64_t>(n), 0) : x.split_with_sizes(sizes, 0);
-      if (parts[s].size() != n) throw std::runtime_error("all_to_all_single: a sender's input does not split into the group's size");
-    }
-    for (size_t r = 0; r < n; ++r) {
-      std::vector<at::Tensor> mine;
-      for (size_t s = 0; s < n; ++s) mine.push_back(parts[s][r]);
-      out[r] = One(at::cat(mine, 0));
-    }
-  } else if (name == "shard_dim_alltoall") {
-    // DTensor's Shard(gather_dim) -> Shard(shard_dim): the members' inputs concatenated along
-    // gather_dim in group order, split along shard_dim into parts of size / n; member m gets
-    // part m (an empty one where there are fewer parts), as _local_tensor computes it.
-    const int64_t gather_dim = args[0][ArgIndex(op, "gather_dim")].toInt();
-    const int64_t shard_dim = args[0][ArgIndex(op, "shard_dim")].toInt();
-    at::Tensor g = at::cat(Tensors(args, 0), gather_dim);
-    const int64_t part = g.size(shard_dim) / static_cast<int64_t>(n);
-    if (part == 0) throw std::runtime_error("shard_dim_alltoall: shard_dim's size " + std::to_string(g.size(shard_dim)) +
-                                            " is smaller than the group's " + std::to_string(n));
-    auto parts = g.split(part, shard_dim);
-    for (size_t m = 0; m < n; ++m)
-      out[m] = One(m < parts.size() ? parts[m].contiguous().clone() : g.narrow(shard_dim, 0, 0).clone());
-  } else if (name == "broadcast" || name == "broadcast_") {
-    const int64_t src = args[0][ArgIndex(op, "src")].toInt();  // the source's group rank
-    if (src < 0 || src >= static_cast<int64_t>(n)) throw std::runtime_error("broadcast: src " + std::to_string(src) + " is not a group rank");
-    at::Tensor v = args[static_cast<size_t>(src)][0].toTensor();
-    for (size_t m = 0; m < n; ++m) out[m] = One(name == "broadcast_" ? args[m][0].toTensor().copy_(v) : v.clone());
-  } else {
+  auto it = Computations().find(BaseName(op));
+  if (it == Computations().end())
     throw std::runtime_error("collective " + op.schema().name() + " is not one parity's simulated replay computes");
-  }
-  return out;
+  return it->second(op, args);
 }
 
 SimulatedWorld::SimulatedWorld(int world_size, std::map<std::string, std::vector<int>> groups, std::chrono::milliseconds timeout)
