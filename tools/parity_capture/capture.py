@@ -100,13 +100,17 @@ def _extend_manifest(out_dir: str, extra: Dict[str, Any]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _restore_written(inputs: Sequence[torch.Tensor], before: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """The inputs' values now (after the model's call), each input written back to its value
-    `before` where the call changed it."""
-    after = [x.detach().clone() for x in inputs]
+def _restore_written(inputs: Sequence[torch.Tensor], before: Sequence[torch.Tensor]) -> Optional[List[torch.Tensor]]:
+    """The inputs' values after the model's call, each input whose value the call changed (a write
+    in place, through a view or `.data` too) written back to its value `before`; None when the
+    call changed none (nothing copied, and the lowering traces the inputs themselves)."""
+    written = [not torch.equal(x, b) for x, b in zip(inputs, before)]
+    if not any(written):
+        return None
+    after = [x.detach().clone() if w else x for x, w in zip(inputs, written)]
     with torch.no_grad():
-        for x, b, a in zip(inputs, before, after):
-            if not torch.equal(a, b):
+        for x, b, w in zip(inputs, before, written):
+            if w:
                 x.copy_(b)
     return after
 
