@@ -271,16 +271,19 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
         aten, inner = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values))
         return capture_symbolic_graph(aten, None, name, inner, desugared(outputs), input_attrs)
 
+    def after():  # the tensor inputs as the call left them: what a graph that writes them wrote
+        return [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
+
     def export():
         ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
-        after = [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
-        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs, after,
+        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs, after(),
                               lambda target: gm.get_parameter(target).detach().to("cpu", copy=True)
                               if target in dict(gm.named_parameters()) else gm.get_buffer(target).detach().to("cpu", copy=True),
                               attrs_before)
 
     def fx_trace():
-        return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values)
+        return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values,
+                             inputs_after=after())
 
     # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
     # on it, or traces grad's result as zeros; AOTAutograd flattens it as it does for a backend.
