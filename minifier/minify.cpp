@@ -104,8 +104,8 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
     PARITY_RETURN_IF_ERROR(Timed(p.state, "compiler_bisect", [&] { return CompilerBisect(ctx, p.state); }));
   }
   const CandidateWriter writer = p.Writer(p.state.graph_index);
-  OutputContext octx{repro, opts, writer, out, [&](const json& req) { return p.runner.Ask(req); }, test->runs(), test->cache_hits(),
-                     started, p.runner.runners_started(), p.runner.workers_adopted()};
+  OutputContext octx{repro, opts, writer, out, test->runs(), test->cache_hits(), started, p.runner.runners_started(),
+                     p.runner.workers_adopted()};
   PARITY_ASSIGN_OR_RETURN(json summary, WriteOutputs(octx, p.state, log));
   RemoveAll(out / "work");
   return MinifyResult{summary};

@@ -7,7 +7,7 @@
 #include "repro/graph_json.h"
 #include "repro/graph_text.h"
 #include "runtime/worker.h"
-#include "runtime/worker_requests.h"
+#include "runtime/tool_script.h"
 #include "util/files.h"
 #include "experiment/backend.h"
 #include "experiment/case.h"
@@ -84,14 +84,13 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
 }
 
 // repro.py from the Python package (parity_capture.standalone), which also holds the one
-// Python copy of the comparison rules.
-Status WriteReproScript(const OutputContext& ctx, const ReductionState& s, const fs::path& minified) {
+// Python copy of the comparison rules: written by its torch-free script, no worker needed.
+Status WriteReproScript(const ReductionState& s, const fs::path& minified, const fs::path& out) {
   PARITY_ASSIGN_OR_RETURN(experiment::BackendInfo info, experiment::FindBackend(s.base.backend));
-  PARITY_RETURN_IF_ERROR(ctx.ask(runtime::requests::ReproScript(fs::absolute(minified).string(), info.dynamo,
-                                                                runtime::ImportModules(),
-                                                                fs::absolute(minified / "repro.py").string(),
-                                                                s.compiler_culprit)));
-  return Status::Ok();
+  json req = {{"repro", fs::absolute(minified).string()}, {"dynamo_backend", info.dynamo},
+              {"imports", runtime::ImportModules()}, {"out", fs::absolute(minified / "repro.py").string()}};
+  if (!s.compiler_culprit.is_null()) req["compiler_culprit"] = s.compiler_culprit;
+  return runtime::RunToolScript("repro_script", req, out / "repro_script.log");
 }
 
 // "time: run_ahead 11.2 s, divergence_scan 2.5 s, ...\n": the steps that took a tenth of a second or more.
@@ -132,7 +131,7 @@ json FailureRecord(const ReductionState& state) {
 Expected<json> WriteOutputs(const OutputContext& ctx, const ReductionState& s, std::ostream& log) {
   const fs::path minified = ctx.out / "minified";
   PARITY_RETURN_IF_ERROR(ctx.writer.Write(*s.current, minified, FailureRecord(s)));
-  PARITY_RETURN_IF_ERROR(WriteReproScript(ctx, s, minified));
+  PARITY_RETURN_IF_ERROR(WriteReproScript(s, minified, ctx.out));
   json summary = Summary(ctx, s, minified);
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(ctx.out / "summary.json", summary.dump(2) + "\n"));
   Report(summary, s, minified, log);

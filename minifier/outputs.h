@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <iosfwd>
 
 #include "minifier/interesting.h"
@@ -18,8 +17,6 @@ struct OutputContext {
   const MinifyOptions& options;
   const CandidateWriter& writer;  // of the graph reduced
   std::filesystem::path out;
-  // Asks the Python worker (the repro.py request).
-  std::function<Expected<nlohmann::json>(const nlohmann::json&)> ask;
   int test_runs = 0, cache_hits = 0;
   std::chrono::steady_clock::time_point started;
   int runners_started = 0;  // job servers started (one per slot, plus one per replacement); 0: a child per run

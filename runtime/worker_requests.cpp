@@ -12,13 +12,6 @@ json CaptureModel(const Capture& c) {
   return req;
 }
 
-json ReproScript(const std::string& repro, const std::string& dynamo_backend, const std::vector<std::string>& imports,
-                 const std::string& out, const json& compiler_culprit) {
-  json req = {{"cmd", "repro_script"}, {"repro", repro}, {"dynamo_backend", dynamo_backend}, {"imports", imports}, {"out", out}};
-  if (!compiler_culprit.is_null()) req["compiler_culprit"] = compiler_culprit;
-  return req;
-}
-
 json ImportModules(const std::vector<std::string>& modules) { return {{"cmd", "import_modules"}, {"modules", modules}}; }
 
 const char* HostName(Host h) {

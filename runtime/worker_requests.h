@@ -17,7 +17,7 @@ using nlohmann::json;
 
 // Every request the worker's table answers, by name, in the table's order.
 inline constexpr const char* kRequestNames[] = {
-    "ping", "list_models", "list_backends", "capture", "repro_script", "import_modules", "host_call", "host_batch",
+    "ping", "list_models", "list_backends", "capture", "import_modules", "host_call", "host_batch",
     "host_backward", "run", "time_runs", "aot_graphs", "compiler_bisect", "aot_inductor", "torchscript", "export_pt2"};
 
 // The worker's torch, Python and device facts (and any --import failure).
@@ -32,10 +32,6 @@ struct Capture {
   int batch_size = 0;  // 0: the model's own
 };
 json CaptureModel(const Capture& c);
-
-// repro.py of the repro dir `repro`, written to `out`.
-json ReproScript(const std::string& repro, const std::string& dynamo_backend, const std::vector<std::string>& imports,
-                 const std::string& out, const json& compiler_culprit);
 
 // Modules the worker imports (the host ops' modules, once approved).
 json ImportModules(const std::vector<std::string>& modules);

@@ -40,7 +40,7 @@ TEST(WorkerRequests, EachFunctionAsksForARequestTheTableHas) {
   run.variants.push_back({"r2", "g", "o2"});
   const std::vector<json> built = {
       Ping(), ListModels(), ListBackends(), CaptureModel({"mlp", "/o", "eval", "float32", "cpu", 0}),
-      ReproScript("/r", "", {}, "/o", nullptr), ImportModules({"m"}), HostRepeat(Host::kCall, 3),
+      ImportModules({"m"}), HostRepeat(Host::kCall, 3),
       HostWhole(Host::kBatch, {{"op", "x"}}, json::object(), json::array(), 1),
       HostWhole(Host::kBackward, {{"op", "x"}}, json::object(), json::array(), std::nullopt), BackendRun(run),
       TimeRuns(3), AotGraphs("/r", "g", "aot_eager", "cpu", "/o"),

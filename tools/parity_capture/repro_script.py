@@ -1,14 +1,19 @@
 """Writes the standalone repro.py of a minified repro dir: same.py, standalone_graph.py and standalone.py inlined (no
 parity import at run time, only torch and safetensors), the dynamo backend to compile with, and
-a call of standalone.main on the script's own directory."""
+a call of standalone.main on the script's own directory.
+
+Text only: it imports neither torch nor the package (the modules it inlines are read as files), so
+`parity minify` runs it as a script (`python repro_script.py '<request JSON>'`) in a fraction of a
+second instead of starting a worker for it (runtime/tool_script.h)."""
 import json
 import os
+import sys
 
-from . import same, standalone, standalone_graph
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _body(module) -> str:
-    with open(module.__file__) as f:
+def _body(module: str) -> str:
+    with open(os.path.join(_HERE, module + ".py")) as f:
         return "".join(line for line in f if not line.rstrip().endswith("# package-only"))
 
 
@@ -46,11 +51,18 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
     tail = ("\n\nif __name__ == \"__main__\":\n"
             "    import sys\n"
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
-    text = (header + "# ---- same.py ----\n" + _body(same) + "\n# ---- standalone_graph.py ----\n" + _body(standalone_graph)
-            + "\n# ---- standalone.py ----\n" + _body(standalone) + tail)
+    text = (header + "# ---- same.py ----\n" + _body("same") + "\n# ---- standalone_graph.py ----\n" + _body("standalone_graph")
+            + "\n# ---- standalone.py ----\n" + _body("standalone") + tail)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
     os.chmod(tmp, 0o755)
     os.replace(tmp, out)
     return out
+
+
+if __name__ == "__main__":
+    # The request: {"repro", "out", "dynamo_backend", "compiler_culprit", "imports"} (runtime/tool_script.cpp).
+    req = json.loads(sys.argv[1])
+    write_script(req["repro"], req.get("dynamo_backend") or None, req["out"], req.get("compiler_culprit"),
+                 req.get("imports") or ())

@@ -25,8 +25,6 @@ import, every request answers ImportError naming it.
   host_batch           calls [{op, args}], shm, tensors[, plan] | plan -> counts, shm, outputs | same (consecutive
                        host op calls; an argument {"result": [call, output]} is an earlier call's result)
   host_backward        op, args, grads, diff, shm, tensors -> returns, shm, outputs (its vector-Jacobian product)
-  repro_script         repro, dynamo_backend, out[, compiler_culprit, imports] -> out (the standalone repro.py
-                       of a repro dir)
   compiler_bisect      repro, graph, backend, options, mode, device, seed, sgd_lr, tol, equal_nan,
                        ignore_non_fp, signature -> bisected, why, runs, seconds, result (compiler_bisect.py)
   shutdown
@@ -179,12 +177,6 @@ def cmd_host_backward(req) -> Dict[str, Any]:
     return {"returns": len(grads), **shm.write_results(grads)[0]}
 
 
-def cmd_repro_script(req) -> Dict[str, Any]:
-    from .repro_script import write_script
-    return {"out": write_script(req["repro"], req.get("dynamo_backend") or None, req["out"],
-                                req.get("compiler_culprit"), req.get("imports") or ())}
-
-
 def cmd_ping(req) -> Dict[str, Any]:
     cuda = torch.cuda.is_available()
     out = {"torch_version": torch.__version__, "git_version": torch.version.git_version, "cuda": cuda, "pid": os.getpid(),
@@ -213,7 +205,7 @@ _TORCH_MISMATCH = torch_mismatch()
 
 # The request table: one line per request, a backend's Python side one line here.
 COMMANDS = {"ping": cmd_ping, "list_models": cmd_list_models, "list_backends": cmd_list_backends,
-            "capture": cmd_capture, "repro_script": cmd_repro_script, "import_modules": cmd_import_modules,
+            "capture": cmd_capture, "import_modules": cmd_import_modules,
             "host_call": cmd_host_call, "host_batch": cmd_host_batch, "host_backward": cmd_host_backward,
             "run": python_backends.run, "time_runs": python_backends.time_runs, "aot_graphs": python_backends.aot_graphs,
             "compiler_bisect": lambda req: _tainting(compiler_bisect.compiler_bisect, req),
