@@ -1,6 +1,7 @@
 #include <ostream>
 
 #include "minifier/steps/steps.h"
+#include "experiment/backend.h"
 
 namespace parity::minifier {
 
@@ -20,6 +21,10 @@ std::string Layer(const std::string& stage, const std::string& backend) {
 
 experiment::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionState& state) {
   experiment::ExperimentBatch batch;
+  // A backend parity runs itself (the interpreter, fault injection) goes through none of
+  // PyTorch's compile stages: nothing to bisect, and no worker to start for the stages' runs.
+  auto info = experiment::FindBackend(state.base.backend);
+  if (info.ok() && !info->needs_worker) return batch;
   for (const char* stage : kStages) {
     if (stage == state.base.backend) break;
     auto s = state.base;
