@@ -90,7 +90,7 @@ Status WriteReproScript(const ReductionState& s, const fs::path& minified, const
   json req = {{"repro", fs::absolute(minified).string()}, {"dynamo_backend", info.dynamo},
               {"imports", runtime::ImportModules()}, {"out", fs::absolute(minified / "repro.py").string()}};
   if (!s.compiler_culprit.is_null()) req["compiler_culprit"] = s.compiler_culprit;
-  return runtime::RunToolScript("repro_script", req, out / "repro_script.log");
+  return runtime::RunToolScript("repro_script", {req.dump()}, out / "repro_script.log");
 }
 
 // "time: run_ahead 11.2 s, divergence_scan 2.5 s, ...\n": the steps that took a tenth of a second or more.

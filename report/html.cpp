@@ -7,9 +7,8 @@
 #include "results/phases.h"
 #include "results/record.h"
 #include "results/verdict.h"
-#include "runtime/worker.h"
+#include "runtime/tool_script.h"
 #include "util/files.h"
-#include "util/subprocess.h"
 
 namespace parity::report {
 namespace fs = std::filesystem;
@@ -80,25 +79,14 @@ Expected<HtmlSummary> WriteHtmlReport(const std::vector<fs::path>& inputs, const
   }
   const fs::path tmp = fs::temp_directory_path() / ("parity-report-" + std::to_string(::getpid()) + ".json");
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(tmp, data.dump()));
-  const fs::path log = tmp.string() + ".log";
-  SpawnOptions so;
-  so.env = runtime::PythonEnv();
-  so.stdout_path = log.string();
-  so.stderr_path = log.string();
   const fs::path partial = out.string() + ".partial";
-  auto child = Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.report", tmp.string(), partial.string()}, so);
-  if (!child.ok()) return child.error();
-  const ExitInfo how = child->Wait(std::chrono::minutes(10));
+  Status rendered = runtime::RunToolScript("report", {tmp.string(), partial.string()}, tmp.string() + ".log", 600);
   std::error_code ec;
   fs::remove(tmp, ec);
-  if (!how.exited || how.code != 0) {
-    auto text = ReadFile(log);
-    fs::remove(log, ec);
+  if (!rendered.ok()) {
     fs::remove(partial, ec);
-    return Error::Runtime("the report renderer (" + runtime::WorkerPython() + " -m parity_capture.report) failed: " +
-                          how.Describe() + (text.ok() ? "; " + text->substr(text->size() > 2000 ? text->size() - 2000 : 0) : ""));
+    return Error::Runtime("the report renderer failed: " + rendered.error().message);
   }
-  fs::remove(log, ec);
   fs::rename(partial, out, ec);
   if (ec) return Error::Runtime("cannot write " + out.string() + ": " + ec.message());
   return s;

@@ -9,7 +9,7 @@
 namespace parity::runtime {
 namespace fs = std::filesystem;
 
-Status RunToolScript(const std::string& name, const nlohmann::json& request, const fs::path& log, int timeout_s) {
+Status RunToolScript(const std::string& name, const std::vector<std::string>& args, const fs::path& log, int timeout_s) {
   const fs::path script = fs::path(PARITY_TOOLS_DIR) / "parity_capture" / (name + ".py");
   std::error_code ec;
   fs::remove(log, ec);
@@ -17,7 +17,9 @@ Status RunToolScript(const std::string& name, const nlohmann::json& request, con
   so.stdout_path = log.string();
   so.stderr_path = log.string();
   so.env = {"PYTHONUNBUFFERED=1"};
-  auto child = Child::Spawn({WorkerPython(), script.string(), request.dump()}, so);
+  std::vector<std::string> argv{WorkerPython(), script.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto child = Child::Spawn(argv, so);
   if (!child.ok()) return child.error();
   const ExitInfo how = child->Wait(std::chrono::seconds(timeout_s));
   if (how.exited && how.code == 0) {

@@ -4,7 +4,9 @@ the experiments (records and, after a gate, their verdicts) into a JSON file; th
 with Jinja2 (templates/report.html) and draws each failing or drifting experiment's error
 distributions with matplotlib as inline SVG: no scripts, no network, opens offline.
 
-    python -m parity_capture.report DATA.json OUT.html
+    python report.py DATA.json OUT.html
+
+Run as a file (runtime/tool_script.h): it imports neither torch nor the package.
 """
 import io
 import json
@@ -262,7 +264,8 @@ def build(data: dict) -> dict:
 
 
 def render(data: dict) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("parity_capture", "templates"),
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(here, "templates")),
                              autoescape=jinja2.select_autoescape(["html"]))
     return env.get_template("report.html").render(**build(data))
 
