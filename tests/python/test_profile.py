@@ -77,25 +77,10 @@ def test_records_carry_speed_as_the_runner_reports_it(llama):
     assert rows[0]["dev"] == "cpu" and rows[0]["name"] == "llama" and float(rows[0]["abs_latency"]) > 0
 
 
-def test_kernel_alone_reports_time_and_bandwidth(parity_bin, test_data, tmp_path):
-    mlp = f"{test_data}/models/mlp"
-    common = ["--iterations", "3", "--profile-iterations", "1", "--output-dir", str(tmp_path)]
-    bad = run_parity(parity_bin, "profile", mlp, "--kernel", "no_such_kernel", *common)
-    assert bad.returncode == 2, bad.stdout + bad.stderr
-    known = re.search(r"kernels: ([\w, ]+)", bad.stderr)
-    assert known, bad.stderr
-    name = known.group(1).split(", ")[0]
-    r = run_parity(parity_bin, "profile", mlp, "--kernel", name, "--json", *common)
-    assert r.returncode == 0, r.stdout + r.stderr
-    bench = json.loads(r.stdout)["kernel_bench"]
-    assert bench["name"] == name and len(bench["runs"]) == 1
-    run = bench["runs"][0]
-    assert all(t > 0 for t in run["times_ms"]) and run["bytes"] > 0
-
-
-def test_train_maps_backward_kernels_to_the_forward_nodes(parity_bin, tmp_path):
+def test_train_maps_backward_kernels_to_the_forward_nodes_and_runs_one_alone(parity_bin, tmp_path):
     """A train step's backward graph comes from autograd, not from the captured graph; its kernels
-    still map to the captured nodes they differentiate, and a backward kernel runs alone."""
+    still map to the captured nodes they differentiate. --kernel runs one kernel alone (its time
+    and the bytes it moves); a name the run does not generate is exit 2 listing those it does."""
     common = ["--model", "mlp", "--test", "train", "--cache-dir", str(tmp_path / "cache"),
               "--iterations", "3", "--profile-iterations", "1", "--output-dir", str(tmp_path / "o"), "--json"]
     r = run_parity(parity_bin, "profile", *common)
@@ -110,11 +95,15 @@ def test_train_maps_backward_kernels_to_the_forward_nodes(parity_bin, tmp_path):
     assert gelu_bwd and all(any(n.startswith("gelu") for n in row["nodes"]) for row in gelu_bwd), backward
     assert any(row["source"].startswith("models.py:") for row in gelu_bwd), gelu_bwd
     name = gelu_bwd[0]["kernel"]
+    bad = run_parity(parity_bin, "profile", *common, "--kernel", "no_such_kernel")
+    assert bad.returncode == 2 and "no generated kernel of that name" in bad.stderr, bad.stdout + bad.stderr
+    assert f"backward:{name}" in re.search(r"kernels: (.*)\)", bad.stderr).group(1).split(", "), bad.stderr
     r = run_parity(parity_bin, "profile", *common, "--kernel", f"backward:{name}")
     assert r.returncode == 0, r.stdout + r.stderr
     bench = json.loads(r.stdout)["kernel_bench"]
-    assert bench["phase"] == "backward" and bench["name"] == name and bench["nodes"]
-    assert all(t > 0 for t in bench["runs"][0]["times_ms"])
+    assert bench["phase"] == "backward" and bench["name"] == name and bench["nodes"] and len(bench["runs"]) == 1
+    run = bench["runs"][0]
+    assert all(t > 0 for t in run["times_ms"]) and run["bytes"] > 0
 
 
 def test_bad_input_is_exit_2_before_anything_runs(parity_bin, test_data, tmp_path):
