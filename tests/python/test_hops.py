@@ -285,7 +285,7 @@ def test_a_relu_bug_inside_a_cond_branch_minifies_to_the_relu(parity_bin, tmp_pa
     torch.manual_seed(0)
     capture(CondNet(), (torch.randn(8, 16),), str(tmp_path / "cond"))
     r = run_parity(parity_bin, "minify", str(tmp_path / "cond"), "--out", str(tmp_path / "m"), "--backend", "inductor",
-                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect")
+                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert [c["target"] for c in s["culprit_ops"]] == ["aten::relu"], s["graph_text"]
@@ -309,7 +309,7 @@ def test_a_relu_bug_inside_a_checkpointed_block_minifies_to_the_relu(parity_bin,
     assert manifest(tmp_path / "ckpt")["graphs"][0]["mode"] == "train"
     assert hop_targets(tmp_path / "ckpt") == ["hop::tag_activation_checkpoint"]
     r = run_parity(parity_bin, "minify", str(tmp_path / "ckpt"), "--out", str(tmp_path / "m"), "--backend", "inductor",
-                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect")
+                   "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert "aten::relu" in [c["target"] for c in s["culprit_ops"]] and len(s["culprit_ops"]) <= 3, s["graph_text"]

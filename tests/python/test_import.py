@@ -53,7 +53,7 @@ def test_an_after_aot_repro_verifies_and_minifies_with_its_stored_inputs(parity_
     assert r.returncode == 0, r.stdout + r.stderr
     # The dir names its backend: minify needs no --backend; Inductor's relu knob reduces to the relu.
     r = run_parity(parity_bin, "minify", str(tmp_path / "dir"), "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy",
-                   "-j", "2", "--no-compiler-bisect", "--out", str(tmp_path / "m"))
+                   "-j", "2", "--no-compiler-bisect", "--no-stage-bisect", "--out", str(tmp_path / "m"))
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert s["culprit"]["target"] == "aten::relu", s["graph_text"]

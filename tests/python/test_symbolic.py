@@ -172,7 +172,8 @@ def test_a_symbol_outside_its_range_is_bad_input(parity_bin, dynamic, tmp_path):
 
 def test_a_symbolic_relu_bug_minifies_to_the_relu_with_its_symbol_bound(parity_bin, dynamic, tmp_path):
     knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
-    r = run_parity(parity_bin, "minify", str(dynamic), "--out", str(tmp_path / "m"), *knob, "-j", "2")
+    r = run_parity(parity_bin, "minify", str(dynamic), "--out", str(tmp_path / "m"), *knob, "-j", "2", "--no-stage-bisect",
+                   "--no-compiler-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert [c["target"] for c in s["culprit_ops"]] == ["aten::relu"], s["graph_text"]
