@@ -58,7 +58,7 @@ def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
     assert oct(os.stat(pool).st_mode & 0o777) == "0o700"
     repro = os.path.join(tmp_path, "v", "repros", os.listdir(tmp_path / "v" / "repros")[0])
     # (No compiler bisection: a worker that ran one is not handed back, test_worker.py.)
-    r = run_parity(parity_bin, "minify", repro, "--out", str(tmp_path / "m"), "--no-compiler-bisect")
+    r = run_parity(parity_bin, "minify", repro, "--out", str(tmp_path / "m"), "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert s["workers_adopted"] == 1, s
