@@ -14,6 +14,6 @@ for m in ${MODELS:-mlp resnet llama bert}; do
       || { echo "$m $dt: capture failed"; tail -5 "$OUTDIR/capture-$m-$dt.log"; continue; }
     tol=1e-4; [ "$dt" != float32 ] && tol=1e-2
     build-gpu/parity repro run "$d" --device cuda --tol $tol --json >"$OUTDIR/run-$m-$dt.json" 2>"$OUTDIR/run-$m-$dt.err"
-    echo "$m $dt: exit $? $("$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['graphs'][0]; o=g['outputs'][0]['stats']; print('pass', r['pass'], 'bitwise', g['bitwise_equal_outputs'], 'of', len(g['outputs']), 'max_abs', o['max_abs_err'], 'max_rel', o['max_rel_err'], 'ms', round(g['run_ms'],2))" "$OUTDIR/run-$m-$dt.json" 2>&1)"
+    echo "$m $dt: exit $? $("$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['graphs'][0]; o=g['outputs'][0].get('stats', {}); print('pass', r['pass'], 'bitwise', g['bitwise_equal_outputs'], 'of', len(g['outputs']), 'max_abs', o.get('max_abs_err', 0), 'max_rel', o.get('max_rel_err', 0), 'ms', round(g['run_ms'],2))" "$OUTDIR/run-$m-$dt.json" 2>&1)"
   done
 done
