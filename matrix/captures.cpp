@@ -22,12 +22,7 @@ fs::path CaptureDir(const fs::path& cache_dir, const experiment::ExperimentSpec&
 // models-<stamp>.json: the stamp of what decides the listing (the worker's Python, models.py).
 fs::path ListingFile(const fs::path& cache_dir) {
   const fs::path models = fs::path(PARITY_TOOLS_DIR) / "parity_capture" / "models.py";
-  std::error_code ec;
-  const auto size = fs::file_size(models, ec);
-  const auto time = fs::last_write_time(models, ec).time_since_epoch().count();
-  const std::string what = runtime::WorkerPython() + "\n" + models.string() + " " + std::to_string(ec ? 0 : size) + " " +
-                           std::to_string(time);
-  return cache_dir / ("models-" + Sha256Hex(what).substr(0, 16) + ".json");
+  return cache_dir / ("models-" + Sha256Hex(runtime::WorkerPython() + "\n" + FileStamp(models)).substr(0, 16) + ".json");
 }
 }  // namespace
 

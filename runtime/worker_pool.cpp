@@ -89,13 +89,6 @@ bool SameAsUnset(const std::string& name, const std::string& value, const std::m
   return name == "TORCHINDUCTOR_CACHE_DIR" && value == InductorDefaultCacheDir(env);
 }
 
-std::string Stamp(const fs::path& p) {
-  std::error_code ec;
-  const auto size = fs::file_size(p, ec);
-  const auto time = fs::last_write_time(p, ec).time_since_epoch().count();
-  return p.string() + " " + std::to_string(ec ? 0 : size) + " " + std::to_string(time) + "\n";
-}
-
 int TryLock(const std::string& path, bool create) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
   if (fd < 0) return -1;
@@ -198,11 +191,11 @@ std::string PoolKey(const std::vector<std::string>& extra_env) {
   text += "cwd " + fs::current_path(ec).string() + "\n";
   for (const auto& [k, v] : env)
     if (!Ignored(k) && !SameAsUnset(k, v, env)) text += "env " + k + "=" + v + "\n";
-  text += Stamp(SelfExe());
+  text += FileStamp(SelfExe());
   const fs::path sources = fs::path(PARITY_TOOLS_DIR) / "parity_capture";
   std::vector<std::string> stamps;
   for (auto it = fs::recursive_directory_iterator(sources, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->path().extension() == ".py") stamps.push_back(Stamp(it->path()));
+    if (it->path().extension() == ".py") stamps.push_back(FileStamp(it->path()));
   std::sort(stamps.begin(), stamps.end());
   for (const auto& s : stamps) text += s;
   return Sha256Hex(text).substr(0, 16);

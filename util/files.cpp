@@ -86,6 +86,13 @@ bool IsInside(const fs::path& root, const fs::path& child) {
   return true;
 }
 
+std::string FileStamp(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(p, ec);
+  const auto time = std::filesystem::last_write_time(p, ec).time_since_epoch().count();
+  return p.string() + " " + std::to_string(ec ? 0 : size) + " " + std::to_string(time) + "\n";
+}
+
 std::string FileNameSlug(const std::string& s) {
   std::string out;
   for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';

@@ -30,6 +30,10 @@ void RemoveAll(const std::filesystem::path& path);
 // as one file name component.
 std::string FileNameSlug(const std::string& s);
 
+// "<path> <size> <mtime>\n": what says a file changed without reading it (cache keys: the worker
+// pool's, the suite listing's); a missing file stamps as size 0.
+std::string FileStamp(const std::filesystem::path& p);
+
 // Removes the directories under `parent` named `prefix`<pid> whose process no longer exists
 // (scratch left by a killed run); returns how many.
 int RemoveDeadProcessDirs(const std::filesystem::path& parent, const std::string& prefix);
