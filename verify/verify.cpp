@@ -26,17 +26,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Whether the run's experiments talk to the Python worker: a backend that compiles there, suite
-// models not yet captured (`specs`: the matrix, when it is known before the workers start),
-// approved host-op modules.
-bool NeedsWorkers(const VerifyOptions& o, const std::vector<experiment::ExperimentSpec>* specs,
+// Whether the run's experiments talk to the Python worker: a backend that compiles there, a suite
+// model of the matrix `specs` not captured yet, approved host-op modules.
+bool NeedsWorkers(const VerifyOptions& o, const std::vector<experiment::ExperimentSpec>& specs,
                   const matrix::CaptureCache& captures) {
   if (!o.experiment.imports.empty()) return true;
-  if (!o.models.empty()) {
-    if (specs == nullptr) return true;
-    for (const auto& spec : *specs)
-      if (spec.repro.empty() && !captures.Has(spec)) return true;
-  }
+  for (const auto& spec : specs)
+    if (spec.repro.empty() && !captures.Has(spec)) return true;
   for (const auto& b : o.backends) {
     auto info = experiment::FindBackend(b);
     if (!info.ok() || info->needs_worker) return true;
@@ -112,23 +108,14 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, con
   runner.UsePersistentRunners();
   auto ask = [&](const nlohmann::json& req) { return runner.Ask(req); };
   Session s{o, runner, matrix::CaptureCache(o.experiment.cache_dir, ask), dirs, ""};
-  auto list = [&] {
+  // The matrix before the workers start, so that a run whose captures are cached and whose
+  // backends parity runs itself starts none. Suite models are listed from the cache dir once
+  // listed there; the first listing asks slot 0's worker, which then starts without the warm-up.
+  PARITY_ASSIGN_OR_RETURN(auto all, matrix::ExpandMatrix(o, dirs, [&] {
     return matrix::ModelListing(o.experiment.cache_dir, [&] { return runner.Ask(runtime::requests::ListModels()); });
-  };
-  // The matrix first where it asks no worker (no suite model, or their listing cached): a run
-  // whose captures are cached and whose backends parity runs itself then starts none.
-  std::optional<std::vector<experiment::ExperimentSpec>> early;
-  if (o.models.empty() || matrix::CachedModelListing(o.experiment.cache_dir)) {
-    PARITY_ASSIGN_OR_RETURN(early, matrix::ExpandMatrix(o, dirs, list));
-  }
-  runner.Prestart(NeedsWorkers(o, early ? &*early : nullptr, s.captures), experiment::WarmDevice(o.backends, cuda ? "cuda" : "cpu"));
+  }));
+  runner.Prestart(NeedsWorkers(o, all, s.captures), experiment::WarmDevice(o.backends, cuda ? "cuda" : "cpu"));
   PARITY_RETURN_IF_ERROR(matrix::ImportHostOps(dirs, o, ask));
-  std::vector<experiment::ExperimentSpec> all;
-  if (early) {
-    all = std::move(*early);
-  } else {
-    PARITY_ASSIGN_OR_RETURN(all, matrix::ExpandMatrix(o, dirs, list));
-  }
 
   VerifySummary summary;
   summary.bad_dirs = dirs.bad;
