@@ -17,6 +17,8 @@
 
 #include "util/digest.h"
 
+extern char** environ;
+
 namespace parity::runtime {
 namespace fs = std::filesystem;
 
@@ -31,6 +33,17 @@ std::vector<std::string> PythonEnv() {
   const char* pp = std::getenv("PYTHONPATH");
   return {std::string("PYTHONPATH=") + PARITY_TOOLS_DIR + (pp && *pp ? std::string(":") + pp : ""),
           "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
+}
+
+std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::string>& extra) {
+  std::map<std::string, std::string> env;
+  auto put = [&env](const std::string& kv) {
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  };
+  for (char** e = environ; *e; ++e) put(*e);
+  for (const auto& kv : extra) put(kv);
+  return env;
 }
 
 // A Unix socket path must fit sockaddr_un::sun_path (108 bytes with its NUL): a socket asked for
@@ -106,6 +119,8 @@ std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, s
 }
 
 WorkerProcess::~WorkerProcess() {
+  if (forking_) (void)Settle(std::chrono::milliseconds(0));  // still unanswered: dropped, never forked
+  forking_.reset();
   if (claim_ && (child_ || pid_ > 0) && !Check()) {
     if (child_) child_->Release();  // it lives on, for the pool's next user
     return;                         // claim_ releases the entry
@@ -114,6 +129,10 @@ WorkerProcess::~WorkerProcess() {
 }
 
 std::optional<ExitInfo> WorkerProcess::Check() {
+  if (forking_) {
+    if (!Settle(std::chrono::milliseconds(0)).ok()) return ExitInfo{};
+    if (forking_) return std::nullopt;  // the server has not answered: starting
+  }
   if (child_) {
     auto done = child_->Poll();
     if (done) child_.reset();
@@ -121,30 +140,66 @@ std::optional<ExitInfo> WorkerProcess::Check() {
   }
   if (pid_ > 0 && !IsLiveWorker(pid_)) {
     pid_ = 0;
+    forked_ = false;
     return ExitInfo{};  // not this process's child: how it ended is not known here
   }
   return std::nullopt;
 }
 
 bool WorkerProcess::Starting() {
-  if (!child_ && pid_ <= 0) return false;
   if (Check()) return false;
+  if (forking_) return true;
+  if (!child_ && pid_ <= 0) return false;
   return !fs::exists(socket_path_);
 }
 
+std::vector<std::string> WorkerProcess::WorkerArgs() const {
+  std::vector<std::string> args{"--socket", socket_path_};
+  if (!warm_.empty()) args.insert(args.end(), {"--warm", warm_});
+  if (claim_)  // a pool entry's worker: it outlives this process, for KeepWorkers() idle seconds
+    args.insert(args.end(), {"--keep-idle", std::to_string(KeepWorkers()), "--pool-lock", claim_->lock_path()});
+  return args;
+}
+
 Status WorkerProcess::Launch() {
+  if (forking_) return Status::Ok();
   if ((child_ || pid_ > 0) && !Check()) return Status::Ok();
   std::error_code ec;
   fs::remove(socket_path_, ec);
+  if (LaunchForked()) return Status::Ok();
+  return LaunchSpawned();
+}
+
+bool WorkerProcess::LaunchForked() {
+  if (!claim_ || !ForkServersEnabled()) return false;
+  auto pending = RequestFork(claim_->fork_server_base(), WorkerArgs(), env_, log_path_);
+  if (!pending.ok()) return false;  // started as before
+  forking_.emplace(std::move(*pending));
+  return true;
+}
+
+Status WorkerProcess::Settle(std::chrono::milliseconds wait) {
+  if (!forking_) return Status::Ok();
+  auto answer = forking_->Poll(wait);
+  if (answer.ok() && !answer->has_value()) return Status::Ok();  // not yet
+  forking_.reset();
+  if (!answer.ok()) return LaunchSpawned();  // the server failed: a worker of its own, as without one
+  pid_ = **answer;
+  forked_ = true;
+  claim_->Started(pid_, KeepWorkers());
+  return Status::Ok();
+}
+
+Status WorkerProcess::LaunchSpawned() {
   SpawnOptions so;
   so.env = env_;
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
   for (auto& e : PythonEnv()) so.env.push_back(e);
-  std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture.worker", "--socket", socket_path_};
-  if (!warm_.empty()) argv.insert(argv.end(), {"--warm", warm_});
-  if (claim_) {  // a pool entry's worker: it outlives this process, for KeepWorkers() idle seconds
-    argv.insert(argv.end(), {"--keep-idle", std::to_string(KeepWorkers()), "--pool-lock", claim_->lock_path()});
+  std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture.worker"};
+  for (auto& a : WorkerArgs()) argv.push_back(a);
+  std::error_code ec;
+  if (claim_) {
     so.outlive_parent = true;
     fs::remove(log_path_, ec);
   }
@@ -159,7 +214,15 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
   if ((child_ || pid_ > 0) && !Check() && fs::exists(socket_path_)) return Status::Ok();
   PARITY_RETURN_IF_ERROR(Launch());
   const auto deadline = std::chrono::steady_clock::now() + startup_timeout;
-  while (!fs::exists(socket_path_)) {
+  while (forking_ || !fs::exists(socket_path_)) {
+    PARITY_RETURN_IF_ERROR(Settle(std::chrono::milliseconds(20)));
+    if (forking_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        Stop();
+        return Error::Runtime("python worker's fork server did not fork it within " + std::to_string(startup_timeout.count()) + " s");
+      }
+      continue;
+    }
     if (auto ended = Check())
       return Error::Runtime("python worker (" + WorkerPython() + ") exited at start-up: " + ended->Describe() + "; see " +
                             log_path_);
@@ -173,6 +236,8 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
 }
 
 void WorkerProcess::Stop() {
+  if (forking_) (void)Settle(std::chrono::milliseconds(0));
+  forking_.reset();  // unanswered: the server's fork finds its client gone and ends
   if (child_) child_->Kill();
   child_.reset();
   if (pid_ > 0 && IsLiveWorker(pid_)) {
@@ -180,6 +245,7 @@ void WorkerProcess::Stop() {
     ::kill(pid_, SIGKILL);
   }
   pid_ = 0;
+  forked_ = false;
   std::error_code ec;
   fs::remove(socket_path_, ec);
 }

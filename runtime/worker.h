@@ -5,11 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/fork_server.h"
 #include "runtime/worker_pool.h"
 #include "util/status.h"
 #include "util/subprocess.h"
@@ -24,6 +26,9 @@ std::string WorkerPython();
 // torch against (a worker of another build answers every request but ping with TorchMismatch,
 // a kBadInput error naming both builds and what to rebuild).
 std::vector<std::string> PythonEnv();
+// The environment a process started with the extra NAME=VALUE entries `extra` gets (this
+// process's, `extra` over it), as a map: what a worker's pool key digests and a forked worker runs with.
+std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::string>& extra);
 inline constexpr const char* kTorchBuiltEnv = "PARITY_TORCH_BUILT";
 inline constexpr const char* kTorchMismatch = "TorchMismatch";  // the worker's error type then
 // The torch build parity was built against: "<version> <git hash>", as the worker compares it.
@@ -58,13 +63,26 @@ class WorkerProcess {
   // did that in its first run.
   void set_warm(std::string device) { warm_ = std::move(device); }
   // Whether this process found the worker warm in the pool (and has not restarted it since).
-  bool adopted() const { return pid_ > 0; }
+  bool adopted() const { return pid_ > 0 && !forked_; }
 
  private:
+  // worker.py's arguments for this worker.
+  std::vector<std::string> WorkerArgs() const;
+  // A pool entry's worker forked by its key's fork server (runtime/fork_server.h); false when
+  // that cannot be asked (the caller starts one itself).
+  bool LaunchForked();
+  // Starts the worker as a fresh interpreter of its own (a child of this process).
+  [[nodiscard]] Status LaunchSpawned();
+  // The fork server's answer to a pending fork, waiting up to `wait`: the worker's pid taken (it
+  // is then tracked as an adopted one is), or, when the server failed, a worker spawned instead.
+  [[nodiscard]] Status Settle(std::chrono::milliseconds wait);
+
   std::string socket_path_, log_path_, warm_;
   std::vector<std::string> env_;
   std::optional<Child> child_;   // a worker this process started
-  pid_t pid_ = 0;                // a worker adopted from the pool (another process's child)
+  pid_t pid_ = 0;                // a worker adopted from the pool (another process's child), or forked for it
+  bool forked_ = false;          // pid_ is a worker forked for this process by the fork server
+  std::optional<PendingFork> forking_;  // a fork asked for, not answered yet
   std::optional<PoolClaim> claim_;
 };
 

@@ -23,8 +23,6 @@
 #include "util/files.h"
 #include "util/subprocess.h"
 
-extern char** environ;
-
 namespace parity::runtime {
 namespace fs = std::filesystem;
 
@@ -178,14 +176,9 @@ Expected<fs::path> PoolDir(bool create) {
 }
 
 std::string PoolKey(const std::vector<std::string>& extra_env) {
-  std::map<std::string, std::string> env;
-  auto put = [&env](const std::string& kv) {
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  };
-  for (char** e = environ; *e; ++e) put(*e);
-  for (const auto& kv : extra_env) put(kv);  // as WorkerProcess::Launch merges them
-  for (const auto& kv : PythonEnv()) put(kv);
+  std::vector<std::string> extra = extra_env;  // as WorkerProcess::Launch merges them
+  for (const auto& kv : PythonEnv()) extra.push_back(kv);
+  const std::map<std::string, std::string> env = WorkerEnvironment(extra);
   std::string text = "python " + WorkerPython() + "\n";
   std::error_code ec;
   text += "cwd " + fs::current_path(ec).string() + "\n";
@@ -219,7 +212,9 @@ bool IsLiveWorker(pid_t pid) {
   const char state = (*stat)[close + 2];
   if (state == 'Z' || state == 'X') return false;
   auto cmdline = ReadProc("/proc/" + std::to_string(pid) + "/cmdline");
-  return cmdline && cmdline->find("parity_capture.worker") != std::string::npos;
+  // A worker started as `-m parity_capture.worker`, or forked by its key's fork server.
+  return cmdline && (cmdline->find("parity_capture.worker") != std::string::npos ||
+                     cmdline->find("parity_capture.forkserver") != std::string::npos);
 }
 
 std::optional<PoolClaim> PoolClaim::Claim(const std::vector<std::string>& extra_env) {
@@ -304,6 +299,7 @@ Expected<int> StopPool() {
     fs::remove(base + ".lock", ec);
     ::close(fd);
   }
+  (void)StopForkServers(dir);  // what new workers would be forked from
   return stopped;
 }
 

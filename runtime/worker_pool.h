@@ -67,6 +67,8 @@ class PoolClaim {
   std::string socket_path() const { return base_ + ".sock"; }
   std::string log_path() const { return base_ + ".log"; }
   std::string lock_path() const { return base_ + ".lock"; }
+  // Where its key's fork server listens and logs (runtime/fork_server.h): `<dir>/<key>-fs`.
+  std::string fork_server_base() const { return base_.substr(0, base_.rfind('-')) + "-fs"; }
   // Records the worker started in this entry (its pid, the idle seconds it keeps, how many this
   // claim started: more than one when one was retired or died).
   void Started(pid_t pid, int keep_idle_s);
@@ -92,8 +94,8 @@ struct PooledWorker {
   std::string cwd, python;
 };
 [[nodiscard]] Expected<std::vector<PooledWorker>> ListPool();
-// Ends every worker of the pool no process holds and removes its entry (dead entries too); returns
-// how many workers it ended.
+// Ends every worker of the pool no process holds and removes its entry (dead entries too), and
+// the pool's fork servers (runtime/fork_server.h); returns how many workers it ended.
 [[nodiscard]] Expected<int> StopPool();
 
 }  // namespace parity::runtime

@@ -32,6 +32,7 @@ PY_LAYERS = [
     ["capture", "profiling.__main__", "rank_replay"],  # the front doors: capture(), the profiling child
     ["import_repro"],  # PyTorch's repro scripts, through capture()
     ["worker", "__main__", "__init__"],  # the worker's request table, the CLI, the package's API
+    ["forkserver"],  # forks workers from one import of the worker's modules
 ]
 
 

@@ -148,14 +148,16 @@ def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_pa
     assert [w["live"] for w in workers(parity_bin)] == [True, True]  # the slot's, and the --import check's
 
 
-def test_a_minifys_workers_warm_up_for_a_dynamo_backend_before_they_listen(parity_bin, pool, tmp_path, test_data):
+def test_a_runs_workers_warm_up_for_a_dynamo_backend_before_they_listen(parity_bin, pool, tmp_path, test_data):
     # Both slots' workers (kept here, so their logs stay in the pool) warm up for the backend's
     # compile on the CPU before they listen (worker.py --warm): dynamo and Inductor imported, the
-    # vector ISA chosen. --check judges the candidates; the workers start as for the backend's runs.
-    r = run_parity(parity_bin, "minify", os.path.join(test_data, "models", "mlp"), "--backend", "torch_compile:eager",
-                   "--check", "true", "-j", "2", "--out", str(tmp_path / "m"), "--keep-workers", "60")
+    # vector ISA chosen. The second is forked by the key's fork server (runtime/fork_server.h),
+    # and warms up after its fork.
+    models = [os.path.join(test_data, "models", m) for m in ("mlp", "resnet")]
+    r = run_parity(parity_bin, "verify", *models, "--backend", "torch_compile:eager", "-j", "2",
+                   "--output-dir", str(tmp_path / "v"), "--keep-workers", "60")
     assert r.returncode == 0, r.stdout + r.stderr
-    logs = sorted(pool.glob("*.log"))
-    # A slot that got no job may still be warming (its worker outlives the run, kept).
+    logs = sorted(p for p in pool.glob("*.log") if not p.name.endswith("-fs.log"))  # the entries' workers
     warmed = lambda: all("warmed up for cpu" in p.read_text() for p in logs)  # noqa: E731
     assert len(logs) == 2 and wait_until(warmed, 60), [p.read_text()[-500:] for p in logs]
+    assert len(list(pool.glob("*-fs.sock"))) == 1

@@ -1,0 +1,160 @@
+#include "runtime/fork_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "runtime/worker.h"
+#include "runtime/worker_pool.h"
+#include "util/files.h"
+#include "util/subprocess.h"
+
+namespace parity::runtime {
+namespace fs = std::filesystem;
+
+namespace {
+
+// How long a started server may take to listen (it listens before its imports).
+constexpr std::chrono::seconds kListenSeconds{20};
+
+int ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return -1;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Starts the key's server and connects to it once it listens. A server that ends at once with
+// status 0 found another of its key up (its lock held): that one's socket is awaited instead.
+Expected<int> StartServerAndConnect(const std::string& base, const std::vector<std::string>& env) {
+  SpawnOptions so;
+  so.env = env;
+  for (auto& e : PythonEnv()) so.env.push_back(e);
+  so.stdout_path = base + ".log";
+  so.stderr_path = base + ".log";
+  so.outlive_parent = true;
+  auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.forkserver", "--socket", base + ".sock", "--lock", base + ".lock",
+                             "--keep-idle", std::to_string(KeepWorkers())},
+                            so);
+  if (!child.ok()) return child.error();
+  const auto deadline = std::chrono::steady_clock::now() + kListenSeconds;
+  int fd;
+  while ((fd = ConnectUnix(base + ".sock")) < 0) {
+    if (child->pid() > 0)
+      if (auto ended = child->Poll(); ended && !(ended->exited && ended->code == 0))
+        return Error::Runtime("fork server ended at start-up (" + ended->Describe() + "); see " + base + ".log");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Error::Runtime("fork server did not listen at " + base + ".sock within " + std::to_string(kListenSeconds.count()) +
+                            " s; see " + base + ".log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (child->pid() > 0) child->Release();  // it outlives this process
+  return fd;
+}
+
+Status SendAll(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error::Runtime(std::string("fork server: send: ") + std::strerror(errno));
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool ForkServersEnabled() {
+  const char* e = std::getenv(kForkServerEnv);
+  return !(e && std::string(e) == "0");
+}
+
+PendingFork::~PendingFork() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait) {
+  if (fd_ < 0) return Error::Runtime("fork server: no request pending");
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+      auto answer = nlohmann::json::parse(buffer_.substr(0, nl), nullptr, false);
+      ::close(fd_);
+      fd_ = -1;
+      if (answer.is_object() && answer.contains("pid") && answer["pid"].is_number_integer() && answer["pid"].get<pid_t>() > 0)
+        return std::optional<pid_t>(answer["pid"].get<pid_t>());
+      return Error::Runtime("fork server: answer is not {\"pid\": N}: " + buffer_.substr(0, nl) + "; see " + log_);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return std::optional<pid_t>();
+    char chunk[256];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return Error::Runtime("fork server ended without forking the worker; see " + log_);
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
+                                  const std::vector<std::string>& env, const std::string& log_path) {
+  int fd = ConnectUnix(server_base + ".sock");
+  if (fd < 0) {
+    PARITY_ASSIGN_OR_RETURN(fd, StartServerAndConnect(server_base, env));
+  }
+  PendingFork pending(fd, server_base + ".log");
+  std::vector<std::string> extra = env;
+  for (auto& e : PythonEnv()) extra.push_back(e);
+  std::error_code ec;
+  const nlohmann::json request{{"argv", worker_args},
+                               {"env", WorkerEnvironment(extra)},
+                               {"cwd", fs::current_path(ec).string()},
+                               {"log", log_path}};
+  PARITY_RETURN_IF_ERROR(SendAll(fd, request.dump() + "\n"));
+  return pending;
+}
+
+int StopForkServers(const fs::path& dir) {
+  int stopped = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 8 || name.compare(name.size() - 8, 8, "-fs.lock") != 0) continue;
+    const std::string base = e.path().string().substr(0, e.path().string().size() - 5);
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // held: its server is up, its pid inside
+      auto text = ReadFile(e.path());
+      const pid_t pid = text.ok() ? static_cast<pid_t>(std::atoi(text->c_str())) : 0;
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ++stopped;
+    }
+    if (fd >= 0) ::close(fd);
+    for (const char* ext : {".sock", ".lock", ".log"}) fs::remove(base + ext, ec);
+  }
+  return stopped;
+}
+
+}  // namespace parity::runtime

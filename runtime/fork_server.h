@@ -1,0 +1,59 @@
+// Workers forked from their pool key's fork server (tools/parity_capture/forkserver.py): the
+// server imports torch, dynamo and Inductor once, and each new worker of a pool entry is a fork
+// of it (about 0.05 s) instead of a fresh interpreter importing them again (about 4 CPU-s on a
+// 2-core CPU, 10 s on a GPU host): a matrix's slots, a minify's fresh worker after its compiler
+// bisection retired one, the next run's worker where the kept one was busy.
+//
+// Only pool entries' workers are forked: like the server, they outlive the process that asked
+// for them, while a private worker must die with its parent (PR_SET_PDEATHSIG), which a fork of
+// the server cannot promise. The server's key is the pool key, so what torch read from the
+// environment at import is what a fresh worker would have read. It ends after KeepWorkers() idle
+// seconds. Whatever goes wrong here, the caller starts its worker as before: the server saves
+// time, it is never needed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace parity::runtime {
+
+// "0": workers are never forked (each pool entry's worker starts a fresh interpreter).
+inline constexpr const char* kForkServerEnv = "PARITY_FORK_SERVER";
+bool ForkServersEnabled();
+
+// A fork asked for and not answered yet: the server answers once its imports are done.
+class PendingFork {
+ public:
+  PendingFork(PendingFork&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)) { o.fd_ = -1; }
+  PendingFork& operator=(PendingFork&&) = delete;
+  ~PendingFork();  // an unanswered fork's worker ends at once (its client is gone)
+  // The worker's pid once the server answered, nullopt while it has not (waiting up to `wait`);
+  // kRuntime when the server ended or refused without answering.
+  [[nodiscard]] Expected<std::optional<pid_t>> Poll(std::chrono::milliseconds wait);
+
+ private:
+  friend Expected<PendingFork> RequestFork(const std::string&, const std::vector<std::string>&,
+                                           const std::vector<std::string>&, const std::string&);
+  PendingFork(int fd, std::string log) : fd_(fd), log_(std::move(log)) {}
+  int fd_ = -1;
+  std::string buffer_;
+  std::string log_;  // the server's, named in errors
+};
+
+// Asks the fork server at `server_base` (`<pool dir>/<pool key>-fs`: its .sock, .lock and .log;
+// started there when none answers, with the extra environment `env`) for a worker run with
+// worker.py's arguments `worker_args` and the same `env`, its output in `log_path`.
+[[nodiscard]] Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
+                                                const std::vector<std::string>& env, const std::string& log_path);
+
+// Ends the fork servers of pool dir `dir` and removes their files; returns how many it ended.
+int StopForkServers(const std::filesystem::path& dir);
+
+}  // namespace parity::runtime

@@ -1,0 +1,126 @@
+"""The fork server (tools/parity_capture/forkserver.py), driven over its socket as parity drives it
+(runtime/fork_server.cpp): each request forks a worker that answers its own pid, runs in a session
+of its own and is no child of the server; one server per lock; a bad request is refused and the
+server serves on; it ends after its idle seconds, its socket gone."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
+
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def start_server(d, keep_idle):
+    env = dict(os.environ, PYTHONPATH=TOOLS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-m", "parity_capture.forkserver", "--socket", str(d / "k-fs.sock"),
+                             "--lock", str(d / "k-fs.lock"), "--keep-idle", str(keep_idle)],
+                            env=env, stdout=open(d / "k-fs.log", "a"), stderr=subprocess.STDOUT)
+
+
+def ask(d, request_line):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    assert wait_until(lambda: (d / "k-fs.sock").exists(), 20)
+    s.connect(str(d / "k-fs.sock"))
+    s.sendall(request_line)
+    s.settimeout(60)
+    answer = b""
+    while not answer.endswith(b"\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    s.close()
+    return answer
+
+
+def fork(d, n):
+    env = dict(os.environ, PYTHONPATH=TOOLS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    req = {"argv": ["--socket", str(d / f"w{n}.sock")], "log": str(d / f"w{n}.log"), "env": env, "cwd": str(d)}
+    return json.loads(ask(d, (json.dumps(req) + "\n").encode()))["pid"]
+
+
+def ping(sock):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(sock))
+    s.sendall(b'{"id": 1, "cmd": "ping"}\n')
+    s.settimeout(30)
+    line = s.makefile().readline()
+    s.close()
+    return json.loads(line)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("served")
+    server = start_server(tmp_path, keep_idle=30)
+    assert wait_until(lambda: (tmp_path / "k-fs.sock").exists(), 20)  # it listens: it holds the lock
+    yield tmp_path, server
+    server.kill()
+    server.wait()
+
+
+def test_each_request_forks_a_worker_of_its_own_session_that_serves(served):
+    d, server = served
+    pids = [fork(d, n) for n in range(2)]
+    try:
+        assert len(set(pids)) == 2 and server.pid not in pids
+        for n, pid in enumerate(pids):
+            assert wait_until(lambda: (d / f"w{n}.sock").exists(), 60), (d / f"w{n}.log").read_text()
+            assert ping(d / f"w{n}.sock")["ok"], (d / f"w{n}.log").read_text()
+            assert os.getsid(pid) == pid  # its own session: parity's Stop() kills the group
+            with open(f"/proc/{pid}/stat") as f:
+                assert int(f.read().rsplit(")", 1)[1].split()[1]) != server.pid  # forked twice: no child of the server
+    finally:
+        for pid in pids:
+            os.kill(pid, 9)
+
+
+def test_one_server_per_lock_and_a_bad_request_is_refused(served):
+    d, server = served
+    second = start_server(d, keep_idle=30)
+    assert second.wait(timeout=30) == 0  # the lock is held: it leaves at once
+    assert ask(d, b"not json\n") == b""  # refused: the connection closes unanswered
+    assert ask(d, b'{"argv": "--socket"}\n') == b""
+    pid = fork(d, 2)  # and it serves on
+    os.kill(pid, 9)
+    assert "request refused" in (d / "k-fs.log").read_text()
+
+
+def test_it_ends_after_its_idle_seconds_and_a_gone_client_gets_no_worker(tmp_path):
+    server = start_server(tmp_path, keep_idle=3)
+    try:
+        assert wait_until(lambda: (tmp_path / "k-fs.sock").exists(), 20)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(tmp_path / "k-fs.sock"))
+        env = dict(os.environ, PYTHONPATH=TOOLS)
+        s.sendall((json.dumps({"argv": ["--socket", str(tmp_path / "gone.sock")], "log": str(tmp_path / "gone.log"),
+                               "env": env}) + "\n").encode())
+        s.close()  # gone before the answer: the fork finds no one to answer and ends
+        assert server.wait(timeout=60) == 0
+        assert not (tmp_path / "k-fs.sock").exists()
+        time.sleep(1)
+        assert not (tmp_path / "gone.sock").exists()
+    finally:
+        server.kill()

@@ -1,0 +1,128 @@
+#include "runtime/fork_server.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "test_helpers.h"
+#include "util/files.h"
+
+namespace parity::runtime {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// A fake fork server at `<base>.sock`: takes one connection, reads its request line, then does
+// `answer` with the connection (and the request it read).
+class FakeServer {
+ public:
+  FakeServer(const std::string& base, std::function<void(int, const nlohmann::json&)> answer) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, (base + ".sock").c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    thread_ = std::thread([this, answer] {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      std::string line;
+      char ch;
+      while (::read(c, &ch, 1) == 1 && ch != '\n') line.push_back(ch);
+      request = nlohmann::json::parse(line, nullptr, false);
+      answer(c, request);
+      ::close(c);
+    });
+  }
+  ~FakeServer() {
+    Join();
+    ::close(fd_);
+  }
+  // Waits until it has answered; `request` is then the line it read.
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  nlohmann::json request;
+
+ private:
+  int fd_ = -1;
+  std::thread thread_;
+};
+
+void Write(int fd, const std::string& s) { ASSERT_EQ(::write(fd, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+
+TEST(ForkServer, TheWorkersPidComesOnceTheServerAnswers) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  FakeServer server(base, [](int c, const nlohmann::json&) {
+    std::this_thread::sleep_for(200ms);  // its imports
+    Write(c, "{\"pid\": 4242}\n");
+  });
+  auto pending = RequestFork(base, {"--socket", "w.sock", "--warm", "cpu"}, {"PARITY_TEST_ONLY=1"}, "w.log");
+  ASSERT_TRUE(pending.ok()) << pending.error().message;
+  auto first = pending->Poll(0ms);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->has_value());  // not answered yet: still starting
+  auto answer = pending->Poll(10s);
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  EXPECT_EQ(**answer, 4242);
+}
+
+TEST(ForkServer, TheRequestCarriesArgumentsTheMergedEnvironmentTheWorkingDirAndTheLog) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  FakeServer server(base, [](int c, const nlohmann::json&) { Write(c, "{\"pid\": 7}\n"); });
+  auto pending = RequestFork(base, {"--socket", "w.sock"}, {"PARITY_TEST_ONLY=1"}, "w.log");
+  ASSERT_TRUE(pending.ok());
+  ASSERT_TRUE(pending->Poll(10s).ok());
+  server.Join();
+  const nlohmann::json& req = server.request;
+  EXPECT_EQ(req["argv"], nlohmann::json({"--socket", "w.sock"}));
+  EXPECT_EQ(req["env"]["PARITY_TEST_ONLY"], "1");
+  EXPECT_TRUE(req["env"].contains("PYTHONPATH"));  // parity's Python environment over it
+  EXPECT_EQ(req["log"], "w.log");
+  EXPECT_EQ(req["cwd"], fs::current_path().string());
+}
+
+TEST(ForkServer, AServerThatEndsOrAnswersNonsenseIsAnErrorNamingItsLog) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  {
+    FakeServer server(base, [](int, const nlohmann::json&) {});  // closes unanswered
+    auto pending = RequestFork(base, {"--socket", "w.sock"}, {}, "w.log");
+    ASSERT_TRUE(pending.ok());
+    auto answer = pending->Poll(10s);
+    ASSERT_FALSE(answer.ok());
+    EXPECT_NE(answer.error().message.find(base + ".log"), std::string::npos) << answer.error().message;
+  }
+  fs::remove(base + ".sock");
+  FakeServer server(base, [](int c, const nlohmann::json&) { Write(c, "{\"pid\": \"x\"}\n"); });
+  auto pending = RequestFork(base, {"--socket", "w.sock"}, {}, "w.log");
+  ASSERT_TRUE(pending.ok());
+  auto answer = pending->Poll(10s);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_NE(answer.error().message.find("not {\"pid\": N}"), std::string::npos) << answer.error().message;
+}
+
+TEST(ForkServer, StopForkServersRemovesTheFilesOfOneNoLongerUp) {
+  testing::TempDir tmp;
+  for (const char* ext : {".sock", ".lock", ".log"}) ASSERT_TRUE(WriteFileAtomic(tmp.path() / (std::string("k-fs") + ext), "1").ok());
+  EXPECT_EQ(StopForkServers(tmp.path()), 0);  // its lock is free: nobody to end
+  EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.sock"));
+  EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.lock"));
+}
+
+TEST(ForkServer, TheSwitchTurnsForkingOff) {
+  ::setenv(kForkServerEnv, "0", 1);
+  EXPECT_FALSE(ForkServersEnabled());
+  ::unsetenv(kForkServerEnv);
+  EXPECT_TRUE(ForkServersEnabled());
+}
+
+}  // namespace
+}  // namespace parity::runtime
