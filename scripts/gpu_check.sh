@@ -17,3 +17,14 @@ for m in ${MODELS:-mlp resnet llama bert}; do
     echo "$m $dt: exit $? $("$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['graphs'][0]; o=g['outputs'][0].get('stats', {}); print('pass', r['pass'], 'bitwise', g['bitwise_equal_outputs'], 'of', len(g['outputs']), 'max_abs', o.get('max_abs_err', 0), 'max_rel', o.get('max_rel_err', 0), 'ms', round(g['run_ms'],2))" "$OUTDIR/run-$m-$dt.json" 2>&1)"
   done
 done
+
+# Workers forked from their pool key's fork server on CUDA (runtime/fork_server.h): two slots in a
+# fresh pool. The server never initialises CUDA; each forked worker does, after its fork.
+pool=$(mktemp -d)
+chmod 700 "$pool"
+PARITY_WORKER_POOL=$pool build-gpu/parity verify --model mlp --model resnet --backend inductor --device cuda -j 2 \
+  --keep-workers 5 --output-dir "$tmp/forked" >"$OUTDIR/forkserver.log" 2>&1
+rc=$?
+echo "fork server: exit $rc, $(grep -c ' PASS ' "$OUTDIR/forkserver.log") PASS, forked workers alive: $(($(pgrep -fc "parity_capture.forkserver --socket $pool") - 1)), spawned: $(pgrep -fc "parity_capture.worker --socket $pool")"
+cat "$pool"/*-fs.log "$OUTDIR/forkserver.log" | tail -8
+
