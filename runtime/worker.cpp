@@ -172,7 +172,7 @@ Status WorkerProcess::Launch() {
 
 bool WorkerProcess::LaunchForked() {
   if (!claim_ || !ForkServersEnabled()) return false;
-  auto pending = RequestFork(claim_->fork_server_base(), WorkerArgs(), env_, log_path_);
+  auto pending = RequestFork(claim_->fork_server_base(env_), WorkerArgs(), env_, log_path_);
   if (!pending.ok()) return false;  // started as before
   forking_.emplace(std::move(*pending));
   return true;

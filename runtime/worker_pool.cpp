@@ -175,15 +175,30 @@ Expected<fs::path> PoolDir(bool create) {
   return dir;
 }
 
-std::string PoolKey(const std::vector<std::string>& extra_env) {
+namespace {
+// Variables a fork server's key leaves out (runtime/fork_server.h): its imports (torch, dynamo,
+// Inductor, parity's worker module) read none of them, and its worker gets the requester's values
+// after the fork: the modules --import names (worker.py imports them as it starts), cuBLAS's
+// workspace (read at its first handle, which parity's own experiments set), parity's settings
+// of its C++ side, and CI systems' shard indices.
+bool LeftToTheFork(const std::string& name) {
+  static const char* const kNames[] = {kImportEnv, "CUBLAS_WORKSPACE_CONFIG", kKeepWorkersEnv, kWorkerPoolEnv, "PARITY_SHARDS",
+                                       "CI_NODE_INDEX", "CI_NODE_TOTAL", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
+                                       "JOB_COMPLETION_INDEX"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
+std::string KeyOf(const std::vector<std::string>& extra_env, bool fork_server) {
   std::vector<std::string> extra = extra_env;  // as WorkerProcess::Launch merges them
   for (const auto& kv : PythonEnv()) extra.push_back(kv);
   const std::map<std::string, std::string> env = WorkerEnvironment(extra);
-  std::string text = "python " + WorkerPython() + "\n";
+  std::string text = std::string(fork_server ? "fork server of " : "") + "python " + WorkerPython() + "\n";
   std::error_code ec;
   text += "cwd " + fs::current_path(ec).string() + "\n";
   for (const auto& [k, v] : env)
-    if (!Ignored(k) && !SameAsUnset(k, v, env)) text += "env " + k + "=" + v + "\n";
+    if (!Ignored(k) && !SameAsUnset(k, v, env) && !(fork_server && LeftToTheFork(k))) text += "env " + k + "=" + v + "\n";
   text += FileStamp(SelfExe());
   const fs::path sources = fs::path(PARITY_TOOLS_DIR) / "parity_capture";
   std::vector<std::string> stamps;
@@ -193,6 +208,10 @@ std::string PoolKey(const std::vector<std::string>& extra_env) {
   for (const auto& s : stamps) text += s;
   return Sha256Hex(text).substr(0, 16);
 }
+}  // namespace
+
+std::string PoolKey(const std::vector<std::string>& extra_env) { return KeyOf(extra_env, false); }
+std::string ForkServerKey(const std::vector<std::string>& extra_env) { return KeyOf(extra_env, true); }
 
 namespace {
 // A /proc file (its size reads as 0: read to its end).
@@ -238,6 +257,10 @@ std::optional<PoolClaim> PoolClaim::Claim(const std::vector<std::string>& extra_
     }
   }
   return fresh;
+}
+
+std::string PoolClaim::fork_server_base(const std::vector<std::string>& extra_env) const {
+  return (fs::path(base_).parent_path() / (ForkServerKey(extra_env) + "-fs")).string();
 }
 
 PoolClaim::~PoolClaim() {

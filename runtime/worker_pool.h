@@ -46,6 +46,10 @@ int KeepWorkers();
 
 // The key of a worker started with `extra_env` on top of this process's environment.
 std::string PoolKey(const std::vector<std::string>& extra_env);
+// The key of the fork server such a worker is forked from (runtime/fork_server.h): the pool key
+// less the variables a worker reads only after its fork, so that workers of several pool keys
+// (other --import modules, other CI shards) share one server.
+std::string ForkServerKey(const std::vector<std::string>& extra_env);
 
 // Whether `pid` is a live (not zombie) process running parity's Python worker.
 bool IsLiveWorker(pid_t pid);
@@ -67,8 +71,9 @@ class PoolClaim {
   std::string socket_path() const { return base_ + ".sock"; }
   std::string log_path() const { return base_ + ".log"; }
   std::string lock_path() const { return base_ + ".lock"; }
-  // Where its key's fork server listens and logs (runtime/fork_server.h): `<dir>/<key>-fs`.
-  std::string fork_server_base() const { return base_.substr(0, base_.rfind('-')) + "-fs"; }
+  // Where the fork server of ForkServerKey(`extra_env`) listens and logs (runtime/fork_server.h):
+  // `<pool dir>/<key>-fs`.
+  std::string fork_server_base(const std::vector<std::string>& extra_env) const;
   // Records the worker started in this entry (its pid, the idle seconds it keeps, how many this
   // claim started: more than one when one was retired or died).
   void Started(pid_t pid, int keep_idle_s);

@@ -156,5 +156,25 @@ TEST_F(Pool, TheKeyFollowsTheWorkersEnvironment) {
   EXPECT_EQ(with("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR=140352772820000"), PoolKey(who));
 }
 
+TEST_F(Pool, AForkServerServesWorkersThatDifferOnlyInWhatTheyReadAfterTheFork) {
+  const std::string base = ForkServerKey({});
+  EXPECT_NE(base, PoolKey({}));
+  // --import's modules, cuBLAS's workspace, a CI shard's index: other workers, one server.
+  for (const char* kv : {"PARITY_IMPORT=my_plugin", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CI_NODE_INDEX=2", "SLURM_ARRAY_TASK_ID=1"}) {
+    EXPECT_NE(PoolKey({kv}), PoolKey({})) << kv;
+    EXPECT_EQ(ForkServerKey({kv}), base) << kv;
+  }
+  // What torch reads at its import: another server.
+  for (const char* kv : {"OMP_NUM_THREADS=1", "TORCHINDUCTOR_FREEZING=1", "HOME=/elsewhere"}) EXPECT_NE(ForkServerKey({kv}), base) << kv;
+  const char* pp = std::getenv("PYTHONPATH");
+  const std::string saved = pp ? pp : "";
+  ::setenv("PYTHONPATH", "/elsewhere", 1);  // parity's own Python environment puts it after its tools dir
+  EXPECT_NE(ForkServerKey({}), base);
+  if (pp)
+    ::setenv("PYTHONPATH", saved.c_str(), 1);
+  else
+    ::unsetenv("PYTHONPATH");
+}
+
 }  // namespace
 }  // namespace parity::runtime
