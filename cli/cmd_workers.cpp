@@ -1,9 +1,10 @@
 // parity workers [--stop] [--json]: the Python workers kept warm across runs (--keep-workers,
-// runtime/worker_pool.h): which are there, which a parity process uses now; --stop ends the idle
-// ones.
+// runtime/worker_pool.h): which are there, which a parity process uses now, and the fork servers new
+// ones come from (runtime/fork_server.h); --stop ends the idle ones and the servers.
 #include <iostream>
 
 #include "cli/commands.h"
+#include "runtime/fork_server.h"
 #include "runtime/worker_pool.h"
 
 namespace parity::cli {
@@ -29,6 +30,8 @@ int RunWorkers(bool stop, bool as_json) {
   for (const auto& w : workers)
     std::printf("%s-%d pid %-8d %-7s keep %ds  started %s  cwd %s\n", w.key.c_str(), w.index, static_cast<int>(w.pid),
                 !w.live ? "ended" : w.in_use ? "in use" : "idle", w.keep_idle_s, w.started.c_str(), w.cwd.c_str());
+  for (const auto& [key, pid] : runtime::ListForkServers(dir))  // what new workers are forked from
+    std::printf("%s-fs pid %-8d fork server\n", key.c_str(), static_cast<int>(pid));
   return 0;
 }
 }  // namespace

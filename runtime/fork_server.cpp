@@ -138,20 +138,45 @@ Expected<PendingFork> RequestFork(const std::string& server_base, const std::vec
   return pending;
 }
 
-int StopForkServers(const fs::path& dir) {
-  int stopped = 0;
+namespace {
+constexpr const char* kLockSuffix = "-fs.lock";
+
+// Each server's `<dir>/<key>-fs.lock` with the pid of the server up holding it (0: none).
+std::vector<std::pair<fs::path, pid_t>> Servers(const fs::path& dir) {
+  std::vector<std::pair<fs::path, pid_t>> out;
+  const std::string suffix = kLockSuffix;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() < 8 || name.compare(name.size() - 8, 8, "-fs.lock") != 0) continue;
-    const std::string base = e.path().string().substr(0, e.path().string().size() - 5);
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    pid_t pid = 0;
     const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // held: its server is up, its pid inside
       auto text = ReadFile(e.path());
-      const pid_t pid = text.ok() ? static_cast<pid_t>(std::atoi(text->c_str())) : 0;
-      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ++stopped;
+      pid = text.ok() ? static_cast<pid_t>(std::atoi(text->c_str())) : 0;
     }
     if (fd >= 0) ::close(fd);
+    out.emplace_back(e.path(), pid);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, pid_t>> ListForkServers(const fs::path& dir) {
+  std::vector<std::pair<std::string, pid_t>> out;
+  for (const auto& [lock, pid] : Servers(dir)) {
+    const std::string name = lock.filename().string();
+    if (pid > 0) out.emplace_back(name.substr(0, name.size() - std::strlen(kLockSuffix)), pid);
+  }
+  return out;
+}
+
+int StopForkServers(const fs::path& dir) {
+  int stopped = 0;
+  std::error_code ec;
+  for (const auto& [lock, pid] : Servers(dir)) {
+    if (pid > 0 && ::kill(pid, SIGKILL) == 0) ++stopped;
+    const std::string base = lock.string().substr(0, lock.string().size() - 5);  // less ".lock"
     for (const char* ext : {".sock", ".lock", ".log"}) fs::remove(base + ext, ec);
   }
   return stopped;

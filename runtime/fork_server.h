@@ -53,6 +53,8 @@ class PendingFork {
 [[nodiscard]] Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
                                                 const std::vector<std::string>& env, const std::string& log_path);
 
+// The fork servers up in pool dir `dir`: (key, pid) of each.
+std::vector<std::pair<std::string, pid_t>> ListForkServers(const std::filesystem::path& dir);
 // Ends the fork servers of pool dir `dir` and removes their files; returns how many it ended.
 int StopForkServers(const std::filesystem::path& dir);
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -115,6 +117,19 @@ TEST(ForkServer, StopForkServersRemovesTheFilesOfOneNoLongerUp) {
   EXPECT_EQ(StopForkServers(tmp.path()), 0);  // its lock is free: nobody to end
   EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.sock"));
   EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.lock"));
+}
+
+TEST(ForkServer, AServerUpIsListedByTheKeyAndPidItsHeldLockNames) {
+  testing::TempDir tmp;
+  ASSERT_TRUE(WriteFileAtomic(tmp.path() / "abc-fs.lock", "12345").ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.path() / "def-fs.lock", "777").ok());  // its lock free: not up
+  const int held = ::open((tmp.path() / "abc-fs.lock").c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  const auto up = ListForkServers(tmp.path());
+  ::close(held);
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].first, "abc");
+  EXPECT_EQ(up[0].second, 12345);
 }
 
 TEST(ForkServer, TheSwitchTurnsForkingOff) {
