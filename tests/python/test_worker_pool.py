@@ -148,11 +148,12 @@ def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_pa
     assert [w["live"] for w in workers(parity_bin)] == [True, True]  # the slot's, and the --import check's
 
 
-def test_a_runs_workers_warm_up_for_a_dynamo_backend_before_they_listen(parity_bin, pool, tmp_path, test_data):
+def test_a_runs_workers_warm_up_for_a_dynamo_backend_before_they_listen(parity_bin, pool, tmp_path, test_data, monkeypatch):
     # Both slots' workers (kept here, so their logs stay in the pool) warm up for the backend's
     # compile on the CPU before they listen (worker.py --warm): dynamo and Inductor imported, the
     # vector ISA chosen. The second is forked by the key's fork server (runtime/fork_server.h),
     # and warms up after its fork.
+    monkeypatch.delenv("PARITY_FORK_SERVER", raising=False)  # forking on, whatever the caller set
     models = [os.path.join(test_data, "models", m) for m in ("mlp", "resnet")]
     r = run_parity(parity_bin, "verify", *models, "--backend", "torch_compile:eager", "-j", "2",
                    "--output-dir", str(tmp_path / "v"), "--keep-workers", "60")
