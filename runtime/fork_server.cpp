@@ -127,11 +127,9 @@ Expected<PendingFork> RequestFork(const std::string& server_base, const std::vec
     PARITY_ASSIGN_OR_RETURN(fd, StartServerAndConnect(server_base, env));
   }
   PendingFork pending(fd, server_base + ".log");
-  std::vector<std::string> extra = env;
-  for (auto& e : PythonEnv()) extra.push_back(e);
   std::error_code ec;
   const nlohmann::json request{{"argv", worker_args},
-                               {"env", WorkerEnvironment(extra)},
+                               {"env", WorkerEnvironment(env)},
                                {"cwd", fs::current_path(ec).string()},
                                {"log", log_path}};
   PARITY_RETURN_IF_ERROR(SendAll(fd, request.dump() + "\n"));

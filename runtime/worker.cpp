@@ -43,6 +43,7 @@ std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::stri
   };
   for (char** e = environ; *e; ++e) put(*e);
   for (const auto& kv : extra) put(kv);
+  for (const auto& kv : PythonEnv()) put(kv);  // as WorkerProcess's launches merge them
   return env;
 }
 
@@ -119,8 +120,8 @@ std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, s
 }
 
 WorkerProcess::~WorkerProcess() {
-  if (forking_) (void)Settle(std::chrono::milliseconds(0));  // still unanswered: dropped, never forked
-  forking_.reset();
+  (void)TakeFork(std::chrono::milliseconds(0));
+  forking_.reset();  // still unanswered: dropped, never forked
   if (claim_ && (child_ || pid_ > 0) && !Check()) {
     if (child_) child_->Release();  // it lives on, for the pool's next user
     return;                         // claim_ releases the entry
@@ -178,16 +179,21 @@ bool WorkerProcess::LaunchForked() {
   return true;
 }
 
-Status WorkerProcess::Settle(std::chrono::milliseconds wait) {
-  if (!forking_) return Status::Ok();
+bool WorkerProcess::TakeFork(std::chrono::milliseconds wait) {
+  if (!forking_) return false;
   auto answer = forking_->Poll(wait);
-  if (answer.ok() && !answer->has_value()) return Status::Ok();  // not yet
+  if (answer.ok() && !answer->has_value()) return false;  // not yet
   forking_.reset();
-  if (!answer.ok()) return LaunchSpawned();  // the server failed: a worker of its own, as without one
+  if (!answer.ok()) return false;
   pid_ = **answer;
   forked_ = true;
   claim_->Started(pid_, KeepWorkers());
-  return Status::Ok();
+  return true;
+}
+
+Status WorkerProcess::Settle(std::chrono::milliseconds wait) {
+  if (!forking_ || TakeFork(wait) || forking_) return Status::Ok();
+  return LaunchSpawned();  // the server failed: a worker of its own, as without one
 }
 
 Status WorkerProcess::LaunchSpawned() {
@@ -236,7 +242,7 @@ Status WorkerProcess::Ensure(std::chrono::seconds startup_timeout) {
 }
 
 void WorkerProcess::Stop() {
-  if (forking_) (void)Settle(std::chrono::milliseconds(0));
+  (void)TakeFork(std::chrono::milliseconds(0));  // answered: its pid is ended below
   forking_.reset();  // unanswered: the server's fork finds its client gone and ends
   if (child_) child_->Kill();
   child_.reset();

@@ -26,8 +26,9 @@ std::string WorkerPython();
 // torch against (a worker of another build answers every request but ping with TorchMismatch,
 // a kBadInput error naming both builds and what to rebuild).
 std::vector<std::string> PythonEnv();
-// The environment a process started with the extra NAME=VALUE entries `extra` gets (this
-// process's, `extra` over it), as a map: what a worker's pool key digests and a forked worker runs with.
+// The environment a worker started with the extra NAME=VALUE entries `extra` gets (this
+// process's, `extra` over it, PythonEnv() over that), as a map: what a worker's pool key digests
+// and a forked worker runs with.
 std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::string>& extra);
 inline constexpr const char* kTorchBuiltEnv = "PARITY_TORCH_BUILT";
 inline constexpr const char* kTorchMismatch = "TorchMismatch";  // the worker's error type then
@@ -73,8 +74,11 @@ class WorkerProcess {
   bool LaunchForked();
   // Starts the worker as a fresh interpreter of its own (a child of this process).
   [[nodiscard]] Status LaunchSpawned();
-  // The fork server's answer to a pending fork, waiting up to `wait`: the worker's pid taken (it
-  // is then tracked as an adopted one is), or, when the server failed, a worker spawned instead.
+  // The fork server's answer to a pending fork, waiting up to `wait`: true when it answered with
+  // the worker's pid (taken: it is then tracked as an adopted one is), false while it has not or
+  // when it failed (no fork pending then).
+  bool TakeFork(std::chrono::milliseconds wait);
+  // TakeFork, and where the server failed, a worker spawned instead.
   [[nodiscard]] Status Settle(std::chrono::milliseconds wait);
 
   std::string socket_path_, log_path_, warm_;

@@ -191,9 +191,7 @@ bool LeftToTheFork(const std::string& name) {
 }
 
 std::string KeyOf(const std::vector<std::string>& extra_env, bool fork_server) {
-  std::vector<std::string> extra = extra_env;  // as WorkerProcess::Launch merges them
-  for (const auto& kv : PythonEnv()) extra.push_back(kv);
-  const std::map<std::string, std::string> env = WorkerEnvironment(extra);
+  const std::map<std::string, std::string> env = WorkerEnvironment(extra_env);
   std::string text = std::string(fork_server ? "fork server of " : "") + "python " + WorkerPython() + "\n";
   std::error_code ec;
   text += "cwd " + fs::current_path(ec).string() + "\n";

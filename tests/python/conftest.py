@@ -1,5 +1,6 @@
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -72,3 +73,13 @@ def stamp_version(d, version):
         g = graph_json(d, e)
         g["version"] = version
         json.dump(g, open(os.path.join(str(d), e["file"]), "w"))
+
+
+def wait_until(cond, seconds, every=0.1):
+    """Whether `cond()` holds within `seconds`, asked every `every` seconds."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(every)
+    return cond()

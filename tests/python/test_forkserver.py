@@ -11,17 +11,10 @@ import time
 
 import pytest
 
+from conftest import wait_until
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
-
-
-def wait_until(pred, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def start_server(d, keep_idle):

@@ -7,11 +7,10 @@ import json
 import os
 import signal
 import sys
-import time
 
 import pytest
 
-from conftest import run_parity
+from conftest import run_parity, wait_until
 
 sys.path.insert(0, os.path.dirname(__file__))
 from relu_model import capture_relu  # noqa: E402
@@ -38,15 +37,6 @@ def workers(parity_bin):
     r = run_parity(parity_bin, "workers", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
-
-
-def wait_until(cond, seconds):
-    end = time.time() + seconds
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.25)
-    return cond()
 
 
 def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
