@@ -13,9 +13,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # connection on the host's other interface).
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 WORLD=${WORLD:-$(nvidia-smi -L | wc -l)}
+KINDS=${KINDS:-collectives ddp ddp_python_reducer fsdp2 tp}
 WORK=${WORK:-/tmp/parity-dist}
 rm -rf "$WORK"; mkdir -p "$WORK"
-for kind in ${KINDS:-collectives ddp fsdp2 tp}; do
+for kind in $KINDS; do
   "$PY" tests/python/dist_programs.py "$kind" "$WORLD" "$WORK" >"$OUTDIR/capture-$kind.log" 2>&1
   echo "$kind capture: exit $?" | tee -a "$OUTDIR/summary.txt"
   build-gpu/parity repro run "$WORK/$kind" >"$OUTDIR/simulated-$kind.log" 2>&1
@@ -32,7 +33,7 @@ build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.in
   --out "$WORK/minify-tp" >"$OUTDIR/minify-tp.log" 2>&1
 echo "tp minify, Triton's relu knob: exit $? $(grep -E 'minify: rank|culprit' "$OUTDIR/minify-tp.log" | tail -4 | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
 cp "$WORK/minify-tp/summary.json" "$OUTDIR/minify-tp-summary.json" 2>/dev/null
-dirs=(); for kind in ${KINDS:-collectives ddp fsdp2 tp}; do dirs+=("$WORK/$kind"); done
+dirs=(); for kind in $KINDS; do dirs+=("$WORK/$kind"); done
 build-gpu/parity verify "${dirs[@]}" --backend inductor --output-dir "$WORK/verify" >"$OUTDIR/verify.log" 2>&1
 echo "verify --backend inductor over every kind: exit $? $(tail -1 "$OUTDIR/verify.log")" | tee -a "$OUTDIR/summary.txt"
 cp "$WORK/verify/results.jsonl" "$OUTDIR/verify-results.jsonl" 2>/dev/null

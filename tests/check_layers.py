@@ -21,6 +21,7 @@ PY_PACKAGE = os.path.join("tools", "parity_capture")
 PY_LAYERS = [
     # the format's graph reader (standalone_graph, inlined into repro.py), errors, leaves
     ["errors", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm", "distributed",
+     "compiled_autograd",
      "profiling", "profiling.categories", "profiling.timing", "profiling.trace"],
     ["standalone", "functionalized", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)
     ["loops", "reader", "contract", "repro_script", "replay_check"],  # what both sides share; the package's reader

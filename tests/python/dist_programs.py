@@ -75,6 +75,24 @@ def run_ddp(rank, world, out):
     return loss
 
 
+def run_ddp_python_reducer(rank, world, out):
+    """DDP with the python reducer under compiled autograd (set before DDP is built): a compiled
+    train step whose backward is one graph, the reducer's division and all_reduce of each
+    accumulated gradient inside it."""
+    with torch._dynamo.config.patch(optimize_ddp="python_reducer", compiled_autograd=True):
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(Net().to(device()))
+
+        @torch.compile(backend=dump_backend(out, model_name="ddp_python_reducer"))
+        def step(x):
+            loss = model(x).square().mean()
+            loss.backward()
+            return loss
+
+        loss = step(torch.randn(8, 16, device=device()) + rank)
+    return loss
+
+
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -128,7 +146,8 @@ def run_tp(rank, world, out, train=True):
     return y
 
 
-PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "fsdp2": run_fsdp2, "tp": run_tp,
+PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
+            "fsdp2": run_fsdp2, "tp": run_tp,
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 

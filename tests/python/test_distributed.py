@@ -24,7 +24,7 @@ def capture(kinds, world, base):
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
-KINDS_2 = "collectives,ddp,fsdp2,tp"
+KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,tp"
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,8 @@ def test_functional_collectives_replay_on_one_machine_as_gloo_computed_them(pari
 
 # What each kind records: (at least this many graphs per rank, mode, whether they call collectives).
 KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce is in DDP's C++ reducer
+         # compiled autograd: the forward, then the backward graphs, the reducer's all_reduce inside
+         "ddp_python_reducer": (3, "train", True),
          "fsdp2": (2, "train", False),    # each block's graph, its all-gathers in FSDP's hooks
          "tp": (1, "train", True)}        # DTensor desugared: local shards in, the row-wise all_reduce inside
 

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from . import compiled_autograd
 from .lowered import snapshot_attrs
 from .recording import ParityCaptureWarning, _CompileFacts, _Dump, _Graph, _reason, _recorded_outputs, _warn
 
@@ -88,7 +89,13 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
         if dump.full():
             return gm
-        facts = _CompileFacts(gm, example_inputs)  # may restart dynamo's analysis: before a name is taken
+        # Compiled autograd's graphs are recorded with their list inputs flattened and their
+        # gradient accumulation computed as values (compiled_autograd.py); the program runs its
+        # own gm.
+        call = compiled_autograd.RecordedCall.of(gm, example_inputs)
+        recorded_gm = call.gm if call else gm
+        recorded_args = call.args if call else list
+        facts = _CompileFacts(recorded_gm, recorded_args(example_inputs))  # may restart dynamo's analysis: before a name is taken
         name = dump.next_name()
         if name is None:
             return gm
@@ -99,13 +106,13 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
                 return gm(*args)
             state["recorded"] = True
             try:
-                snapshot = _snapshot(list(args))
+                snapshot = _snapshot(recorded_args(args))
                 attrs = snapshot_attrs(gm)  # an optimizer step writes the parameters and state it holds
             except Exception as e:
                 dump.skip(name, e)
                 return gm(*args)
             outputs = gm(*args)  # the program's own call, exactly as without parity
-            g = dump.record(name, gm, facts, list(args), snapshot, outputs, attrs)
+            g = dump.record(name, recorded_gm, facts, recorded_args(args), snapshot, outputs, attrs)
             if g is not None and g.grad_outputs:
                 try:
                     _watch_backward(dump, g, outputs)
