@@ -257,10 +257,26 @@ Expected<verify::VerifySummary> VerifyWithWorlds(const verify::VerifyOptions& op
                                                  const verify::VerifyHooks& hooks) {
   const SplitDirs split = SplitWorldDirs(options.repro_dirs);
   if (split.worlds.empty()) return verify::Verify(options, out, hooks);
+  std::vector<matrix::BadDir> bad;
+  std::vector<LoadedWorld> worlds = LoadWorlds(split.worlds, options, bad);
+  for (const auto& b : bad) out << "not verified: " << b.dir << ": " << b.error.message << "\n";
+  // A world whose ranks share no collective (DDP's bucket graphs, FSDP2's blocks: the
+  // communication is outside the graphs) is its ranks' repro dirs, each verified as any repro dir
+  // is, train gradients and every backend included.
+  std::vector<std::string> plain_dirs = split.plain;
+  std::vector<LoadedWorld> coupled;
+  for (auto& w : worlds) {
+    if (!w.world.groups().empty()) {
+      coupled.push_back(std::move(w));
+      continue;
+    }
+    out << "[world] " << w.dir << ": " << w.world.world_size() << " ranks that share no collective, each verified on its own\n";
+    for (int r = 0; r < w.world.world_size(); ++r) plain_dirs.push_back(w.world.rank(r).root().string());
+  }
   verify::VerifySummary summary;
-  if (!split.plain.empty() || !options.models.empty()) {
+  if (!plain_dirs.empty() || !options.models.empty()) {
     verify::VerifyOptions plain = options;
-    plain.repro_dirs = split.plain;
+    plain.repro_dirs = plain_dirs;
     PARITY_ASSIGN_OR_RETURN(summary, verify::Verify(plain, out, hooks));
   } else {
     PARITY_RETURN_IF_ERROR(matrix::ValidateMatrixOptions(options));
@@ -269,15 +285,13 @@ Expected<verify::VerifySummary> VerifyWithWorlds(const verify::VerifyOptions& op
     if (ec) return Error::BadInput("--output-dir " + options.output_dir.string() + ": " + ec.message());
     summary.results_file = options.output_dir / "results.jsonl";
   }
-  std::vector<matrix::BadDir> bad;
-  const std::vector<LoadedWorld> worlds = LoadWorlds(split.worlds, options, bad);
-  for (const auto& b : bad) out << "not verified: " << b.dir << ": " << b.error.message << "\n";
   summary.bad_dirs.insert(summary.bad_dirs.end(), bad.begin(), bad.end());
   if (worlds.empty() && split.plain.empty() && options.models.empty()) return bad.front().error;
   const int before = summary.total, passed = summary.passed, resumed = summary.resumed;
-  PARITY_RETURN_IF_ERROR(RunWorlds(worlds, options, out, summary));
-  out << "multi-rank dirs: " << summary.total - before << " rank records, " << summary.passed - passed << " passed, "
-      << summary.resumed - resumed << " resumed\n";
+  PARITY_RETURN_IF_ERROR(RunWorlds(coupled, options, out, summary));
+  if (!coupled.empty())
+    out << "multi-rank dirs: " << summary.total - before << " rank records, " << summary.passed - passed << " passed, "
+        << summary.resumed - resumed << " resumed\n";
   return summary;
 }
 

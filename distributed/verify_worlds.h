@@ -1,5 +1,8 @@
 // `parity verify` and `parity ci` over a matrix that holds multi-rank dirs (world.h): the plain
-// repro dirs and suite models go to verify::Verify as they are; each multi-rank dir is run once per
+// repro dirs and suite models go to verify::Verify as they are, and so do the rank dirs of a
+// multi-rank dir whose ranks share no collective (each a repro dir of its own: its records
+// "<model>.rank<r>", replay "per-rank", train gradients and SGD step judged, every backend); each
+// other multi-rank dir is run once per
 // backend of the matrix as `repro run` runs it (replay.h: the backend's run of every rank for real,
 // each rank judged against the outputs its program stored with the simulated fp64 reference;
 // backend "eager": the simulated replay), and every rank gets a record in the same results.jsonl

@@ -48,6 +48,14 @@ Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const std::optio
   s.model = m.model;
   s.suite = m.suite;
   s.repro = std::filesystem::absolute(repro.root()).string();
+  // A rank's dir of a multi-rank dir (distributed/world.h checked its field): the record names the
+  // rank, "<model>.rank<r>", as a world run's records do.
+  if (const auto d = m.extra.find("distributed"); d != m.extra.end() && d->is_object() && d->contains("rank") &&
+                                                  (*d)["rank"].is_number_integer() && d->contains("world_size")) {
+    s.rank = (*d)["rank"].get<int>();
+    s.world_size = (*d)["world_size"].get<int>();
+    s.model += ".rank" + std::to_string(s.rank);
+  }
   s.backend = backend.value_or(m.backend.value_or(""));
   if (s.backend.empty()) return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
   if (o.backend_options)

@@ -50,6 +50,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
   if (rule != "same") j["rule"] = rule;  // likewise
   j["noise_budgets"] = ToString(noise_budgets);
   if (while_limit > 0) j["while_limit"] = while_limit;  // absent when 0: fingerprints of earlier runs stay the same
+  if (rank >= 0) j["distributed"] = {{"rank", rank}, {"world_size", world_size}};  // likewise, absent for a plain dir
   return j;
 }
 
@@ -75,6 +76,10 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.sweep = j.value("sweep", 0);
     s.rule = j.value("rule", std::string("same"));
     s.while_limit = j.value("while_limit", int64_t{0});
+    if (j.contains("distributed")) {
+      s.rank = j.at("distributed").at("rank");
+      s.world_size = j.at("distributed").at("world_size");
+    }
     s.noise_budgets = ParseNoiseBudgets(j.value("noise_budgets", nlohmann::json("where_needed")));
     if (!j.at("tol").is_null()) s.tol = j.at("tol").get<double>();
     return s;

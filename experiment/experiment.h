@@ -56,6 +56,10 @@ struct ExperimentSpec {
   std::string rule = "same";         // --rule (experiment/options.h): what decides PASS/FAIL
   NoiseBudgets noise_budgets = NoiseBudgets::kWhereNeeded;  // not in the fingerprint
   int64_t while_limit = 0;  // --while-limit (0: the interpreter's rule)
+  // A rank of a multi-rank dir whose ranks share no collective, verified as a repro dir of its
+  // own (distributed/verify_worlds.h): its rank and world size; rank -1 otherwise.
+  int rank = -1;
+  int world_size = 0;
 
   nlohmann::json ToJson() const;
   [[nodiscard]] static Expected<ExperimentSpec> FromJson(const nlohmann::json& j);

@@ -82,6 +82,34 @@ TEST(Case, AnAutocastCaptureIsAmp) {
   EXPECT_EQ(r.graphs()[0].amp, "bfloat16");  // its graphs ran under it too
 }
 
+TEST(Case, ARankOfAMultiRankDirNamesItsRank) {
+  testing::TempDir dir;
+  ReproDir r = SmallRepro(dir, [](Manifest& m) {
+    m.model = "ddp";
+    m.backend = "eager";
+    m.extra["distributed"] = {{"rank", 1}, {"world_size", 2}, {"process_groups", nlohmann::json::object()}};
+  });
+  auto s = Case::FromRepro(r, std::nullopt, ExperimentOptions{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->model, "ddp.rank1");
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->world_size, 2);
+  // Through the experiment's child and back; rank 0 of the same world is another experiment.
+  auto back = ExperimentSpec::FromJson(s->ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->rank, 1);
+  EXPECT_EQ(back->world_size, 2);
+  ExperimentSpec rank0 = *s;
+  rank0.rank = 0;
+  EXPECT_NE(rank0.Fingerprint(), s->Fingerprint());
+  // A plain dir's spec says nothing of ranks: earlier runs' fingerprints hold.
+  ReproDir plain = SmallRepro(dir, [](Manifest& m) { m.backend = "eager"; });
+  auto p = Case::FromRepro(plain, std::nullopt, ExperimentOptions{});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->rank, -1);
+  EXPECT_FALSE(p->ToJson().contains("distributed"));
+}
+
 TEST(Case, FromReproWithoutABackendIsBadInput) {
   testing::TempDir dir;
   ReproDir r = SmallRepro(dir, [](Manifest& m) { m.backend.reset(); });

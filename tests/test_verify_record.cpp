@@ -41,5 +41,17 @@ TEST(VerifyRecord, AJobThatNeverReportedItsPhasesIsAllProcess) {
   EXPECT_EQ(rec.metrics.phase_seconds.count("capture"), 0u);
 }
 
+TEST(VerifyRecord, ARankVerifiedOnItsOwnSaysSo) {
+  experiment::ExperimentSpec spec;
+  experiment::ExperimentResult r;
+  r.code = results::Code::kPass;
+  EXPECT_FALSE(RecordOf(spec, r, RecordContext{}).distributed);  // a plain dir's record
+  spec.rank = 1;
+  spec.world_size = 4;
+  const results::Record rec = RecordOf(spec, r, RecordContext{});
+  ASSERT_TRUE(rec.distributed);
+  EXPECT_EQ(rec.distributed->ToJson(), (nlohmann::json{{"rank", 1}, {"world_size", 4}, {"replay", "per-rank"}}));
+}
+
 }  // namespace
 }  // namespace parity::verify

@@ -30,6 +30,7 @@ results::Record RecordOf(const experiment::ExperimentSpec& spec, const experimen
   results::Record rec;
   rec.suite = spec.suite;
   rec.model = spec.model;
+  if (spec.rank >= 0) rec.distributed = results::RankOf{spec.rank, spec.world_size, "per-rank"};
   rec.experiment = {spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu", c.accelerator_model, spec.backend, spec.backend_options,
                     spec.test, spec.dtype, c.batch_size, ConfigOfSpec(spec)};
   rec.repeat = spec.repeat;

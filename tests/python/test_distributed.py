@@ -229,7 +229,9 @@ def test_a_rank_that_hangs_ends_the_run_naming_the_ranks_and_where_they_were(par
 def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, two_ranks, test_data, tmp_path):
     """verify over multi-rank dirs (here simulated: --backend eager) beside a plain repro dir: a
     record per rank, with its rank, its time split, its fp64 reference; a second run resumes them;
-    `parity ci` gates them against an expected file that names each rank."""
+    `parity ci` gates them against an expected file that names each rank. DDP's ranks share no
+    collective (the allreduce is the reducer's): each is verified as a repro dir of its own, its
+    gradients and SGD step judged, any backend, a C++ one too."""
     dirs = [two_ranks / "collectives", two_ranks / "ddp"]
     plain = os.path.join(test_data, "models", "mlp")
     r, recs = verify(parity_bin, tmp_path / "v", *dirs, plain, "--backend", "eager")
@@ -238,12 +240,16 @@ def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, t
     assert len(ranks) == 4 and len(recs) == 5, recs
     for x in ranks:
         assert x["verification_code"] == "PASS" and x["fp64_reference"] is True, x
-        assert x["distributed"]["replay"] == "simulated" and x["distributed"]["world_size"] == 2
+        ddp = x["model"]["model_name"].startswith("ddp.")
+        assert x["distributed"]["replay"] == ("per-rank" if ddp else "simulated") and x["distributed"]["world_size"] == 2
+        if ddp:
+            assert any("/grad/param/" in o["path"] for o in x["outputs"]), x["outputs"]
         assert x["model"]["model_name"].endswith(".rank%d" % x["distributed"]["rank"])
         phases = x["metrics"]["phase_seconds"]
         assert sum(phases.values()) == pytest.approx(x["metrics"]["wall_time_s"], rel=0.05), x["metrics"]
     again = run_parity(parity_bin, "verify", "--output-dir", str(tmp_path / "v"), *map(str, dirs), "--backend", "eager")
-    assert again.returncode == 0 and "0 rank records, 0 passed, 4 resumed" in again.stdout, again.stdout
+    assert again.returncode == 0 and "0 rank records, 0 passed, 2 resumed" in again.stdout, again.stdout
+    assert "2 already in" in again.stdout, again.stdout  # ddp's ranks, resumed as repro dirs
     # The gate: an expected file names each rank.
     exp = tmp_path / "expected"
     exp.mkdir()
@@ -256,7 +262,10 @@ def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, t
     assert r.returncode == 0, r.stdout + r.stderr
     gate = json.load(open(tmp_path / "ci" / "gate.json"))
     assert sorted(row["name"] for row in gate["rows"]) == sorted(x["model"]["model_name"] for x in ranks), gate
-    # A backend that cannot run ranks for real is skipped per rank, saying why.
-    r, recs = verify(parity_bin, tmp_path / "f", dirs[0], "--backend", "fault")
-    assert r.returncode == 0 and {x["verification_code"] for x in recs} == {"VERIFIER_SKIPPED"}, r.stdout + r.stderr
-    assert all("no torch.compile backend" in x["error"] for x in recs), recs
+    # A backend that cannot run ranks for real is skipped per rank, saying why; ranks that share
+    # no collective it runs as it runs any repro dir (here a fault in the relu fails each).
+    r, recs = verify(parity_bin, tmp_path / "f", *dirs, "--backend", "fault", "--backend-option", "op=aten::relu")
+    by = {x["model"]["model_name"]: x for x in recs}
+    assert {by[f"collectives.rank{k}"]["verification_code"] for k in (0, 1)} == {"VERIFIER_SKIPPED"}, r.stdout + r.stderr
+    assert all("no torch.compile backend" in by[f"collectives.rank{k}"]["error"] for k in (0, 1)), recs
+    assert {by[f"ddp.rank{k}"]["verification_code"] for k in (0, 1)} == {"FAIL"}, r.stdout + r.stderr
