@@ -1,11 +1,17 @@
 """parity_capture/compiled_autograd.py with fakes: a graph shaped as compiled autograd hands its
 backend (a list input indexed by the graph, AccumulateGrad nodes whose result the graph goes on
 using and returns) recorded as a graph of plain inputs that computes the accumulation itself.
-The distributed program that needs it (DDP's python reducer) is test_distributed.py's."""
+Then a real one: a compiled train step under compiled autograd, in one process, captured and
+verified. The distributed program that needs it (DDP's python reducer) is test_distributed.py's."""
+import json
 import operator
+import os
+import subprocess
+import sys
 
 import torch
 
+from conftest import verify
 from parity_capture.compiled_autograd import RecordedCall, accumulated
 
 
@@ -77,3 +83,41 @@ def test_other_graphs_are_recorded_as_they_are():
     x = g.placeholder("x")
     g.output((g.call_function(torch.relu, (x,)),))
     assert RecordedCall.of(torch.fx.GraphModule(torch.nn.Module(), g), [torch.ones(1)]) is None
+
+
+STEP = """
+import sys, torch
+torch._dynamo.config.compiled_autograd = True  # before torch.compile, as PyTorch asks
+from parity_capture import dump_backend
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+
+@torch.compile(backend=dump_backend(sys.argv[1], model_name="step"))
+def step(x):
+    loss = model(x).square().mean()
+    loss.backward()
+    return loss
+
+step(torch.randn(8, 16))
+print(" ".join(str(float(p.grad.sum())) for p in model.parameters()))
+"""
+
+
+def test_a_compiled_train_step_under_compiled_autograd_records_its_backward_and_verifies(parity_bin, tmp_path):
+    (tmp_path / "step.py").write_text(STEP)
+    out = tmp_path / "dump"
+    p = subprocess.run([sys.executable, str(tmp_path / "step.py"), str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = json.load(open(out / "manifest.json"))
+    assert not m.get("skipped_graphs"), m["skipped_graphs"]
+    # The forward, then compiled autograd's graphs: the backward returns the 4 parameters' gradients.
+    assert [g["mode"] for g in m["graphs"]][0] == "train" and len(m["graphs"]) >= 2, m["graphs"]
+    backward = m["graphs"][-1]
+    assert len(backward["expected_outputs"]) == 4, backward
+    grads = [float(x) for x in p.stdout.split()]
+    from safetensors.torch import load_file
+    stored = load_file(str(out / "tensors.safetensors"))
+    assert sorted(round(float(stored[k].sum()), 4) for k in backward["expected_outputs"]) == \
+        sorted(round(g, 4) for g in grads), (grads, backward)
+    r, recs = verify(parity_bin, tmp_path / "v", out, "--backend", "eager", "--backend", "aot_eager")
+    assert r.returncode == 0 and {x["verification_code"] for x in recs} == {"PASS"}, r.stdout + r.stderr
