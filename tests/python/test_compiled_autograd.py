@@ -5,7 +5,6 @@ Then a real one: a compiled train step under compiled autograd, in one process, 
 verified. The distributed program that needs it (DDP's python reducer) is test_distributed.py's."""
 import json
 import operator
-import os
 import subprocess
 import sys
 
