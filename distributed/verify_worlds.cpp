@@ -175,7 +175,9 @@ results::Record RankRecord(const WorldRun& run, int r) {
   return rec;
 }
 
-// The multi-rank dirs, each loaded and checked once; a bad one is set aside.
+// The multi-rank dirs, each loaded and checked once; a bad one is set aside. The host ops of a
+// world whose ranks share collectives are prepared here (its replay runs them); the ranks of one
+// whose ranks share none are repro dirs verify::Verify prepares as any other.
 std::vector<LoadedWorld> LoadWorlds(const std::vector<std::string>& dirs, const verify::VerifyOptions& o,
                                     std::vector<matrix::BadDir>& bad) {
   std::vector<LoadedWorld> worlds;
@@ -183,7 +185,7 @@ std::vector<LoadedWorld> LoadWorlds(const std::vector<std::string>& dirs, const 
     const auto t0 = Clock::now();
     auto w = World::Load(d);
     Status st = w.ok() ? matrix::CheckCapturedAs(w->rank(0), o) : Status(w.error());
-    for (int r = 0; st.ok() && r < w->world_size(); ++r)
+    for (int r = 0; st.ok() && !w->groups().empty() && r < w->world_size(); ++r)
       st = host_ops::PrepareHostOps(w->rank(r), o.experiment.imports, [](const nlohmann::json& req) { return runtime::AskWorker(req); });
     if (!st.ok()) {
       bad.push_back({d, st.error()});
@@ -263,7 +265,9 @@ Expected<verify::VerifySummary> VerifyWithWorlds(const verify::VerifyOptions& op
   // A world whose ranks share no collective (DDP's bucket graphs, FSDP2's blocks: the
   // communication is outside the graphs) is its ranks' repro dirs, each verified as any repro dir
   // is, train gradients and every backend included.
+  // (Their rank dirs, read by World::Load, are handed over as read.)
   std::vector<std::string> plain_dirs = split.plain;
+  std::vector<matrix::LoadedDir> ranks;
   std::vector<LoadedWorld> coupled;
   for (auto& w : worlds) {
     if (!w.world.groups().empty()) {
@@ -271,13 +275,16 @@ Expected<verify::VerifySummary> VerifyWithWorlds(const verify::VerifyOptions& op
       continue;
     }
     out << "[world] " << w.dir << ": " << w.world.world_size() << " ranks that share no collective, each verified on its own\n";
-    for (int r = 0; r < w.world.world_size(); ++r) plain_dirs.push_back(w.world.rank(r).root().string());
+    for (ReproDir& rank : std::move(w.world).TakeRanks()) {
+      plain_dirs.push_back(rank.root().string());
+      ranks.push_back({plain_dirs.back(), fs::absolute(rank.root()).string(), std::make_shared<const ReproDir>(std::move(rank))});
+    }
   }
   verify::VerifySummary summary;
   if (!plain_dirs.empty() || !options.models.empty()) {
     verify::VerifyOptions plain = options;
     plain.repro_dirs = plain_dirs;
-    PARITY_ASSIGN_OR_RETURN(summary, verify::Verify(plain, out, hooks));
+    PARITY_ASSIGN_OR_RETURN(summary, verify::Verify(plain, ranks, out, hooks));
   } else {
     PARITY_RETURN_IF_ERROR(matrix::ValidateMatrixOptions(options));
     std::error_code ec;

@@ -32,6 +32,8 @@ class World {
   const std::filesystem::path& root() const { return root_; }
   int world_size() const { return static_cast<int>(ranks_.size()); }
   const ReproDir& rank(int r) const { return ranks_.at(static_cast<size_t>(r)); }
+  // Every rank's dir, in rank order, moved out: the world is left without ranks.
+  std::vector<ReproDir> TakeRanks() && { return std::move(ranks_); }
   // Group name -> its members' global ranks, in group order (a member's index is its group rank).
   const std::map<std::string, std::vector<int>>& groups() const { return groups_; }
 

@@ -27,19 +27,29 @@ Status CheckCapturedAs(const ReproDir& r, const MatrixOptions& o) {
 
 namespace {
 
-Expected<std::shared_ptr<const ReproDir>> LoadChecked(const std::string& dir, const MatrixOptions& o) {
-  PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
+Status Check(const ReproDir& r, const MatrixOptions& o) {
   PARITY_RETURN_IF_ERROR(host_ops::CheckHostOpsApproved(r, o.experiment.imports));  // nothing imported without approval
-  PARITY_RETURN_IF_ERROR(CheckCapturedAs(r, o));
+  return CheckCapturedAs(r, o);
+}
+
+Expected<std::shared_ptr<const ReproDir>> LoadChecked(const std::string& dir, const MatrixOptions& o,
+                                                      const std::vector<LoadedDir>& read) {
+  for (const auto& d : read)
+    if (d.dir == dir) {
+      PARITY_RETURN_IF_ERROR(Check(*d.repro, o));
+      return d.repro;
+    }
+  PARITY_ASSIGN_OR_RETURN(ReproDir r, ReproDir::Load(dir));
+  PARITY_RETURN_IF_ERROR(Check(r, o));
   return std::make_shared<const ReproDir>(std::move(r));
 }
 
 }  // namespace
 
-LoadedDirs LoadReproDirs(const MatrixOptions& o) {
+LoadedDirs LoadReproDirs(const MatrixOptions& o, const std::vector<LoadedDir>& read) {
   LoadedDirs out;
   for (const auto& d : o.repro_dirs) {
-    if (auto r = LoadChecked(d, o); r.ok())
+    if (auto r = LoadChecked(d, o, read); r.ok())
       out.good.push_back({d, std::filesystem::absolute((*r)->root()).string(), std::move(*r)});
     else
       out.bad.push_back({d, r.error()});

@@ -37,7 +37,9 @@ struct LoadedDirs {
 };
 
 // Reads and checks each of options.repro_dirs once.
-LoadedDirs LoadReproDirs(const MatrixOptions& options);
+// A dir of `read` (named as given) is taken as it was read, only checked: a multi-rank dir's rank
+// dirs, read by distributed::World::Load, are not read again.
+LoadedDirs LoadReproDirs(const MatrixOptions& options, const std::vector<LoadedDir>& read = {});
 
 // A repro dir holds one capture: one test and one dtype. Asking it for another is bad input
 // naming manifest.json's field, not a silent run of what it holds.

@@ -89,9 +89,14 @@ Status RunAll(std::vector<Item>& items, Session& s, const fs::path& run_dir, con
 }  // namespace
 
 Expected<VerifySummary> Verify(const VerifyOptions& opts, std::ostream& out, const VerifyHooks& hooks) {
+  return Verify(opts, {}, out, hooks);
+}
+
+Expected<VerifySummary> Verify(const VerifyOptions& opts, const std::vector<matrix::LoadedDir>& read, std::ostream& out,
+                               const VerifyHooks& hooks) {
   VerifyOptions o = opts;
   o.experiment.cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? experiment::DefaultCacheDir() : o.experiment.cache_dir);
-  const matrix::LoadedDirs dirs = matrix::LoadReproDirs(o);
+  const matrix::LoadedDirs dirs = matrix::LoadReproDirs(o, read);
   for (const auto& b : dirs.bad) out << "not verified: " << b.dir << ": " << b.error.message << "\n";
   if (!dirs.bad.empty() && dirs.good.empty() && o.models.empty()) return dirs.bad.front().error;
   PARITY_RETURN_IF_ERROR(matrix::ValidateMatrixOptions(o));

@@ -65,5 +65,8 @@ struct VerifySummary {
 };
 
 [[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, std::ostream& out, const VerifyHooks& hooks = {});
+// The same, where the dirs of `read` (named in options.repro_dirs as given) were read already.
+[[nodiscard]] Expected<VerifySummary> Verify(const VerifyOptions& options, const std::vector<matrix::LoadedDir>& read,
+                                             std::ostream& out, const VerifyHooks& hooks = {});
 
 }  // namespace parity::verify
