@@ -399,8 +399,10 @@ def main(argv=None) -> int:
     deterministic_setup()
     warm.remember_isa_probes()
     _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
-    if a.warm:
-        warm.warm_up(a.warm)  # before the socket appears: a slot takes jobs once its worker is warm
+    if a.warm and not _TORCH_MISMATCH and not _IMPORT_ERRORS:
+        # Before the socket appears: a slot takes jobs once its worker is warm. A worker that will
+        # refuse every job (another torch build, an --import that failed) says so at once instead.
+        warm.warm_up(a.warm)
     serve(a.socket, _Pool(a.pool_lock, a.keep_idle, a.socket) if a.pool_lock else None)
     return 0
 
