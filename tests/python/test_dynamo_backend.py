@@ -415,9 +415,22 @@ def write_dir(path, fn, inputs, params, name="graph_0"):
                     [(g, entry)], tensors)
 
 
-def test_the_fp64_reference_follows_captured_layouts(parity_bin, tmp_path):
+def test_the_fp64_reference_follows_captured_layouts(parity_bin, tmp_path, monkeypatch):
     """conv3d on channels_last_3d data keeps that layout in float32 (mkldnn) but not in float64;
-    a view legal only on the captured layout failed the fp64 run (as SDPA's on CUDA did for beit)."""
+    a view legal only on the captured layout failed the fp64 run (as SDPA's on CUDA did for beit).
+    With one thread (the suite's OMP/MKL_NUM_THREADS=1) aten takes another conv3d kernel, which
+    keeps no layout: this test runs with two, here and in parity's processes."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        layout_kept_in_float32(parity_bin, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def layout_kept_in_float32(parity_bin, tmp_path):
     def fn(x, w):
         y = torch.ops.aten.convolution(x, w, None, [1, 1, 1], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 1)
         y = y.permute(0, 2, 3, 4, 1)
