@@ -97,16 +97,9 @@ int RunWorldDir(const ReproRunArgs& a, const std::string& dir, const experiment:
   if (a.backend.empty() || a.backend == "eager") {
     report = Unwrap(distributed::RunSimulated(world, o, timeout));
   } else {
-    const experiment::BackendInfo info = Unwrap(experiment::FindBackend(a.backend));  // unknown: exit 2 before anything runs
-    if (info.dynamo.empty())
-      throw Failure{Error::Unsupported("--backend " + a.backend + ": a multi-rank dir's ranks run for real as torch.compile "
-                                       "runs them; this backend has no torch.compile backend (inductor, aot_eager and "
-                                       "torch_compile:<name> have)")};
-    distributed::RealRun run;
-    run.backend = info.dynamo;
-    if (options.backend_options) run.options = *options.backend_options;
-    run.device = o.device.str();
-    run.timeout = timeout;
+    // An unknown backend, or one without a torch.compile form: exit 2 before anything runs.
+    distributed::RealRun run = Unwrap(distributed::RealRunOf(
+        a.backend, options.backend_options ? *options.backend_options : nlohmann::json(), o.device.str(), timeout));
     run.scratch = std::filesystem::temp_directory_path() / ("parity-world-" + std::to_string(::getpid()));
     report = Unwrap(distributed::RunWithBackend(world, o, run));
     RemoveAll(run.scratch);

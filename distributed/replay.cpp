@@ -4,6 +4,9 @@
 #include <thread>
 
 #include "distributed/simulated.h"
+#include "experiment/backend.h"
+#include "experiment/case.h"
+#include "experiment/devices.h"
 #include "repro/safetensors.h"
 
 namespace parity::distributed {
@@ -97,6 +100,34 @@ Expected<WorldReport> RunWithBackend(const World& world, const verify::RunReproO
   report.mode = "real";
   report.backend = run.backend;
   return report;
+}
+
+Expected<RealRun> RealRunOf(const std::string& backend, const nlohmann::json& options, const std::string& device,
+                            std::chrono::milliseconds timeout) {
+  PARITY_ASSIGN_OR_RETURN(experiment::BackendInfo info, experiment::FindBackend(backend));
+  if (info.dynamo.empty())
+    return Error::Unsupported("backend " + backend + ": a multi-rank dir's ranks run for real as torch.compile runs them; this "
+                              "backend has no torch.compile backend (inductor, aot_eager and torch_compile:<name> have)");
+  RealRun run;
+  run.backend = info.dynamo;
+  if (!options.is_null()) run.options = options;
+  run.device = device;
+  run.timeout = timeout;
+  return run;
+}
+
+Expected<verify::RunReproOptions> JudgeOptions(const World& world, const experiment::ExperimentOptions& o) {
+  const Manifest& m = world.rank(0).manifest();
+  verify::RunReproOptions ro;
+  const std::string device = o.device.value_or(m.device);
+  if (std::string why = experiment::DeviceUnavailable(device); !why.empty())
+    return Error::BadInput((world.rank(0).root() / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
+                           "; pass --device cpu to run it on the CPU");
+  ro.device = c10::Device(device);
+  ro.same.tol = o.tol.value_or(experiment::DefaultTolerance(m.suite, m.mode, m.dtype));
+  ro.same.cos_similarity = o.cosine;
+  ro.while_limit = o.while_limit;
+  return ro;
 }
 
 }  // namespace parity::distributed

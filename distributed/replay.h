@@ -12,6 +12,7 @@
 
 #include "distributed/real.h"
 #include "distributed/world.h"
+#include "experiment/options.h"
 #include "verify/run_repro.h"
 
 namespace parity::distributed {
@@ -31,6 +32,17 @@ struct WorldReport {
   nlohmann::json ToJson() const;
   std::string ToText() const;
 };
+
+// The real run of `backend` (distributed/real.h) through its torch.compile form, `options` its
+// options (null: none); BadInput when the backend is unknown, Unsupported when it has no
+// torch.compile form (a C++ backend). The scratch dir is the caller's to set.
+[[nodiscard]] Expected<RealRun> RealRunOf(const std::string& backend, const nlohmann::json& options, const std::string& device,
+                                          std::chrono::milliseconds timeout);
+
+// The interpreter's options every rank's judge runs with: the dir's device unless the options'
+// device, the suite's tolerance unless their tol (as verify's experiments). BadInput naming rank
+// 0's manifest when the device is not available here.
+[[nodiscard]] Expected<verify::RunReproOptions> JudgeOptions(const World& world, const experiment::ExperimentOptions& options);
 
 // BadInput when a rank's dir cannot be run at all (as verify::RunRepro); a collective that fails
 // (a rank that never joins, a timeout) is a runtime failure in the ranks' reports. `options`

@@ -58,22 +58,6 @@ std::string Fingerprint(const WorldRun& run, int rank) {
       .substr(0, 16);
 }
 
-// The interpreter's options every rank's judge runs with: the dir's device unless --device, the
-// suite's tolerance unless --tol (as verify's experiments).
-Expected<verify::RunReproOptions> JudgeOptions(const World& world, const verify::VerifyOptions& o) {
-  const Manifest& m = world.rank(0).manifest();
-  verify::RunReproOptions ro;
-  const std::string device = o.experiment.device.value_or(m.device);
-  if (std::string why = experiment::DeviceUnavailable(device); !why.empty())
-    return Error::BadInput((world.rank(0).root() / "manifest.json").string() + ": field \"device\" is \"" + device + "\": " + why +
-                           "; pass --device cpu to run it on the CPU");
-  ro.device = c10::Device(device);
-  ro.same.tol = o.experiment.tol.value_or(experiment::DefaultTolerance(m.suite, m.mode, m.dtype));
-  ro.same.cos_similarity = o.experiment.cosine;
-  ro.while_limit = o.experiment.while_limit;
-  return ro;
-}
-
 // The collectives' timeout: half the experiment's, so that a hang outside a collective (ended at
 // twice this, real.h) still ends within --timeout.
 std::chrono::milliseconds CollectiveTimeout(const verify::VerifyOptions& o) {
@@ -92,21 +76,13 @@ void Replay(WorldRun& run, const Expected<verify::RunReproOptions>& ro, const ve
   if (run.backend == "eager") {
     run.report = RunSimulated(world, *ro, CollectiveTimeout(o));
   } else {
-    auto info = experiment::FindBackend(run.backend);
-    if (!info.ok()) {
-      run.report = info.error();
-    } else if (info->dynamo.empty()) {
-      run.report = Error::Unsupported("a multi-rank dir's ranks run for real as torch.compile runs them; backend " + run.backend +
-                                      " has no torch.compile backend (inductor, aot_eager and torch_compile:<name> have)");
+    auto real = RealRunOf(run.backend, run.backend_options, run.device, CollectiveTimeout(o));
+    if (!real.ok()) {
+      run.report = real.error();
     } else {
-      RealRun real;
-      real.backend = info->dynamo;
-      real.options = run.backend_options;
-      real.device = run.device;
-      real.timeout = CollectiveTimeout(o);
-      real.scratch = fs::temp_directory_path() / ("parity-world-" + std::to_string(::getpid()));
-      run.report = RunWithBackend(world, *ro, real);
-      RemoveAll(real.scratch);
+      real->scratch = fs::temp_directory_path() / ("parity-world-" + std::to_string(::getpid()));
+      run.report = RunWithBackend(world, *ro, *real);
+      RemoveAll(real->scratch);
     }
   }
   run.run_s = Since(t0);
@@ -212,7 +188,7 @@ Status RunWorlds(const std::vector<LoadedWorld>& worlds, const verify::VerifyOpt
       run.w = &w;
       run.backend = backend;
       if (o.experiment.backend_options) run.backend_options = *o.experiment.backend_options;
-      const auto ro = JudgeOptions(w.world, o);
+      const auto ro = JudgeOptions(w.world, o.experiment);
       run.device = ro.ok() ? ro->device.str() : "";
       run.tol = ro.ok() ? ro->same.tol : 0.0;
       // Resumed when every rank's record is in the results file already.
