@@ -79,24 +79,26 @@ std::vector<std::string> BoundaryNodes(const ir::Graph& g) {
   return {names.begin(), names.end()};
 }
 
-struct RankValues {
-  std::vector<std::unordered_map<std::string, c10::IValue>> per_graph;
-};
+using RankValues = std::vector<std::unordered_map<std::string, c10::IValue>>;
 
-// Every graph of rank r, in order, its collectives simulated, the values at their boundary kept.
-Expected<RankValues> RunRank(const World& world, int r, SimulatedWorld& sim, const std::string& device) {
+// Every graph of rank r, in order, its collectives simulated, the values kept (all, or the
+// collectives' boundary).
+Expected<RankValues> RunRank(const World& world, int r, SimulatedWorld& sim, const std::string& device, bool every_node) {
   const ReproDir& repro = world.rank(r);
   RankValues out;
   for (const GraphEntry& entry : repro.graphs()) {
     PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
     interp::RunOptions ro;
     ro.device = c10::Device(device);
-    ro.record = BoundaryNodes(entry.graph);
+    if (every_node)
+      ro.record_all = true;
+    else
+      ro.record = BoundaryNodes(entry.graph);
     ro.collectives = sim.Rank(r);
     PARITY_ASSIGN_OR_RETURN(auto inputs, repro.Inputs(entry));
     PARITY_ASSIGN_OR_RETURN(auto attrs, repro.Attrs(entry));
     PARITY_ASSIGN_OR_RETURN(auto run, program.Run(inputs, attrs, ro));
-    out.per_graph.push_back(std::move(run.values));
+    out.push_back(std::move(run.values));
   }
   return out;
 }
@@ -110,7 +112,7 @@ Expected<IsolatedRank> WriteIsolated(const World& world, int r, const RankValues
     const GraphEntry& entry = repro.graphs()[gi];
     int cut = 0;
     std::vector<std::string> sent;
-    PARITY_ASSIGN_OR_RETURN(ir::Graph g, CutCollectives(entry, values.per_graph[gi], cut, sent));
+    PARITY_ASSIGN_OR_RETURN(ir::Graph g, CutCollectives(entry, values[gi], cut, sent));
     iso.collectives_cut += cut;
     GraphEntry e;
     e.name = entry.name;
@@ -131,12 +133,12 @@ Expected<IsolatedRank> WriteIsolated(const World& world, int r, const RankValues
       e.expected_outputs.push_back(key);
       if (named) e.output_names.push_back("sent/" + name);
       if (!e.tangents.empty()) e.tangents.push_back("");
-      tensors.emplace_back(key, values.per_graph[gi].at(name).toTensor().detach().to(at::kCPU).contiguous());
+      tensors.emplace_back(key, values[gi].at(name).toTensor().detach().to(at::kCPU).contiguous());
     }
     for (const ir::Node* n : g.nodes()) {
       if (n->kind() != ir::NodeKind::kPlaceholder || entry.inputs.count(n->name()) || !n->sym.empty()) continue;
-      auto v = values.per_graph[gi].find(n->name());
-      if (v == values.per_graph[gi].end() || !v->second.isTensor())
+      auto v = values[gi].find(n->name());
+      if (v == values[gi].end() || !v->second.isTensor())
         return Error::BadInput((repro.root() / entry.file).string() + ": node \"" + n->name() +
                                "\" (read from a collective) has no tensor value in the simulated replay");
       const std::string key = "isolated/" + entry.name + "/" + n->name();
@@ -169,23 +171,34 @@ Expected<std::vector<IsolatedRank>> IsolateRanks(const World& world, const std::
       if (const ir::Node* c = CollectiveInSubgraph(entry.graph))
         return Error::BadInput((world.rank(r).root() / entry.file).string() + ": collective \"" + c->name() +
                                "\" inside a subgraph: isolating a rank cuts only its graphs' own collectives");
+  PARITY_ASSIGN_OR_RETURN(ReplayValues values, SimulatedValues(world, device, timeout, false));
+  std::vector<IsolatedRank> isolated;
+  for (int r = 0; r < n; ++r) {
+    PARITY_ASSIGN_OR_RETURN(IsolatedRank iso, WriteIsolated(world, r, values[static_cast<size_t>(r)], out / ("rank" + std::to_string(r))));
+    isolated.push_back(std::move(iso));
+  }
+  return isolated;
+}
+
+Expected<ReplayValues> SimulatedValues(const World& world, const std::string& device, std::chrono::milliseconds timeout,
+                                       bool every_node) {
+  const int n = world.world_size();
   SimulatedWorld sim(n, world.groups(), timeout);
   std::vector<std::optional<Expected<RankValues>>> runs(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
-      runs[static_cast<size_t>(r)].emplace(RunRank(world, r, sim, device));
+      runs[static_cast<size_t>(r)].emplace(RunRank(world, r, sim, device, every_node));
       sim.Finished(r);
     });
   for (auto& t : threads) t.join();
-  std::vector<IsolatedRank> isolated;
+  ReplayValues values;
   for (int r = 0; r < n; ++r) {
     auto& run = *runs[static_cast<size_t>(r)];
     if (!run.ok()) return run.error().With("rank " + std::to_string(r) + " (simulated replay)");
-    PARITY_ASSIGN_OR_RETURN(IsolatedRank iso, WriteIsolated(world, r, *run, out / ("rank" + std::to_string(r))));
-    isolated.push_back(std::move(iso));
+    values.push_back(std::move(*run));
   }
-  return isolated;
+  return values;
 }
 
 }  // namespace parity::distributed

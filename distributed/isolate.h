@@ -9,7 +9,10 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include <ATen/core/ivalue.h>
 
 #include "distributed/world.h"
 #include "util/status.h"
@@ -21,6 +24,14 @@ struct IsolatedRank {
   std::filesystem::path dir;
   int collectives_cut = 0;  // collective nodes (wait_tensor included) cut from its graphs
 };
+
+// Each rank's values of a simulated eager replay of every rank (simulated.h): per rank, per graph
+// (in order), node name -> value. `every_node`: all nodes' values; else only the collectives'
+// boundary (what they read and returned: what IsolateRanks cuts at). BadInput naming the rank
+// when a rank's run fails.
+using ReplayValues = std::vector<std::vector<std::unordered_map<std::string, c10::IValue>>>;
+[[nodiscard]] Expected<ReplayValues> SimulatedValues(const World& world, const std::string& device,
+                                                     std::chrono::milliseconds timeout, bool every_node);
 
 // Writes `out/rank<r>` for every rank (replaced if there), in rank order. The replay runs on
 // `device`; `timeout`: how long a collective waits for its members. BadInput when a rank's graph

@@ -100,6 +100,12 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
       PARITY_RETURN_IF_ERROR(add(n->target(), nullptr));
     }
   }
+  if (store_outputs_)
+    for (const ir::Node* n : g.OutputValues()) {
+      const std::string key = n->kind() == ir::NodeKind::kPlaceholder ? KeyFor(n->name()) : "ref/" + n->name();
+      e.expected_outputs.push_back(key);
+      PARITY_RETURN_IF_ERROR(add(key, nullptr));
+    }
   Manifest m = manifest_;
   m.failure = failure;
   RemoveAll(dir);

@@ -45,6 +45,9 @@ class CandidateWriter {
   bool Writable(const ir::Graph& g) const;
   [[nodiscard]] Status Write(const ir::Graph& g, const std::filesystem::path& dir, const nlohmann::json& failure) const;
   const std::string& graph_name() const { return graph_name_; }
+  // Candidates written from now on store their outputs' reference values as the expected outputs
+  // (what a judge that compares with stored outputs reads: a multi-rank replay's).
+  void StoreReferenceOutputs() { store_outputs_ = true; }
 
  private:
   std::string KeyFor(const std::string& placeholder) const;
@@ -55,6 +58,7 @@ class CandidateWriter {
   std::vector<std::string> output_nodes_;  // the original's outputs, by node name
   std::optional<std::set<std::string>> requires_grad_;
   const std::map<std::string, at::Tensor>& tensors_;
+  bool store_outputs_ = false;
 };
 
 // Adds the reference's concrete value of every tensor node of `entry` to `pool` as

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "distributed/isolate.h"
+#include "minifier/across_ranks.h"
 
 namespace parity::minifier {
 namespace fs = std::filesystem;
@@ -39,12 +40,26 @@ Expected<MinifyResult> MinifyRanks(const MinifyOptions& opts, std::ostream& log)
     log << "minify: rank " << iso.rank << " of " << world.world_size() << " reduced alone: " << (out / ("rank" + std::to_string(iso.rank))).string() << "\n";
     return MinifyResult{summary};
   }
-  Error e = Error::Runtime("no rank of " + opts.repro_dir.string() + " fails isolated (its collectives' values fed in, " +
-                           std::to_string(world.world_size()) + " ranks tried): where the ranks fail together (`parity repro run " +
-                           opts.repro_dir.string() + " --backend ...`), the failure needs the collectives themselves, which "
-                           "minify does not reduce across ranks");
-  e.exception_type = kDoesNotFail;
-  return e;
+  // No rank fails alone: the failure needs the collectives themselves (a communication pass, a
+  // bucketing); it is reduced on every rank at once, the collectives kept (across_ranks.h).
+  log << "minify: no rank fails isolated\n";
+  auto across = MinifyAcrossRanks(opts, world, out, log);
+  if (!across.ok()) {
+    if (across.error().kind == ErrorKind::kUnsupported) {  // the backend cannot run ranks for real
+      Error e = Error::Runtime("no rank of " + opts.repro_dir.string() + " fails isolated (" + std::to_string(world.world_size()) +
+                               " ranks tried), and the ranks together are reduced only with a backend that runs them for real: " +
+                               across.error().message);
+      e.exception_type = kDoesNotFail;
+      return e;
+    }
+    if (across.error().exception_type == kDoesNotFail)
+      return across.error().With("no rank of " + opts.repro_dir.string() + " fails isolated (" +
+                                 std::to_string(world.world_size()) + " ranks tried)");
+    return across.error();
+  }
+  across->summary["world"]["ranks_tried"] = tried;
+  std::ofstream(out / "summary.json") << across->summary.dump(1) << "\n";
+  return across;
 }
 
 }  // namespace parity::minifier

@@ -133,10 +133,11 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     # minify reads the world as repro run does: the same error.
     r = run_parity(parity_bin, "minify", str(d), "--backend", "inductor")
     assert r.returncode == 2 and 'process_groups.0" is [1,0], but' in r.stderr, r.stderr
-    # No rank fails isolated (eager computes what the replay fed in): minify tries each and says
-    # what is left, a failure that needs the collectives themselves (exit 1).
+    # No rank fails isolated (eager computes what the replay fed in), nor do the ranks together:
+    # minify tries each rank, then every rank for real, and says there is nothing to minify (exit 1).
     r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "eager", "--out", str(tmp_path / "m"))
     assert r.returncode == 1 and "no rank of" in r.stderr and "2 ranks tried" in r.stderr, r.stdout + r.stderr
+    assert "does not fail with eager on its ranks together either" in r.stderr, r.stderr
     assert "rank 0: does not fail isolated" in r.stdout and "rank 1: does not fail isolated" in r.stdout, r.stdout
 
 
@@ -162,6 +163,36 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     assert "distributed" not in json.load(open(isolated1 / "manifest.json"))
     r = run_parity(parity_bin, "repro", "run", str(isolated1), *knob)
     assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them_kept(parity_bin, collectives2, tmp_path):
+    """A wrong communication pass (wrong_comm_backend.py: every sum all_reduce run as an average)
+    fails every rank only where the collectives run: no rank fails isolated, so minify reduces the
+    graph on both ranks at once (minifier/across_ranks.h), each candidate run for real on 2 gloo
+    ranks. The minimum keeps the all_reduce and drops every collective the failure does not need;
+    its repro.py reproduces under torchrun, and simulated (parity's own collectives) it passes."""
+    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "m"
+    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", str(out), "--backend", "torch_compile:wrong_comm",
+                        "--import", "wrong_comm_backend", "--no-compiler-bisect", "--no-stage-bisect", "--confirm", "1"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.load(open(out / "summary.json"))
+    w = s["world"]
+    assert w["reduced_across_ranks"] and w["rank"] == 0 and w["world_size"] == 2, w
+    assert [t["fails"] for t in w["ranks_tried"]] == [False, False], w
+    kept = w["collectives_kept"]
+    assert any("all_reduce" in k for k in kept), s["graph_text"]
+    assert not [k for k in kept if "all_reduce" not in k and "wait_tensor" not in k], s["graph_text"]
+    assert s["ops_after"] <= 3 < s["ops_before"], s["graph_text"]
+    assert s["culprit"]["target"] == "_c10d_functional::all_reduce" and "dist_programs.py" in s["culprit"]["stack_trace"], s
+    ranks = [json.load(open(out / "world" / f"rank{k}" / "manifest.json"))["distributed"]["rank"] for k in (0, 1)]
+    assert ranks == [0, 1]
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(out / "repro.py")], capture_output=True, text=True, env=env, timeout=240)
+    assert p.returncode != 0 and "rank 0: " in p.stdout and "FAIL" in p.stdout, p.stdout + p.stderr
+    r = run_parity(parity_bin, "repro", "run", str(out / "world"))
+    assert r.returncode == 0 and "PASS: 2 ranks, simulated replay" in r.stdout, r.stdout + r.stderr
 
 
 def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2, tmp_path):

@@ -6,7 +6,12 @@ joins the replay's process group (gloo on the CPU, NCCL on CUDA; a file store th
 makes every process group the rank's collectives name under its recorded name, and runs each of
 the rank's graphs compiled by the request's backend, its collectives computed for real by the
 group. Writes the outputs (`g<i>/output/<k>`) to the request's "out" safetensors file, and exits 0;
-an exception is printed and exits 1. Run by parity, one process per rank, with a deadline."""
+an exception is printed and exits 1. Run by parity, one process per rank, with a deadline.
+
+Under torchrun (a multi-rank minimum's repro.py, minifier/across_ranks.h), `torchrun_main` runs
+this rank (RANK, WORLD_SIZE and the rendezvous from torchrun's environment) of a multi-rank dir:
+its graphs compiled by the backend, the collectives real, each output judged against the output
+the dir stores."""
 from __future__ import annotations
 
 import datetime
@@ -20,7 +25,9 @@ import torch.distributed as dist
 
 from .backends.python_backends import results_once
 from .host_ops import require_plugins
+from .reader import load_repro
 from .runs import write_tensors
+from .same import same_tensor
 
 
 def name_groups(groups: Dict[str, List[int]]) -> None:
@@ -66,6 +73,36 @@ def main(argv=None) -> int:
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: float) -> int:
+    """This rank of `world_dir` for real (see the module's doc); 0 when every output of every
+    graph passes same() at `tol` against the stored one, else 1, each output's verdict printed."""
+    rank = int(os.environ["RANK"])
+    with open(os.path.join(world_dir, "manifest.json")) as f:
+        top = json.load(f)
+    rank_dir = os.path.join(world_dir, top["ranks"][rank])
+    repro = load_repro(rank_dir)
+    require_plugins()
+    device = repro.manifest.get("device", "cpu")
+    if device.startswith("cuda"):
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        device = f"cuda:{torch.cuda.current_device()}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    failed = 0
+    try:
+        name_groups(repro.manifest.get("distributed", {}).get("process_groups", {}))
+        for g in repro.graphs:
+            run = {"repro": rank_dir, "graph": g.name, "mode": "eval", "device": device, "options": options}
+            results = results_once(run, backend)
+            for k, expected in enumerate(g.expected_outputs()):
+                ok, _, why = same_tensor(expected, results[f"output/{k}"], tol=tol)
+                failed += not ok
+                print(f"rank {rank}: {g.name} output {k}: {'PASS' if ok else 'FAIL ' + why}", flush=True)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
