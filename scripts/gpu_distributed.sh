@@ -3,7 +3,8 @@
 # tests/python/dist_programs.py captured on NCCL (a GPU per rank), then `parity repro run` of the
 # multi-rank dir simulated (every rank in one process, on the GPUs) and for real with Inductor
 # (a process per rank in an NCCL group), and `parity verify` over every kind's dir with Inductor (a
-# record per rank), and `parity minify` of the TP dir with Triton's relu knob. Output in $OUT: each
+# record per rank), `parity minify` of the TP dir with Triton's relu knob, and minify across ranks
+# of a failure only the collectives show (a wrong communication pass). Output in $OUT: each
 # step's log and summary.txt.
 #   scripts/gpu_distributed.sh [PYTHON] [HEADERS_DIR]     (KINDS, WORLD to change what runs)
 set -uo pipefail
@@ -33,6 +34,31 @@ build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.in
   --out "$WORK/minify-tp" >"$OUTDIR/minify-tp.log" 2>&1
 echo "tp minify, Triton's relu knob: exit $? $(grep -E 'minify: rank|culprit' "$OUTDIR/minify-tp.log" | tail -4 | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
 cp "$WORK/minify-tp/summary.json" "$OUTDIR/minify-tp-summary.json" 2>/dev/null
+# minify across ranks (minifier/across_ranks.h): a failure only the collectives show, Inductor with a
+# post-grad pass that turns sum all_reduces into max (a wrong communication pass), no rank failing
+# isolated; the minimum's repro.py then run under torchrun.
+cat >"$WORK/bad_comm_pass.py" <<'PASS'
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+AR = (torch.ops._c10d_functional.all_reduce.default, torch.ops._c10d_functional.all_reduce_.default)
+class BadComm(CustomGraphPass):
+    def __call__(self, graph):
+        for n in graph.nodes:
+            if n.op == "call_function" and n.target in AR and n.args[1] == "sum":
+                n.args = (n.args[0], "max", *n.args[2:])
+    def uuid(self):
+        return "parity-gpu-bad-comm-pass"
+torch._inductor.config.post_grad_custom_post_pass = BadComm()
+PASS
+for kind in $KINDS; do
+  case $kind in collectives|tp_eval) ;; *) continue ;; esac
+  PYTHONPATH=$WORK:$PYTHONPATH build-gpu/parity minify "$WORK/$kind" --backend inductor --import bad_comm_pass --confirm 1 \
+    --no-compiler-bisect --no-stage-bisect --out "$WORK/across-$kind" >"$OUTDIR/across-$kind.log" 2>&1
+  echo "$kind minify across ranks, a wrong comm pass: exit $? $(grep -E '^minified|first failing' "$OUTDIR/across-$kind.log" | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
+  PYTHONPATH=$WORK:$PYTHONPATH "$PY" -m torch.distributed.run --standalone --nproc-per-node "$WORLD" "$WORK/across-$kind/repro.py" \
+    >"$OUTDIR/across-$kind-torchrun.log" 2>&1
+  echo "$kind minimum under torchrun: exit $? $(grep -c FAIL "$OUTDIR/across-$kind-torchrun.log") FAIL lines" | tee -a "$OUTDIR/summary.txt"
+done
 dirs=(); for kind in $KINDS; do dirs+=("$WORK/$kind"); done
 build-gpu/parity verify "${dirs[@]}" --backend inductor --output-dir "$WORK/verify" >"$OUTDIR/verify.log" 2>&1
 echo "verify --backend inductor over every kind: exit $? $(tail -1 "$OUTDIR/verify.log")" | tee -a "$OUTDIR/summary.txt"
