@@ -205,102 +205,144 @@ WorldFailure FailureOf(const Report& report) {
   return f;
 }
 
-Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distributed::World& world, const fs::path& out,
-                                         std::ostream& log) {
-  const auto started = std::chrono::steady_clock::now();
+namespace {
+
+Error DoesNotFail(const std::string& why) {
+  Error e = Error::Runtime(why);
+  e.exception_type = kDoesNotFail;
+  return e;
+}
+
+// What every step of a reduction across ranks shares.
+struct AcrossRanks {
+  const MinifyOptions& opts;
+  const distributed::World& world;
+  fs::path out;
+  std::ostream& log;
+  experiment::ExperimentSpec spec;
+  verify::RunReproOptions judge;
+  distributed::RealRun real;
+  std::chrono::milliseconds wait;
+  WorldFailure original;
+  int runs = 0;  // real runs of every rank outside the test's
+
+  Report Run(const distributed::World& w) { return distributed::RunWithBackend(w, judge, real); }
+};
+
+// The backend's real run and the ranks' judge; the graphs checked alike on every rank.
+Expected<AcrossRanks> Prepare(const MinifyOptions& opts, const distributed::World& world, const fs::path& out, std::ostream& log) {
   PARITY_ASSIGN_OR_RETURN(experiment::ExperimentSpec spec, experiment::Case::FromRepro(world.rank(0), opts.backend, opts.experiment));
   PARITY_ASSIGN_OR_RETURN(verify::RunReproOptions judge, distributed::JudgeOptions(world, opts.experiment));
   const std::chrono::milliseconds wait{static_cast<int64_t>(opts.experiment.timeout_s) * 500};
   PARITY_ASSIGN_OR_RETURN(distributed::RealRun real, distributed::RealRunOf(spec.backend, spec.backend_options, judge.device.str(), wait));
-  if (Status same = SameGraphs(world); !same.ok()) {
-    Error e = Error::Runtime("no rank fails isolated, and minify reduces across ranks only ranks that run the same graphs: " +
-                             same.error().message);
-    e.exception_type = kDoesNotFail;
-    return e;
-  }
+  if (Status same = SameGraphs(world); !same.ok())
+    return DoesNotFail("no rank fails isolated, and minify reduces across ranks only ranks that run the same graphs: " +
+                       same.error().message);
   real.scratch = out / "work" / "real";
-  auto run = [&](const distributed::World& w) { return distributed::RunWithBackend(w, judge, real); };
-  log << "minify: reducing across the " << world.world_size() << " ranks, the collectives kept (every candidate runs every rank "
-      << "for real with " << real.backend << ")\n";
-  const WorldFailure original = FailureOf(run(world));
-  if (original.kind.empty()) {
-    Error e = Error::Runtime(opts.repro_dir.string() + " does not fail with " + spec.backend + " on its ranks together either");
-    e.exception_type = kDoesNotFail;
-    return e;
-  }
-  log << "minify: the world fails: " << original.Describe() << "\n";
-  PARITY_ASSIGN_OR_RETURN(distributed::ReplayValues values, distributed::SimulatedValues(world, judge.device.str(), wait, true));
+  return AcrossRanks{opts, world, out, log, std::move(spec), std::move(judge), std::move(real), wait, {}, 0};
+}
 
-  // The graph reduced: the first, the failing rank's failing graph tried first, whose world of it
-  // alone fails the same way. A world of one graph is that graph: node bisection's first run (the
-  // graph returning all its live values) tests it, and only where that does not fail is the graph
-  // run as it is.
-  const bool one_graph = world.rank(0).graphs().size() == 1;
-  std::vector<size_t> order = {original.graph};
-  for (size_t gi = 0; gi < world.rank(0).graphs().size(); ++gi)
-    if (gi != original.graph) order.push_back(gi);
-  std::unique_ptr<WorldTest> test;
-  size_t chosen = 0;
-  int runs = 1;
+// The world's failure with the backend, every rank run for real.
+Status Confirm(AcrossRanks& a) {
+  a.log << "minify: reducing across the " << a.world.world_size() << " ranks, the collectives kept (every candidate runs every "
+        << "rank for real with " << a.real.backend << ")\n";
+  a.original = FailureOf(a.Run(a.world));
+  ++a.runs;
+  if (a.original.kind.empty())
+    return DoesNotFail(a.opts.repro_dir.string() + " does not fail with " + a.spec.backend + " on its ranks together either");
+  a.log << "minify: the world fails: " << a.original.Describe() << "\n";
+  return Status::Ok();
+}
+
+// The graph reduced and its test: the first, the failing rank's failing graph tried first, whose
+// world of it alone fails the same way. A world of one graph is that graph: node bisection's first
+// run (the graph returning all its live values) tests it.
+Expected<std::pair<size_t, std::unique_ptr<WorldTest>>> ChooseGraph(AcrossRanks& a, const distributed::ReplayValues& values) {
+  const size_t n = a.world.rank(0).graphs().size();
+  std::vector<size_t> order = {a.original.graph};
+  for (size_t gi = 0; gi < n; ++gi)
+    if (gi != a.original.graph) order.push_back(gi);
   for (size_t gi : order) {
-    auto t = std::make_unique<WorldTest>(world, values, gi, spec.backend, spec.backend_options, run, out / "work" / "candidates");
-    t->Expect(original);
-    const bool fails = one_graph || t->Judge(world.rank(0).graphs()[gi].graph).Matches(original);
-    runs += t->runs();
-    if (fails) {
-      test = std::move(t);
-      chosen = gi;
-      break;
-    }
+    auto t = std::make_unique<WorldTest>(a.world, values, gi, a.spec.backend, a.spec.backend_options,
+                                         [&a](const distributed::World& w) { return a.Run(w); }, a.out / "work" / "candidates");
+    t->Expect(a.original);
+    const bool fails = n == 1 || t->Judge(a.world.rank(0).graphs()[gi].graph).Matches(a.original);
+    a.runs += t->runs();
+    if (fails) return std::make_pair(gi, std::move(t));
   }
-  auto none_fails = [&] {
-    Error e = Error::Runtime(opts.repro_dir.string() + ": no graph alone on every rank fails as the world does (" +
-                             original.Describe() + ")");
-    e.exception_type = kDoesNotFail;
-    return e;
-  };
-  if (!test) return none_fails();
-  const GraphEntry& entry = world.rank(0).graphs()[chosen];
-  auto [prefix, first_failing] = ShortestFailingPrefix(entry.graph, *test);
-  if (!first_failing && one_graph && !test->Judge(entry.graph).Matches(original)) return none_fails();
-  log << "minify: graph " << entry.name << " (" << entry.graph.ops().size() << " ops) fails alone on every rank\n";
-  const json culprit = first_failing ? NodeInfo(first_failing) : json(nullptr);
-  if (first_failing)
-    log << "node bisection: first failing node %" << first_failing->name() << " (" << first_failing->target() << ") after "
-        << test->runs() << " runs of every rank\n";
-  json passes = json::array();
-  ir::Graph g = RunPassesToFixedPoint(Cleaned(std::move(prefix)), *test, 1, [](const ir::Graph&) {}, passes, log);
+  return DoesNotFail(a.opts.repro_dir.string() + ": no graph alone on every rank fails as the world does (" + a.original.Describe() + ")");
+}
 
-  PARITY_RETURN_IF_ERROR(test->Write(g, out / "world"));
-  WriteReproScript(out, real, judge.same.tol, world.world_size(), original, fs::absolute(opts.repro_dir));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  json summary = {{"source", fs::absolute(opts.repro_dir).string()},
-                  {"backend", spec.backend},
+struct Reduced {
+  ir::Graph graph;
+  json culprit;  // the first failing node (node bisection), null where none was found
+  json passes = json::array();
+};
+
+// Node bisection's shortest failing prefix, then the delta passes to a fixed point.
+Expected<Reduced> Reduce(AcrossRanks& a, const GraphEntry& entry, WorldTest& test) {
+  auto [prefix, first_failing] = ShortestFailingPrefix(entry.graph, test);
+  if (!first_failing && a.world.rank(0).graphs().size() == 1 && !test.Judge(entry.graph).Matches(a.original))
+    return DoesNotFail(a.opts.repro_dir.string() + ": its graph alone on every rank does not fail as the world does (" +
+                       a.original.Describe() + ")");
+  a.log << "minify: graph " << entry.name << " (" << entry.graph.ops().size() << " ops) fails alone on every rank\n";
+  Reduced r{ir::Graph(), first_failing ? NodeInfo(first_failing) : json(nullptr)};
+  if (first_failing)
+    a.log << "node bisection: first failing node %" << first_failing->name() << " (" << first_failing->target() << ") after "
+          << test.runs() << " runs of every rank\n";
+  r.graph = RunPassesToFixedPoint(Cleaned(std::move(prefix)), test, 1, [](const ir::Graph&) {}, r.passes, a.log);
+  return r;
+}
+
+// OUT/world, OUT/repro.py and OUT/summary.json; the summary, also said in the log.
+Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& test, const Reduced& r, double seconds) {
+  const ir::Graph& g = r.graph;
+  PARITY_RETURN_IF_ERROR(test.Write(g, a.out / "world"));
+  WriteReproScript(a.out, a.real, a.judge.same.tol, a.world.world_size(), a.original, fs::absolute(a.opts.repro_dir));
+  const int runs = a.runs + test.runs();
+  json summary = {{"source", fs::absolute(a.opts.repro_dir).string()},
+                  {"backend", a.spec.backend},
                   {"graph", entry.name},
-                  {"signature", original.Describe()},
+                  {"signature", a.original.Describe()},
                   {"ops_before", entry.graph.ops().size()},
                   {"ops_after", g.ops().size()},
-                  {"backend_runs", runs + test->runs()},
-                  {"cache_hits", test->cache_hits()},
-                  {"culprit", culprit},
-                  {"passes", passes},
+                  {"backend_runs", runs},
+                  {"cache_hits", test.cache_hits()},
+                  {"culprit", r.culprit},
+                  {"passes", r.passes},
                   {"seconds", seconds},
-                  {"minified", fs::absolute(out / "world").string()},
-                  {"repro_script", fs::absolute(out / "repro.py").string()},
+                  {"minified", fs::absolute(a.out / "world").string()},
+                  {"repro_script", fs::absolute(a.out / "repro.py").string()},
                   {"graph_text", ir::GraphToText(g)},
                   {"world",
-                   {{"dir", fs::absolute(opts.repro_dir).string()},
-                    {"world_size", world.world_size()},
-                    {"rank", original.rank},
+                   {{"dir", fs::absolute(a.opts.repro_dir).string()},
+                    {"world_size", a.world.world_size()},
+                    {"rank", a.original.rank},
                     {"reduced_across_ranks", true},
                     {"collectives_kept", CollectivesIn(g)}}}};
-  std::ofstream(out / "summary.json") << summary.dump(1) << "\n";
+  std::ofstream(a.out / "summary.json") << summary.dump(1) << "\n";
+  a.log << "\nminified " << entry.name << " on every rank: " << entry.graph.ops().size() << " ops -> " << g.ops().size() << " ops ("
+        << CollectivesIn(g).size() << " collectives kept), " << runs << " backend runs of every rank\n"
+        << "multi-rank dir: " << (a.out / "world").string() << "\nunder torchrun: torchrun --standalone --nproc-per-node "
+        << a.world.world_size() << " " << (a.out / "repro.py").string() << "\n"
+        << ir::GraphToText(g);
+  return summary;
+}
+
+}  // namespace
+
+Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distributed::World& world, const fs::path& out,
+                                         std::ostream& log) {
+  const auto started = std::chrono::steady_clock::now();
+  PARITY_ASSIGN_OR_RETURN(AcrossRanks a, Prepare(opts, world, out, log));
+  PARITY_RETURN_IF_ERROR(Confirm(a));
+  PARITY_ASSIGN_OR_RETURN(distributed::ReplayValues values, distributed::SimulatedValues(world, a.judge.device.str(), a.wait, true));
+  PARITY_ASSIGN_OR_RETURN(auto chosen, ChooseGraph(a, values));
+  const GraphEntry& entry = world.rank(0).graphs()[chosen.first];
+  PARITY_ASSIGN_OR_RETURN(Reduced reduced, Reduce(a, entry, *chosen.second));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, seconds));
   RemoveAll(out / "work");
-  log << "\nminified " << entry.name << " on every rank: " << entry.graph.ops().size() << " ops -> " << g.ops().size() << " ops ("
-      << CollectivesIn(g).size() << " collectives kept), " << runs + test->runs() << " backend runs of every rank\n"
-      << "multi-rank dir: " << (out / "world").string() << "\nunder torchrun: torchrun --standalone --nproc-per-node " << world.world_size() << " "
-      << (out / "repro.py").string() << "\n"
-      << ir::GraphToText(g);
   return MinifyResult{summary};
 }
 
