@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <ostream>
+#include <set>
 
 #include "distributed/isolate.h"
 #include "distributed/replay.h"
@@ -117,7 +118,7 @@ class WorldTest final : public Interestingness {
         out.push_back(hit->second);
         continue;
       }
-      out.push_back(cache_[text] = Judge(*g).Matches(original_));
+      out.push_back(cache_[text] = CollectivesWaited(*g) && Judge(*g).Matches(original_));
     }
     return out;
   }
@@ -154,7 +155,10 @@ std::pair<ir::Graph, const ir::Node*> ShortestFailingPrefix(const ir::Graph& g, 
     else
       lo = mid + 1;
   }
-  return {std::move(*prefix(hi)), ops[hi]};
+  // A wait's failure is its collective's: the prefix ending at the collective reads it unwaited.
+  const ir::Node* first = ops[hi];
+  if (first->OperatorName().first == "_c10d_functional::wait_tensor" && first->args[0].node) first = first->args[0].node;
+  return {std::move(*prefix(hi)), first};
 }
 
 // repro.py beside the minimum: this rank of OUT/world under torchrun, its graph compiled by the
@@ -181,6 +185,29 @@ void WriteReproScript(const fs::path& out, const distributed::RealRun& real, dou
 }
 
 }  // namespace
+
+bool CollectivesWaited(const ir::Graph& g) {
+  auto async = [](const ir::Node* n) {
+    if (n->kind() != ir::NodeKind::kCallFunction) return false;
+    const std::string op = n->OperatorName().first;
+    return op.rfind("_c10d_functional::", 0) == 0 && op != "_c10d_functional::wait_tensor";
+  };
+  auto waits = [](const ir::Node* n) {
+    return n->kind() == ir::NodeKind::kCallFunction && n->OperatorName().first == "_c10d_functional::wait_tensor";
+  };
+  std::set<const ir::Node*> unwaited;  // async results and their getitems
+  for (const ir::Node* n : g.nodes()) {
+    if (async(n)) unwaited.insert(n);
+    if (n->kind() == ir::NodeKind::kCallFunction && n->target() == ir::kGetItem && n->args[0].node && async(n->args[0].node))
+      unwaited.insert(n);
+  }
+  for (const ir::Node* n : g.nodes()) {
+    if (waits(n) || (n->kind() == ir::NodeKind::kCallFunction && n->target() == ir::kGetItem)) continue;
+    for (const ir::Node* in : n->Inputs())
+      if (unwaited.count(in)) return false;  // an op, or the output, reads one unwaited
+  }
+  return true;
+}
 
 WorldFailure FailureOf(const Report& report) {
   WorldFailure f;
@@ -277,6 +304,7 @@ struct Reduced {
   ir::Graph graph;
   json culprit;  // the first failing node (node bisection), null where none was found
   json passes = json::array();
+  json stages;   // StageBisect's answer
 };
 
 // Node bisection's shortest failing prefix, then the delta passes to a fixed point.
@@ -294,6 +322,34 @@ Expected<Reduced> Reduce(AcrossRanks& a, const GraphEntry& entry, WorldTest& tes
   return r;
 }
 
+// Stage bisection across ranks: the minimum on every rank, for real, with the compile stages
+// before the backend (dynamo alone, then AOTAutograd, and for Inductor AOTAutograd with its
+// decompositions and partitioner: PyTorch's compiler bisector's stages); the first that fails the
+// same way names where the failure enters, else the backend's own part does. Null when skipped.
+json StageBisect(AcrossRanks& a, WorldTest& test, const ir::Graph& g) {
+  if (!a.opts.stage_bisect) return nullptr;
+  std::vector<std::string> stages = {"eager", "aot_eager"};
+  if (a.real.backend == "inductor") stages.push_back("aot_eager_decomp_partition");
+  const fs::path dir = a.out / "work" / "stages";
+  if (!test.Write(g, dir).ok()) return nullptr;
+  auto world = distributed::World::Load(dir);
+  if (!world.ok()) return nullptr;
+  json passed = json::array();
+  for (const std::string& stage : stages) {
+    distributed::RealRun run = a.real;
+    run.backend = stage;
+    run.options = json::object();  // the backend's options are its own (Inductor config keys)
+    ++a.runs;
+    if (FailureOf(distributed::RunWithBackend(*world, a.judge, run)).Matches(a.original)) {
+      a.log << "stage bisection: the failure enters at " << stage << "\n";
+      return {{"stage", stage}, {"passed", passed}};
+    }
+    passed.push_back(stage);
+  }
+  a.log << "stage bisection: " << passed.size() << " earlier stages pass; the failure is " << a.real.backend << "'s own\n";
+  return {{"stage", a.real.backend}, {"passed", passed}};
+}
+
 // OUT/world, OUT/repro.py and OUT/summary.json; the summary, also said in the log.
 Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& test, const Reduced& r, double seconds) {
   const ir::Graph& g = r.graph;
@@ -309,6 +365,7 @@ Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& 
                   {"backend_runs", runs},
                   {"cache_hits", test.cache_hits()},
                   {"culprit", r.culprit},
+                  {"stages", r.stages},
                   {"passes", r.passes},
                   {"seconds", seconds},
                   {"minified", fs::absolute(a.out / "world").string()},
@@ -340,6 +397,7 @@ Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distri
   PARITY_ASSIGN_OR_RETURN(auto chosen, ChooseGraph(a, values));
   const GraphEntry& entry = world.rank(0).graphs()[chosen.first];
   PARITY_ASSIGN_OR_RETURN(Reduced reduced, Reduce(a, entry, *chosen.second));
+  reduced.stages = StageBisect(a, *chosen.second, reduced.graph);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, seconds));
   RemoveAll(out / "work");

@@ -13,6 +13,9 @@
 //   alike: each rank writes the same graph, its cut edges fed with that rank's values from a
 //   simulated eager replay of every rank (its reference, stored as the expected outputs too). A
 //   candidate counts when the world's real run fails on the same rank the same way.
+// - Stage bisection (unless --no-stage-bisect): the minimum run for real with the compile stages
+//   before the backend (eager, aot_eager, and aot_eager_decomp_partition for Inductor); the first
+//   that fails the same way is where the failure enters (summary "stages").
 // - OUT holds world/ (the minimum, a multi-rank dir), repro.py (runs it under torchrun:
 //   `torchrun --nproc-per-node W repro.py`; `parity repro run OUT/world` replays it simulated),
 //   summary.json (the rank, the ops before and after, the collectives kept, the graph's text).
@@ -44,6 +47,12 @@ struct WorldFailure {
   }
 };
 WorldFailure FailureOf(const Expected<distributed::WorldReport>& report);
+
+// Whether every asynchronous collective's result (a `_c10d_functional` op's, wait_tensor aside) is
+// read only through wait_tensor (directly, or through the getitems of a coalesced result), as
+// PyTorch requires of a program: a candidate that reads or returns one unwaited is no program
+// (aot_eager fails it where eager does not) and is not run. Exposed for unit tests.
+bool CollectivesWaited(const ir::Graph& g);
 
 [[nodiscard]] Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& options, const distributed::World& world,
                                                        const std::filesystem::path& out, std::ostream& log);

@@ -69,5 +69,33 @@ TEST(AcrossRanks, ACrashOfTheRanksProcessesIsItsOwnKind) {
   EXPECT_FALSE(FailureOf(Report({{"values"}, {""}})).Matches(f));
 }
 
+// x -> all_reduce -> [wait_tensor] -> relu -> out; `waited`: the relu reads the wait, else the
+// all_reduce itself; `returned`: the graph returns the all_reduce too.
+ir::Graph AllReduce(bool waited, bool returned) {
+  using ir::Arg;
+  using ir::NodeKind;
+  ir::Graph g("g");
+  ir::Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  ir::Node* ar = g.Append(NodeKind::kCallFunction, "all_reduce", "_c10d_functional::all_reduce");
+  ar->args = {Arg::Ref(x), Arg::String("sum"), Arg::String("0")};
+  ir::Node* read = ar;
+  if (waited) {
+    read = g.Append(NodeKind::kCallFunction, "wait_tensor", "_c10d_functional::wait_tensor");
+    read->args = {Arg::Ref(ar)};
+  }
+  ir::Node* relu = g.Append(NodeKind::kCallFunction, "relu", "aten::relu");
+  relu->args = {Arg::Ref(read)};
+  std::vector<Arg> outs = {Arg::Ref(relu)};
+  if (returned) outs.push_back(Arg::Ref(ar));
+  g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List(outs)};
+  return g;
+}
+
+TEST(AcrossRanks, ACandidateReadingACollectiveUnwaitedIsNoProgram) {
+  EXPECT_TRUE(CollectivesWaited(AllReduce(/*waited=*/true, /*returned=*/false)));
+  EXPECT_FALSE(CollectivesWaited(AllReduce(/*waited=*/false, /*returned=*/false)));  // relu reads it unwaited
+  EXPECT_FALSE(CollectivesWaited(AllReduce(/*waited=*/true, /*returned=*/true)));    // the graph returns it unwaited
+}
+
 }  // namespace
 }  // namespace parity::minifier

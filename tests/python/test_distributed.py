@@ -174,10 +174,12 @@ def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "m"
     r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", str(out), "--backend", "torch_compile:wrong_comm",
-                        "--import", "wrong_comm_backend", "--no-compiler-bisect", "--no-stage-bisect", "--confirm", "1"],
+                        "--import", "wrong_comm_backend", "--no-compiler-bisect", "--confirm", "1"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
+    # Stage bisection on every rank: dynamo alone and AOTAutograd pass; the failure is the backend's.
+    assert s["stages"] == {"stage": "wrong_comm", "passed": ["eager", "aot_eager"]}, s["stages"]
     w = s["world"]
     assert w["reduced_across_ranks"] and w["rank"] == 0 and w["world_size"] == 2, w
     assert [t["fails"] for t in w["ranks_tried"]] == [False, False], w
