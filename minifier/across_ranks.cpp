@@ -351,7 +351,8 @@ json StageBisect(AcrossRanks& a, WorldTest& test, const ir::Graph& g) {
 }
 
 // OUT/world, OUT/repro.py and OUT/summary.json; the summary, also said in the log.
-Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& test, const Reduced& r, double seconds) {
+Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& test, const Reduced& r, const json& ranks_tried,
+                            double seconds) {
   const ir::Graph& g = r.graph;
   PARITY_RETURN_IF_ERROR(test.Write(g, a.out / "world"));
   WriteReproScript(a.out, a.real, a.judge.same.tol, a.world.world_size(), a.original, fs::absolute(a.opts.repro_dir));
@@ -376,7 +377,8 @@ Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& 
                     {"world_size", a.world.world_size()},
                     {"rank", a.original.rank},
                     {"reduced_across_ranks", true},
-                    {"collectives_kept", CollectivesIn(g)}}}};
+                    {"collectives_kept", CollectivesIn(g)},
+                    {"ranks_tried", ranks_tried}}}};
   std::ofstream(a.out / "summary.json") << summary.dump(1) << "\n";
   a.log << "\nminified " << entry.name << " on every rank: " << entry.graph.ops().size() << " ops -> " << g.ops().size() << " ops ("
         << CollectivesIn(g).size() << " collectives kept), " << runs << " backend runs of every rank\n"
@@ -389,7 +391,7 @@ Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& 
 }  // namespace
 
 Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distributed::World& world, const fs::path& out,
-                                         std::ostream& log) {
+                                         const json& ranks_tried, std::ostream& log) {
   const auto started = std::chrono::steady_clock::now();
   PARITY_ASSIGN_OR_RETURN(AcrossRanks a, Prepare(opts, world, out, log));
   PARITY_RETURN_IF_ERROR(Confirm(a));
@@ -399,7 +401,7 @@ Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distri
   PARITY_ASSIGN_OR_RETURN(Reduced reduced, Reduce(a, entry, *chosen.second));
   reduced.stages = StageBisect(a, *chosen.second, reduced.graph);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, seconds));
+  PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, ranks_tried, seconds));
   RemoveAll(out / "work");
   return MinifyResult{summary};
 }

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <filesystem>
+
+#include <nlohmann/json.hpp>
 #include <iosfwd>
 
 #include <string>
@@ -54,7 +56,9 @@ WorldFailure FailureOf(const Expected<distributed::WorldReport>& report);
 // (aot_eager fails it where eager does not) and is not run. Exposed for unit tests.
 bool CollectivesWaited(const ir::Graph& g);
 
+// `ranks_tried`: the isolated ranks ranks.h tried first, for the summary's "world".
 [[nodiscard]] Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& options, const distributed::World& world,
-                                                       const std::filesystem::path& out, std::ostream& log);
+                                                       const std::filesystem::path& out, const nlohmann::json& ranks_tried,
+                                                       std::ostream& log);
 
 }  // namespace parity::minifier

@@ -43,23 +43,15 @@ Expected<MinifyResult> MinifyRanks(const MinifyOptions& opts, std::ostream& log)
   // No rank fails alone: the failure needs the collectives themselves (a communication pass, a
   // bucketing); it is reduced on every rank at once, the collectives kept (across_ranks.h).
   log << "minify: no rank fails isolated\n";
-  auto across = MinifyAcrossRanks(opts, world, out, log);
-  if (!across.ok()) {
-    if (across.error().kind == ErrorKind::kUnsupported) {  // the backend cannot run ranks for real
-      Error e = Error::Runtime("no rank of " + opts.repro_dir.string() + " fails isolated (" + std::to_string(world.world_size()) +
-                               " ranks tried), and the ranks together are reduced only with a backend that runs them for real: " +
-                               across.error().message);
-      e.exception_type = kDoesNotFail;
-      return e;
-    }
-    if (across.error().exception_type == kDoesNotFail)
-      return across.error().With("no rank of " + opts.repro_dir.string() + " fails isolated (" +
-                                 std::to_string(world.world_size()) + " ranks tried)");
-    return across.error();
+  auto across = MinifyAcrossRanks(opts, world, out, tried, log);
+  if (across.ok()) return across;
+  Error e = across.error();
+  if (e.kind == ErrorKind::kUnsupported) {  // the backend cannot run ranks for real
+    e = Error::Runtime("the ranks together are reduced only with a backend that runs them for real: " + e.message);
+    e.exception_type = kDoesNotFail;
   }
-  across->summary["world"]["ranks_tried"] = tried;
-  std::ofstream(out / "summary.json") << across->summary.dump(1) << "\n";
-  return across;
+  if (e.exception_type != kDoesNotFail) return e;
+  return e.With("no rank of " + opts.repro_dir.string() + " fails isolated (" + std::to_string(world.world_size()) + " ranks tried)");
 }
 
 }  // namespace parity::minifier

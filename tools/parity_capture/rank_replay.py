@@ -14,11 +14,12 @@ its graphs compiled by the backend, the collectives real, each output judged aga
 the dir stores."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import sys
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import torch
 import torch.distributed as dist
@@ -44,34 +45,45 @@ def name_groups(groups: Dict[str, List[int]]) -> None:
             torch._C._distributed_c10d._register_process_group(name, pg)
 
 
+@contextlib.contextmanager
+def joined(device: str, local_rank: int, groups: Dict[str, List[int]], **init):
+    """This rank in the replay's process group (gloo on the CPU; NCCL on CUDA, the GPU picked by
+    `local_rank`, round robin), every recorded group made under its name (name_groups); yields the
+    device. On the way out a barrier first: no rank tears its group down while another still runs
+    a collective in it (gloo's teardown under a peer's collective can end a process by a signal)."""
+    if device.startswith("cuda"):
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        device = f"cuda:{torch.cuda.current_device()}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", **init)
+    try:
+        name_groups(groups)
+        yield device
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def graph_results(repro_dir: str, graph: str, device: str, backend: str, options: Dict[str, Any]) -> Dict[str, Any]:
+    """One graph of this rank's dir run once, compiled by the dynamo backend (results_once)."""
+    return results_once({"repro": repro_dir, "graph": graph, "mode": "eval", "device": device, "options": options}, backend)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     req = json.load(open(argv[0]))
     import warnings
     warnings.filterwarnings("ignore")
     require_plugins()
-    device = req.get("device", "cpu")
-    if device.startswith("cuda"):
-        torch.cuda.set_device(req["rank"] % torch.cuda.device_count())
-        device = f"cuda:{torch.cuda.current_device()}"
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", init_method=f"file://{req['store']}",
-                            rank=req["rank"], world_size=req["world_size"],
-                            timeout=datetime.timedelta(seconds=float(req.get("timeout_s", 120))))
-    try:
-        name_groups(req.get("groups", {}))
+    with joined(req.get("device", "cpu"), req["rank"], req.get("groups", {}), init_method=f"file://{req['store']}",
+                rank=req["rank"], world_size=req["world_size"],
+                timeout=datetime.timedelta(seconds=float(req.get("timeout_s", 120)))) as device:
         open(req["ready"], "w").close()  # parity's deadline counts from when every rank is here
         results = {}
         for i, graph in enumerate(req["graphs"]):
             print(f"rank {req['rank']}: graph {graph}: compiling and running it with {req['backend']}", flush=True)
-            run = {"repro": req["repro"], "graph": graph, "mode": "eval", "device": device, "options": req.get("options", {})}
-            for key, value in results_once(run, req["backend"]).items():
+            for key, value in graph_results(req["repro"], graph, device, req["backend"], req.get("options", {})).items():
                 results[f"g{i}/{key}"] = value
         write_tensors(req["out"], results)
-        # No rank tears its group down while another still runs a collective in it (gloo's
-        # teardown under a peer's collective can end a process by a signal).
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
     return 0
 
 
@@ -84,24 +96,15 @@ def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: fl
     rank_dir = os.path.join(world_dir, top["ranks"][rank])
     repro = load_repro(rank_dir)
     require_plugins()
-    device = repro.manifest.get("device", "cpu")
-    if device.startswith("cuda"):
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
-        device = f"cuda:{torch.cuda.current_device()}"
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     failed = 0
-    try:
-        name_groups(repro.manifest.get("distributed", {}).get("process_groups", {}))
+    with joined(repro.manifest.get("device", "cpu"), int(os.environ.get("LOCAL_RANK", rank)),
+                repro.manifest.get("distributed", {}).get("process_groups", {})) as device:
         for g in repro.graphs:
-            run = {"repro": rank_dir, "graph": g.name, "mode": "eval", "device": device, "options": options}
-            results = results_once(run, backend)
+            results = graph_results(rank_dir, g.name, device, backend, options)
             for k, expected in enumerate(g.expected_outputs()):
                 ok, _, why = same_tensor(expected, results[f"output/{k}"], tol=tol)
                 failed += not ok
                 print(f"rank {rank}: {g.name} output {k}: {'PASS' if ok else 'FAIL ' + why}", flush=True)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
     return 1 if failed else 0
 
 
