@@ -5,7 +5,7 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/worker.h"
+#include "runtime/python_run.h"
 #include "util/files.h"
 #include "util/subprocess.h"
 
@@ -50,7 +50,7 @@ Expected<std::vector<fs::path>> RunReal(const World& world, const RealRun& run) 
   fs::create_directories(run.scratch);
   fs::remove(run.scratch / "store");
   const int n = world.world_size();
-  std::vector<Child> children;
+  std::vector<runtime::PythonRun> children;
   std::vector<fs::path> outs, logs;
   for (int r = 0; r < n; ++r) {
     const json req = Request(world, run, r);
@@ -58,12 +58,7 @@ Expected<std::vector<fs::path>> RunReal(const World& world, const RealRun& run) 
     PARITY_RETURN_IF_ERROR(WriteFileAtomic(req_path, req.dump(1)));
     outs.emplace_back(req["out"].get<std::string>());
     logs.push_back(run.scratch / ("rank" + std::to_string(r) + ".log"));
-    SpawnOptions so;
-    so.env = runtime::PythonEnv();
-    so.stdout_path = logs.back().string();
-    so.stderr_path = logs.back().string();
-    PARITY_ASSIGN_OR_RETURN(Child child,
-                            Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.rank_replay", req_path.string()}, so));
+    PARITY_ASSIGN_OR_RETURN(runtime::PythonRun child, runtime::PythonRun::Start("rank_replay", {req_path.string()}, {}, logs.back().string()));
     children.push_back(std::move(child));
   }
   // Every rank against one deadline, counted from when all have started (joined the group: a

@@ -314,7 +314,8 @@ Expected<Reduced> Reduce(AcrossRanks& a, const GraphEntry& entry, WorldTest& tes
     return DoesNotFail(a.opts.repro_dir.string() + ": its graph alone on every rank does not fail as the world does (" +
                        a.original.Describe() + ")");
   a.log << "minify: graph " << entry.name << " (" << entry.graph.ops().size() << " ops) fails alone on every rank\n";
-  Reduced r{ir::Graph(), first_failing ? NodeInfo(first_failing) : json(nullptr)};
+  Reduced r;
+  r.culprit = first_failing ? NodeInfo(first_failing) : json(nullptr);
   if (first_failing)
     a.log << "node bisection: first failing node %" << first_failing->name() << " (" << first_failing->target() << ") after "
           << test.runs() << " runs of every rank\n";

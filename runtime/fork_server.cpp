@@ -87,6 +87,13 @@ bool ForkServersEnabled() {
   return !(e && std::string(e) == "0");
 }
 
+std::optional<std::string> ForkServerBase(const std::vector<std::string>& extra_env) {
+  if (!ForkServersEnabled() || KeepWorkers() <= 0) return std::nullopt;
+  auto dir = PoolDir(true);
+  if (!dir.ok()) return std::nullopt;
+  return (*dir / (ForkServerKey(extra_env) + "-fs")).string();
+}
+
 PendingFork::~PendingFork() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -120,20 +127,98 @@ Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait)
   }
 }
 
-Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
-                                  const std::vector<std::string>& env, const std::string& log_path) {
+namespace {
+// Connects to the server at `server_base` (starting it when none answers) and sends `request`
+// with the environment and working dir a forked process gets.
+Expected<int> SendRequest(const std::string& server_base, nlohmann::json request, const std::vector<std::string>& env) {
   int fd = ConnectUnix(server_base + ".sock");
   if (fd < 0) {
     PARITY_ASSIGN_OR_RETURN(fd, StartServerAndConnect(server_base, env));
   }
-  PendingFork pending(fd, server_base + ".log");
   std::error_code ec;
-  const nlohmann::json request{{"argv", worker_args},
-                               {"env", WorkerEnvironment(env)},
-                               {"cwd", fs::current_path(ec).string()},
-                               {"log", log_path}};
-  PARITY_RETURN_IF_ERROR(SendAll(fd, request.dump() + "\n"));
-  return pending;
+  request["env"] = WorkerEnvironment(env);
+  request["cwd"] = fs::current_path(ec).string();
+  if (auto sent = SendAll(fd, request.dump() + "\n"); !sent.ok()) {
+    ::close(fd);
+    return sent.error();
+  }
+  return fd;
+}
+}  // namespace
+
+Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
+                                  const std::vector<std::string>& env, const std::string& log_path) {
+  PARITY_ASSIGN_OR_RETURN(const int fd, SendRequest(server_base, {{"argv", worker_args}, {"log", log_path}}, env));
+  return PendingFork(fd, server_base + ".log");
+}
+
+Expected<ForkedRun> RequestRun(const std::string& server_base, const std::string& module, const std::vector<std::string>& args,
+                               const std::vector<std::string>& env, const std::string& log_path) {
+  PARITY_ASSIGN_OR_RETURN(const int fd, SendRequest(server_base, {{"run", module}, {"argv", args}, {"log", log_path}}, env));
+  return ForkedRun(fd, server_base + ".log");
+}
+
+ForkedRun::~ForkedRun() {
+  if (!ended_) Kill();
+  Close();
+}
+
+void ForkedRun::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void ForkedRun::Kill() {
+  if (pid_ > 0 && !ended_) {
+    ::kill(-pid_, SIGKILL);  // its session's group: the run and what it started
+    ::kill(pid_, SIGKILL);
+  }
+  Close();  // the supervisor kills the group too (the run may not have made it yet)
+}
+
+Expected<std::optional<ExitInfo>> ForkedRun::Poll() {
+  for (;;) {
+    if (ended_) return ended_;
+    if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+      const auto line = nlohmann::json::parse(buffer_.substr(0, nl), nullptr, false);
+      buffer_.erase(0, nl + 1);
+      auto integer = [&line](const char* key) -> std::optional<int> {
+        if (!line.is_object() || !line.contains(key) || !line[key].is_number_integer()) return std::nullopt;
+        return line[key].get<int>();
+      };
+      if (pid_ == 0) {
+        if (auto pid = integer("pid"); pid && *pid > 0) {
+          pid_ = *pid;
+          continue;
+        }
+        Close();
+        return Error::Runtime("fork server: answer is not {\"pid\": N}; see " + log_);
+      }
+      ExitInfo how;
+      if (auto code = integer("exit")) how.exited = true, how.code = *code;
+      if (auto sig = integer("signal")) how.signal = *sig;
+      ended_ = how;
+      Close();
+      continue;
+    }
+    if (fd_ < 0) return Error::Runtime("fork server: the run's connection is closed");
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return std::optional<ExitInfo>();
+    char chunk[256];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Close();
+      if (pid_ == 0) return Error::Runtime("fork server ended without forking the run; see " + log_);
+      ended_ = ExitInfo{};  // its supervisor died: how the run ended is unknown (it was killed with it)
+      ::kill(-pid_, SIGKILL);
+      ::kill(pid_, SIGKILL);
+      continue;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
 }
 
 namespace {

@@ -21,12 +21,18 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/subprocess.h"
 
 namespace parity::runtime {
 
 // "0": workers are never forked (each pool entry's worker starts a fresh interpreter).
 inline constexpr const char* kForkServerEnv = "PARITY_FORK_SERVER";
 bool ForkServersEnabled();
+
+// The server a run this process asks for with `extra_env` is forked from
+// (`<pool dir>/<ForkServerKey(extra_env)>-fs`, as a pool entry's worker's) while this process keeps
+// workers (KeepWorkers() > 0) and fork servers are on; nullopt otherwise.
+std::optional<std::string> ForkServerBase(const std::vector<std::string>& extra_env);
 
 // A fork asked for and not answered yet: the server answers once its imports are done.
 class PendingFork {
@@ -52,6 +58,45 @@ class PendingFork {
 // worker.py's arguments `worker_args` and the same `env`, its output in `log_path`.
 [[nodiscard]] Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
                                                 const std::vector<std::string>& env, const std::string& log_path);
+
+// A run of a Python module's main (forkserver.py's RUNS: a real replay's rank) forked from the
+// server, watched as a Child is: the server's supervisor of the run answers its pid, then how it
+// ended ({"exit"} or {"signal"}), over a connection that stays open as the run's lifeline: when
+// this end closes (Kill, the destructor, this process's end) the supervisor kills the run's
+// process group.
+class ForkedRun {
+ public:
+  ForkedRun(ForkedRun&& o) noexcept
+      : fd_(o.fd_), pid_(o.pid_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)), ended_(o.ended_) {
+    o.fd_ = -1;
+  }
+  ForkedRun& operator=(ForkedRun&&) = delete;
+  ~ForkedRun();  // kills a run still going
+
+  // 0 until the server answered.
+  pid_t pid() const { return pid_; }
+  // Non-blocking: how the run ended once it has; kRuntime when the server ended or refused before
+  // forking it (nothing ran: the caller may start the run another way).
+  [[nodiscard]] Expected<std::optional<ExitInfo>> Poll();
+  void Kill();
+
+ private:
+  friend Expected<ForkedRun> RequestRun(const std::string&, const std::string&, const std::vector<std::string>&,
+                                        const std::vector<std::string>&, const std::string&);
+  ForkedRun(int fd, std::string log) : fd_(fd), log_(std::move(log)) {}
+  void Close();
+  int fd_ = -1;
+  pid_t pid_ = 0;
+  std::string buffer_;
+  std::string log_;  // the server's, named in errors
+  std::optional<ExitInfo> ended_;
+};
+
+// Asks the fork server at `server_base` (as RequestFork does) to run parity_capture.`module`'s
+// main with `args`, in the environment `env` on top of this process's, its output in `log_path`.
+[[nodiscard]] Expected<ForkedRun> RequestRun(const std::string& server_base, const std::string& module,
+                                             const std::vector<std::string>& args, const std::vector<std::string>& env,
+                                             const std::string& log_path);
 
 // The fork servers up in pool dir `dir`: (key, pid) of each.
 std::vector<std::pair<std::string, pid_t>> ListForkServers(const std::filesystem::path& dir);

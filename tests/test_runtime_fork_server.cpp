@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "runtime/worker_pool.h"
 #include "test_helpers.h"
 #include "util/files.h"
 
@@ -130,6 +131,79 @@ TEST(ForkServer, AServerUpIsListedByTheKeyAndPidItsHeldLockNames) {
   ASSERT_EQ(up.size(), 1u);
   EXPECT_EQ(up[0].first, "abc");
   EXPECT_EQ(up[0].second, 12345);
+}
+
+// Polls `run` until it ended (10 s at most).
+Expected<std::optional<ExitInfo>> Ended(ForkedRun& run) {
+  for (int i = 0; i < 1000; ++i) {
+    auto how = run.Poll();
+    if (!how.ok() || how->has_value()) return how;
+    std::this_thread::sleep_for(10ms);
+  }
+  return std::optional<ExitInfo>();
+}
+
+TEST(ForkServer, ARunsPidThenHowItEndedComeBackOverItsConnection) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  FakeServer server(base, [](int c, const nlohmann::json&) {
+    Write(c, "{\"pid\": 4242}\n");
+    std::this_thread::sleep_for(100ms);
+    Write(c, "{\"exit\": 3}\n");
+  });
+  auto run = RequestRun(base, "rank_replay", {"req.json"}, {"PARITY_TEST_ONLY=1"}, "r.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto how = Ended(*run);
+  ASSERT_TRUE(how.ok()) << how.error().message;
+  ASSERT_TRUE(how->has_value());
+  EXPECT_EQ(run->pid(), 4242);
+  EXPECT_TRUE((*how)->exited);
+  EXPECT_EQ((*how)->code, 3);
+  server.Join();
+  EXPECT_EQ(server.request["run"], "rank_replay");
+  EXPECT_EQ(server.request["argv"], nlohmann::json({"req.json"}));
+  EXPECT_EQ(server.request["env"]["PARITY_TEST_ONLY"], "1");
+  EXPECT_EQ(server.request["log"], "r.log");
+}
+
+TEST(ForkServer, ARunKilledByASignalSaysWhich) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  FakeServer server(base, [](int c, const nlohmann::json&) { Write(c, "{\"pid\": 99999999}\n{\"signal\": 11}\n"); });
+  auto run = RequestRun(base, "rank_replay", {}, {}, "r.log");
+  ASSERT_TRUE(run.ok());
+  auto how = Ended(*run);
+  ASSERT_TRUE(how.ok() && how->has_value());
+  EXPECT_FALSE((*how)->exited);
+  EXPECT_EQ((*how)->signal, 11);
+}
+
+TEST(ForkServer, ARunTheServerNeverForkedIsAnErrorSoTheCallerCanStartItElsewhere) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  FakeServer server(base, [](int, const nlohmann::json&) {});  // closes unanswered
+  auto run = RequestRun(base, "rank_replay", {}, {}, "r.log");
+  ASSERT_TRUE(run.ok());
+  auto how = Ended(*run);
+  ASSERT_FALSE(how.ok());
+  EXPECT_NE(how.error().message.find("without forking the run"), std::string::npos) << how.error().message;
+}
+
+TEST(ForkServer, ForkedRunsComeFromThePoolsServerOnlyWhileWorkersAreKept) {
+  testing::TempDir tmp;
+  ::setenv(kWorkerPoolEnv, (tmp.path() / "pool").c_str(), 1);
+  SetKeepWorkers(0);
+  EXPECT_FALSE(ForkServerBase({}).has_value());
+  SetKeepWorkers(30);
+  auto base = ForkServerBase({});
+  ASSERT_TRUE(base.has_value());
+  EXPECT_EQ(fs::path(*base).parent_path(), tmp.path() / "pool");
+  EXPECT_EQ(fs::path(*base).filename().string(), ForkServerKey({}) + "-fs");
+  ::setenv(kForkServerEnv, "0", 1);
+  EXPECT_FALSE(ForkServerBase({}).has_value());
+  ::unsetenv(kForkServerEnv);
+  SetKeepWorkers(0);
+  ::unsetenv(kWorkerPoolEnv);
 }
 
 TEST(ForkServer, TheSwitchTurnsForkingOff) {

@@ -117,3 +117,35 @@ def test_it_ends_after_its_idle_seconds_and_a_gone_client_gets_no_worker(tmp_pat
         assert not (tmp_path / "gone.sock").exists()
     finally:
         server.kill()
+
+
+def run_request(d, name, argv):
+    """A {"run": "rank_replay"} request's connection, kept open (the run's lifeline), its request sent."""
+    env = dict(os.environ, PYTHONPATH=TOOLS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(d / "k-fs.sock"))
+    s.sendall((json.dumps({"run": "rank_replay", "argv": argv, "log": str(d / f"{name}.log"), "env": env,
+                           "cwd": str(d)}) + "\n").encode())
+    s.settimeout(60)
+    return s, s.makefile()
+
+
+def test_a_run_answers_its_pid_then_its_exit_and_dies_with_its_client(served):
+    d, _ = served
+    # rank_replay of a request that is no file: its main raises, the traceback in its log, exit 1.
+    s, lines = run_request(d, "missing", [str(d / "no-such-request.json")])
+    pid = json.loads(lines.readline())["pid"]
+    assert json.loads(lines.readline()) == {"exit": 1}
+    lines.close()
+    s.close()
+    assert not alive(pid)
+    assert "no-such-request.json" in (d / "missing.log").read_text()
+    # A request that is a FIFO nobody writes: the run waits in open() until its client goes.
+    os.mkfifo(d / "never.json")
+    s, lines = run_request(d, "never", [str(d / "never.json")])
+    pid = json.loads(lines.readline())["pid"]
+    assert wait_until(lambda: alive(pid) and os.getsid(pid) == pid, 10)  # its own session: Kill() ends its group
+    lines.close()
+    s.close()  # the lifeline: its supervisor kills it
+    assert wait_until(lambda: not alive(pid), 10)
+    assert ask(d, b'{"run": "os", "argv": [], "log": "x.log"}\n') == b""  # only the modules RUNS names

@@ -10,7 +10,12 @@ read. It listens before it imports (a client's request waits in the socket's que
 one request per connection, a JSON line {"argv": worker.py's arguments, "env": {...}, "cwd": ...,
 "log": PATH}, and answers {"pid": N} from the worker itself: a process of its own session, no
 child of the server's (forked twice), its stdout and stderr in the log. A worker whose client is
-gone before the answer ends at once. One server per key: the lock (flock, the server's pid inside)
+gone before the answer ends at once.
+
+A request with {"run": MODULE} (one of RUNS: a real replay's rank, distributed/real.h) forks that
+module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
+{"pid": N}, then, when the run ends, {"exit": CODE} or {"signal": N}; the connection is the run's
+lifeline: when the client's end closes first, the supervisor kills the run's process group. One server per key: the lock (flock, the server's pid inside)
 says which; a second one started meanwhile exits. It ends after SECONDS without a request, and
 never initialises CUDA (a fork of a process that did could not use it): a worker warms its device
 after the fork (worker.py --warm)."""
@@ -21,6 +26,7 @@ import fcntl
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -28,6 +34,10 @@ import traceback
 
 # One request line at most this long (an environment is a few KiB).
 _MAX_REQUEST = 1 << 20
+
+# The modules a {"run": ...} request may name (their main(argv) returns an exit code); imported
+# before the server serves, as the worker is.
+RUNS = ("rank_replay",)
 
 
 def _prepare() -> None:
@@ -44,7 +54,8 @@ def _prepare() -> None:
     if nvml_set:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
-        for module in ("torch", "torch._dynamo", "torch._inductor.compile_fx", f"{__package__}.worker"):
+        for module in ("torch", "torch._dynamo", "torch._inductor.compile_fx", f"{__package__}.worker",
+                       *(f"{__package__}.{run}" for run in RUNS)):
             importlib.import_module(module)
     finally:
         if nvml_set:
@@ -73,12 +84,14 @@ def _read_request(conn: socket.socket) -> dict:
     req = json.loads(buf)
     if not isinstance(req, dict) or not isinstance(req.get("argv"), list) or not isinstance(req.get("log"), str):
         raise ValueError("a request is {\"argv\": [...], \"log\": PATH, \"env\": {...}, \"cwd\": PATH}")
+    if req.get("run") is not None and req["run"] not in RUNS:
+        raise ValueError(f"\"run\" is one of {list(RUNS)}, not {req['run']!r}")
     return req
 
 
-def _become_worker(conn: socket.socket, req: dict, keep_fds: set) -> int:
-    """In the forked grandchild: the worker's session, files and environment, the answer, then
-    worker.py's main."""
+def _enter_process(req: dict, keep_fds: set) -> None:
+    """In a forked process that runs a request: a session of its own, the request's log as its
+    stdout and stderr, its environment and working dir; none of the server's files."""
     os.setsid()
     for fd in keep_fds:
         os.close(fd)
@@ -95,13 +108,89 @@ def _become_worker(conn: socket.socket, req: dict, keep_fds: set) -> int:
         os.environ.update({str(k): str(v) for k, v in env.items()})
     if req.get("cwd"):
         os.chdir(req["cwd"])
+
+
+def _answer(conn: socket.socket, message: dict) -> bool:
     try:
-        conn.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
+        conn.sendall((json.dumps(message) + "\n").encode())
+        return True
     except OSError:
+        return False
+
+
+def _become_worker(conn: socket.socket, req: dict, keep_fds: set) -> int:
+    """In the forked grandchild: the worker's process (_enter_process), the answer, then worker.py's
+    main."""
+    _enter_process(req, keep_fds)
+    if not _answer(conn, {"pid": os.getpid()}):
         return 0  # the client is gone: nobody would use this worker
     conn.close()
     from . import worker
     return worker.main([str(a) for a in req["argv"]])
+
+
+def _run_main(req: dict) -> int:
+    """The run's process: its module's main, its exit code (1 with the traceback in its log when
+    main raised)."""
+    import importlib
+    try:
+        return int(importlib.import_module(f"{__package__}.{req['run']}").main([str(a) for a in req["argv"]]) or 0)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 (reported in the run's log)
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _supervise(conn: socket.socket, req: dict, keep_fds: set) -> int:
+    """In the supervisor (a child of the server's): forks the run, answers its pid, and waits for
+    whichever comes first: the run's end (answered {"exit"} or {"signal"}) or the client's end of
+    the connection closing (the run's process group killed)."""
+    for fd in keep_fds:
+        os.close(fd)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _enter_process(req, set())
+        os._exit(_run_main(req))
+    watch = [conn] if _answer(conn, {"pid": pid}) else []
+    if not watch:
+        _kill_group(pid)
+    while True:
+        ready, _, _ = select.select(watch, [], [], 0.05)
+        if ready and not conn.recv(1):  # the client is gone (ended, or killed the run): nobody waits for it
+            _kill_group(pid)
+            watch = []
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            break
+    _answer(conn, {"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status) else {"exit": os.waitstatus_to_exitcode(status)})
+    return 0
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except OSError:
+            pass
+
+
+def _fork_run(conn: socket.socket, req: dict, keep_fds: set) -> None:
+    """A {"run"} request: its supervisor forked, left to end on its own (reaped by serve())."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() == 0:
+        code = 1
+        try:
+            code = _supervise(conn, req, keep_fds)
+        except BaseException:  # noqa: BLE001 (in the server's log)
+            traceback.print_exc()
+        finally:
+            os._exit(code)
 
 
 def _fork_worker(conn: socket.socket, req: dict, keep_fds: set) -> None:
@@ -129,6 +218,15 @@ def _fork_worker(conn: socket.socket, req: dict, keep_fds: set) -> None:
     os.waitpid(pid, 0)
 
 
+def _reap_supervisors() -> None:
+    """The supervisors of runs that ended (the server's only children that outlive a request)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def serve(listener: socket.socket, keep_idle: float, keep_fds: set) -> None:
     last = time.monotonic()
     while True:
@@ -136,6 +234,7 @@ def serve(listener: socket.socket, keep_idle: float, keep_fds: set) -> None:
         if wait is not None and wait <= 0:
             return
         ready, _, _ = select.select([listener], [], [], wait)
+        _reap_supervisors()
         if not ready:
             continue
         conn, _ = listener.accept()
@@ -143,7 +242,7 @@ def serve(listener: socket.socket, keep_idle: float, keep_fds: set) -> None:
         try:
             req = _read_request(conn)
             conn.settimeout(None)
-            _fork_worker(conn, req, keep_fds)
+            (_fork_run if req.get("run") else _fork_worker)(conn, req, keep_fds)
         except (OSError, ValueError) as e:
             print(f"parity fork server: request refused: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
