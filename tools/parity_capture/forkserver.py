@@ -41,7 +41,8 @@ RUNS = ("rank_replay",)
 
 
 def _prepare() -> None:
-    """What every worker of this key imports before it listens: the costly part of its start. CUDA
+    """What every worker of this key imports before it listens, and its first compile's set-up
+    (warm.first_compile_paid): the costly part of its start. CUDA
     stays untouched: Inductor asks torch.cuda.is_available() at import, which through the CUDA
     runtime marks every later fork as one that cannot use CUDA ("Cannot re-initialize CUDA in
     forked subprocess", measured on an H200 with torch 2.11), so the imports ask NVML instead
@@ -57,6 +58,8 @@ def _prepare() -> None:
         for module in ("torch", "torch._dynamo", "torch._inductor.compile_fx", f"{__package__}.worker",
                        *(f"{__package__}.{run}" for run in RUNS)):
             importlib.import_module(module)
+        from .warm import first_compile_paid
+        first_compile_paid()
     finally:
         if nvml_set:
             del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]

@@ -82,3 +82,22 @@ def pick_cpu_isa() -> None:
         cpu_vec_isa.pick_vec_isa()
     except Exception as e:  # noqa: BLE001 (the compile meets it again, where it is reported)
         print(f"parity: choosing the CPU's vector ISA failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+
+def first_compile_paid() -> None:
+    """What every process's first Inductor compile costs beyond its graph, paid once in a process
+    whose forks compile (the fork server, before it serves): the CPU's vector ISA (pick_cpu_isa)
+    and one tiny CPU graph compiled (dynamo's, AOTAutograd's and Inductor's lazy set-up: measured
+    on a 2-core CPU, a process's first cached compile 1.5 s, its second 0.05 s). Compiled without
+    the compile pool (a pool's processes and threads would not survive a fork), and dynamo reset
+    after: a fork starts with no compiled code, only what it would otherwise import and build.
+    Never CUDA. A failure is only logged (each fork's own first compile meets it again)."""
+    pick_cpu_isa()
+    try:
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+        with inductor_config.patch(compile_threads=1):
+            torch.compile(lambda x: torch.relu(x) + 1, backend="inductor", fullgraph=True)(torch.ones(8))
+        torch._dynamo.reset()
+    except Exception as e:  # noqa: BLE001 (each fork's first compile reports it)
+        print(f"parity: the first compile failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
