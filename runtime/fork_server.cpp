@@ -131,6 +131,8 @@ namespace {
 // Connects to the server at `server_base` (starting it when none answers) and sends `request`
 // with the environment and working dir a forked process gets.
 Expected<int> SendRequest(const std::string& server_base, nlohmann::json request, const std::vector<std::string>& env) {
+  if (auto refused = ReadFile(server_base + ".refused"); refused.ok())  // it said it cannot serve: not asked again
+    return Error::Runtime("fork server " + server_base + " refused to serve: " + *refused);
   int fd = ConnectUnix(server_base + ".sock");
   if (fd < 0) {
     PARITY_ASSIGN_OR_RETURN(fd, StartServerAndConnect(server_base, env));
@@ -260,7 +262,7 @@ int StopForkServers(const fs::path& dir) {
   for (const auto& [lock, pid] : Servers(dir)) {
     if (pid > 0 && ::kill(pid, SIGKILL) == 0) ++stopped;
     const std::string base = lock.string().substr(0, lock.string().size() - 5);  // less ".lock"
-    for (const char* ext : {".sock", ".lock", ".log"}) fs::remove(base + ext, ec);
+    for (const char* ext : {".sock", ".lock", ".log", ".refused"}) fs::remove(base + ext, ec);
   }
   return stopped;
 }

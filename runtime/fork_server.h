@@ -100,7 +100,8 @@ class ForkedRun {
 
 // The fork servers up in pool dir `dir`: (key, pid) of each.
 std::vector<std::pair<std::string, pid_t>> ListForkServers(const std::filesystem::path& dir);
-// Ends the fork servers of pool dir `dir` and removes their files; returns how many it ended.
+// Ends the fork servers of pool dir `dir` and removes their files (a refused server's
+// `<base>.refused`, which keeps its key's clients from asking it, too); returns how many it ended.
 int StopForkServers(const std::filesystem::path& dir);
 
 }  // namespace parity::runtime

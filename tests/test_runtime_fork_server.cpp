@@ -112,12 +112,24 @@ TEST(ForkServer, AServerThatEndsOrAnswersNonsenseIsAnErrorNamingItsLog) {
   EXPECT_NE(answer.error().message.find("not {\"pid\": N}"), std::string::npos) << answer.error().message;
 }
 
+TEST(ForkServer, AServerThatRefusedToServeIsNotAskedAgain) {
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  ASSERT_TRUE(WriteFileAtomic(base + ".refused", "RuntimeError: CUDA was initialised while importing\n").ok());
+  auto pending = RequestFork(base, {"--socket", "w.sock"}, {}, "w.log");
+  ASSERT_FALSE(pending.ok());
+  EXPECT_NE(pending.error().message.find("CUDA was initialised"), std::string::npos) << pending.error().message;
+  EXPECT_FALSE(fs::exists(base + ".sock"));  // no server started
+  EXPECT_FALSE(RequestRun(base, "rank_replay", {}, {}, "r.log").ok());
+}
+
 TEST(ForkServer, StopForkServersRemovesTheFilesOfOneNoLongerUp) {
   testing::TempDir tmp;
-  for (const char* ext : {".sock", ".lock", ".log"}) ASSERT_TRUE(WriteFileAtomic(tmp.path() / (std::string("k-fs") + ext), "1").ok());
+  for (const char* ext : {".sock", ".lock", ".log", ".refused"}) ASSERT_TRUE(WriteFileAtomic(tmp.path() / (std::string("k-fs") + ext), "1").ok());
   EXPECT_EQ(StopForkServers(tmp.path()), 0);  // its lock is free: nobody to end
   EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.sock"));
   EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.lock"));
+  EXPECT_FALSE(fs::exists(tmp.path() / "k-fs.refused"));
 }
 
 TEST(ForkServer, AServerUpIsListedByTheKeyAndPidItsHeldLockNames) {

@@ -10,7 +10,8 @@ read. It listens before it imports (a client's request waits in the socket's que
 one request per connection, a JSON line {"argv": worker.py's arguments, "env": {...}, "cwd": ...,
 "log": PATH}, and answers {"pid": N} from the worker itself: a process of its own session, no
 child of the server's (forked twice), its stdout and stderr in the log. A worker whose client is
-gone before the answer ends at once.
+gone before the answer ends at once. A server that cannot serve (its imports initialised CUDA,
+or failed) writes why to `<base>.refused`; parity then no longer asks that key's server.
 
 A request with {"run": MODULE} (one of RUNS: a real replay's rank, distributed/real.h) forks that
 module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
@@ -273,7 +274,14 @@ def main(argv=None) -> int:
     listener.bind(a.socket)
     listener.listen(64)
     try:
-        _prepare()
+        try:
+            _prepare()
+        except Exception as e:
+            # This key's server cannot serve (its imports initialised CUDA, or failed): said once,
+            # so its clients start their workers themselves without asking it again.
+            with open(a.lock[:-len(".lock")] + ".refused" if a.lock.endswith(".lock") else a.lock + ".refused", "w") as f:
+                f.write(f"{type(e).__name__}: {e}\n")
+            raise
         serve(listener, a.keep_idle, {listener.fileno(), lock})
     except Exception:  # noqa: BLE001 (its clients fall back to starting workers themselves)
         traceback.print_exc()

@@ -87,12 +87,16 @@ def pick_cpu_isa() -> None:
 def first_compile_paid() -> None:
     """What every process's first Inductor compile costs beyond its graph, paid once in a process
     whose forks compile (the fork server, before it serves): the CPU's vector ISA (pick_cpu_isa)
-    and one tiny CPU graph compiled (dynamo's, AOTAutograd's and Inductor's lazy set-up: measured
-    on a 2-core CPU, a process's first cached compile 1.5 s, its second 0.05 s). Compiled without
-    the compile pool (a pool's processes and threads would not survive a fork), and dynamo reset
-    after: a fork starts with no compiled code, only what it would otherwise import and build.
-    Never CUDA. A failure is only logged (each fork's own first compile meets it again)."""
+    and, on a host without a CUDA device, one tiny CPU graph compiled (dynamo's, AOTAutograd's and
+    Inductor's lazy set-up: measured on a 2-core CPU, a process's first cached compile 1.5 s, its
+    second 0.05 s). Where CUDA devices are visible (asked through NVML by the caller) no graph is
+    compiled: Inductor asks the device's properties, which initialises CUDA (measured on an H200,
+    torch 2.11), and no fork of a process that did can use it. Compiled without the compile pool (a
+    pool's processes and threads would not survive a fork), and dynamo reset after: a fork starts
+    with no compiled code. A failure is only logged (each fork's own first compile meets it)."""
     pick_cpu_isa()
+    if torch.cuda.is_available():
+        return
     try:
         import torch._dynamo
         import torch._inductor.config as inductor_config
