@@ -98,7 +98,11 @@ def test_one_server_per_lock_and_a_bad_request_is_refused(served):
     assert ask(d, b'{"argv": "--socket"}\n') == b""
     pid = fork(d, 2)  # and it serves on
     os.kill(pid, 9)
-    assert "request refused" in (d / "k-fs.log").read_text()
+    log = (d / "k-fs.log").read_text()
+    assert "request refused" in log
+    # It prepared without a failure: imports, the vector ISA and its first compile (warm.first_compile_paid).
+    assert "Traceback" not in log and "failed" not in log, log
+    assert not (d / "k-fs.refused").exists()
 
 
 def test_it_ends_after_its_idle_seconds_and_a_gone_client_gets_no_worker(tmp_path):

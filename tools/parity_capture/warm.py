@@ -98,10 +98,10 @@ def first_compile_paid() -> None:
     if torch.cuda.is_available():
         return
     try:
-        import torch._dynamo
-        import torch._inductor.config as inductor_config
+        from torch import _dynamo
+        from torch._inductor import config as inductor_config
         with inductor_config.patch(compile_threads=1):
             torch.compile(lambda x: torch.relu(x) + 1, backend="inductor", fullgraph=True)(torch.ones(8))
-        torch._dynamo.reset()
+        _dynamo.reset()
     except Exception as e:  # noqa: BLE001 (each fork's first compile reports it)
         print(f"parity: the first compile failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
