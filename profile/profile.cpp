@@ -16,6 +16,7 @@
 #include "experiment/runner.h"
 #include "matrix/matrix.h"
 #include "results/record.h"
+#include "runtime/python_run.h"
 #include "runtime/worker.h"
 #include "runtime/worker_requests.h"
 
@@ -86,17 +87,13 @@ std::string Tail(const fs::path& log, size_t bytes) {
   return text->size() > bytes ? text->substr(text->size() - bytes) : *text;
 }
 
-// The profiling child: its own process group and deadline. A crash or hang there (the backend's)
+// The profiling child (runtime/python_run.h: forked from the fork server while workers are kept):
+// its own process group and deadline. A crash or hang there (the backend's)
 // is a kRuntime error naming how it ended, with the end of its log; parity goes on.
 Expected<json> RunChild(const json& request, const fs::path& scratch, int timeout_s) {
   const fs::path req = scratch / "request.json", res = scratch / "result.json", log = scratch / "profile.log";
   PARITY_RETURN_IF_ERROR(WriteFileAtomic(req, request.dump()));
-  SpawnOptions so;
-  so.env = runtime::PythonEnv();
-  so.stdout_path = log.string();
-  so.stderr_path = log.string();
-  PARITY_ASSIGN_OR_RETURN(
-      Child child, Child::Spawn({runtime::WorkerPython(), "-m", "parity_capture.profiling", req.string(), res.string()}, so));
+  PARITY_ASSIGN_OR_RETURN(runtime::PythonRun child, runtime::PythonRun::Start("profiling", {req.string(), res.string()}, {}, log.string()));
   ExitInfo how = child.Wait(std::chrono::seconds(timeout_s));
   if (!how.exited || how.code != 0 || !fs::exists(res))
     return Error::Runtime("the profiling child (backend " + request.value("backend", "") + ") ended (" + how.Describe() +

@@ -1,6 +1,7 @@
 #include "runtime/python_run.h"
 
 #include <fstream>
+#include <thread>
 
 #include "runtime/worker.h"
 #include "runtime/worker_pool.h"
@@ -46,6 +47,20 @@ std::optional<ExitInfo> PythonRun::Poll() {
     }
   }
   return ended_ = child_->Poll();
+}
+
+ExitInfo PythonRun::Wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto how = Poll()) return *how;
+    if (std::chrono::steady_clock::now() > deadline) {
+      Kill();
+      ExitInfo how;
+      how.timed_out = true;
+      return ended_ = how, how;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void PythonRun::Kill() {

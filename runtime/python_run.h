@@ -1,10 +1,11 @@
 // A Python module's main as a process of its own, watched as a Child is (a real replay's rank,
-// distributed/real.h): forked from the fork server of its environment when this process keeps
+// distributed/real.h; a profile's child, profile/profile.h): forked from the fork server of its environment when this process keeps
 // workers (runtime/fork_server.h: torch, dynamo and Inductor imported once, about 0.05 s a start
 // against 3-4 CPU-s of imports on a 2-core CPU and 10 s on a GPU host), else, or when the server
 // fails before forking it, a fresh interpreter (`python -m parity_capture.<module>`).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ class PythonRun {
 
   // Non-blocking: how it ended, once it has.
   std::optional<ExitInfo> Poll();
+  // Waits up to `timeout`; on expiry kills it (its process group) and says timed_out.
+  ExitInfo Wait(std::chrono::milliseconds timeout);
   void Kill();
   bool forked() const { return forked_.has_value(); }
 

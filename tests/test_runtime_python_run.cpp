@@ -5,6 +5,7 @@
 #include "runtime/python_run.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@ ExitInfo Ended(PythonRun& run) {
 // request read, then `reply` written (empty: closed unanswered).
 class PoolWithFakeServer {
  public:
-  explicit PoolWithFakeServer(std::string reply) {
+  explicit PoolWithFakeServer(std::string reply, std::chrono::milliseconds hold = 0ms) {
     ::setenv(kWorkerPoolEnv, (tmp_.path() / "pool").c_str(), 1);
     SetKeepWorkers(30);
     const std::string sock = *ForkServerBase({}) + ".sock";
@@ -46,7 +47,7 @@ class PoolWithFakeServer {
     std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
     EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
     EXPECT_EQ(::listen(fd_, 4), 0);
-    thread_ = std::thread([this, reply] {
+    thread_ = std::thread([this, reply, hold] {
       const int c = ::accept(fd_, nullptr, nullptr);
       char ch;
       while (::read(c, &ch, 1) == 1 && ch != '\n') {
@@ -54,6 +55,8 @@ class PoolWithFakeServer {
       if (!reply.empty()) {
         EXPECT_EQ(::write(c, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
       }
+      pollfd p{c, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(hold.count()));  // until the client closes, or `hold` passed
       ::close(c);
     });
   }
@@ -79,6 +82,15 @@ TEST(PythonRun, WhileWorkersAreKeptItIsForkedFromThePoolsServer) {
   const ExitInfo how = Ended(*run);
   EXPECT_TRUE(how.exited);
   EXPECT_EQ(how.code, 0);
+}
+
+TEST(PythonRun, ARunPastItsDeadlineIsKilledAndSaysSo) {
+  PoolWithFakeServer pool("{\"pid\": 99999999}\n", 10s);  // forked, never ends
+  auto run = PythonRun::Start("profiling", {"req.json", "res.json"}, {}, (pool.dir() / "run.log").string());
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  const ExitInfo how = run->Wait(200ms);
+  EXPECT_TRUE(how.timed_out);
+  EXPECT_TRUE(run->Poll()->timed_out);  // and stays so
 }
 
 TEST(PythonRun, AServerThatFailsBeforeForkingItLeavesAFreshInterpreterToRunIt) {

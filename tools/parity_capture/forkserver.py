@@ -13,8 +13,8 @@ child of the server's (forked twice), its stdout and stderr in the log. A worker
 gone before the answer ends at once. A server that cannot serve (its imports initialised CUDA,
 or failed) writes why to `<base>.refused`; parity then no longer asks that key's server.
 
-A request with {"run": MODULE} (one of RUNS: a real replay's rank, distributed/real.h) forks that
-module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
+A request with {"run": NAME} (one of RUNS: a real replay's rank, distributed/real.h; a profile's
+child, profile/profile.h) forks that module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
 {"pid": N}, then, when the run ends, {"exit": CODE} or {"signal": N}; the connection is the run's
 lifeline: when the client's end closes first, the supervisor kills the run's process group. One server per key: the lock (flock, the server's pid inside)
 says which; a second one started meanwhile exits. It ends after SECONDS without a request, and
@@ -36,9 +36,9 @@ import traceback
 # One request line at most this long (an environment is a few KiB).
 _MAX_REQUEST = 1 << 20
 
-# The modules a {"run": ...} request may name (their main(argv) returns an exit code); imported
-# before the server serves, as the worker is.
-RUNS = ("rank_replay",)
+# What a {"run": ...} request may name: the run's module (`python -m parity_capture.<run>`), whose
+# main(argv) returns an exit code; imported before the server serves, as the worker is.
+RUNS = {"rank_replay": "rank_replay", "profiling": "profiling.__main__"}
 
 
 def _prepare() -> None:
@@ -57,7 +57,7 @@ def _prepare() -> None:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
         for module in ("torch", "torch._dynamo", "torch._inductor.compile_fx", f"{__package__}.worker",
-                       *(f"{__package__}.{run}" for run in RUNS)):
+                       *(f"{__package__}.{module}" for module in RUNS.values())):
             importlib.import_module(module)
         from .warm import first_compile_paid
         first_compile_paid()
@@ -138,7 +138,7 @@ def _run_main(req: dict) -> int:
     main raised)."""
     import importlib
     try:
-        return int(importlib.import_module(f"{__package__}.{req['run']}").main([str(a) for a in req["argv"]]) or 0)
+        return int(importlib.import_module(f"{__package__}.{RUNS[req['run']]}").main([str(a) for a in req["argv"]]) or 0)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 1
     except BaseException:  # noqa: BLE001 (reported in the run's log)
