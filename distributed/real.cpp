@@ -22,7 +22,7 @@ json Request(const World& world, const RealRun& run, int r) {
   for (const auto& g : dir.graphs()) graphs.push_back(g.name);
   json groups = json::object();
   for (const auto& [name, members] : world.groups()) groups[name] = members;
-  return {{"repro", fs::absolute(dir.root()).string()},
+  json request = {{"repro", fs::absolute(dir.root()).string()},
           {"graphs", graphs},
           {"rank", r},
           {"world_size", world.world_size()},
@@ -36,6 +36,11 @@ json Request(const World& world, const RealRun& run, int r) {
           {"timeout_s", std::chrono::duration<double>(run.timeout).count()},
           {"out", (run.scratch / ("rank" + std::to_string(r) + ".safetensors")).string()},
           {"ready", (run.scratch / ("rank" + std::to_string(r) + ".ready")).string()}};
+  if (!run.compiler_bisect.is_null()) {
+    request["compiler_bisect"] = run.compiler_bisect;
+    request["bisect_out"] = (run.scratch / "bisect.json").string();
+  }
+  return request;
 }
 
 std::string LogTail(const fs::path& log) {

@@ -27,6 +27,9 @@ struct RealRun {
   // hang outside collectives); joining has a deadline of its own, at least 300 s.
   std::chrono::milliseconds timeout{120000};
   std::filesystem::path scratch;              // requests, the store, each rank's outputs and log
+  // Non-null ({"tol"}): the ranks run PyTorch's compiler bisector in step instead of their graphs
+  // once (rank_replay.compiler_bisect_in_step), rank 0 writing its answer to scratch/bisect.json.
+  nlohmann::json compiler_bisect;
 };
 
 // Each rank's outputs file (safetensors, keys "g<graph index>/output/<k>"), in rank order.

@@ -305,6 +305,7 @@ struct Reduced {
   json culprit;  // the first failing node (node bisection), null where none was found
   json passes = json::array();
   json stages;   // StageBisect's answer
+  json compiler_culprit;  // CompilerCulprit's
 };
 
 // Node bisection's shortest failing prefix, then the delta passes to a fixed point.
@@ -351,6 +352,40 @@ json StageBisect(AcrossRanks& a, WorldTest& test, const ir::Graph& g) {
   return {{"stage", a.real.backend}, {"passed", passed}};
 }
 
+// Inside the backend, when the stages before it pass on an accuracy failure: PyTorch's compiler
+// bisector run by every rank in step on the minimum, for real (rank_replay's compiler_bisect: a
+// try passes where every rank's outputs pass), naming the pass, lowering or config toggle whose
+// removal removes the failure; its answer as the single-process minify's (steps.h
+// CompilerCulpritSentence). Null when not asked or not the backend's own.
+json CompilerCulprit(AcrossRanks& a, WorldTest& test, const ir::Graph& g, const json& stages) {
+  if (!a.opts.compiler_bisect || stages.is_null() || stages.value("stage", "") != a.real.backend ||
+      a.original.kind != "accuracy")
+    return nullptr;
+  json culprit;
+  if (a.real.backend != "inductor") {  // the bisector's subsystems are Inductor's
+    culprit = {{"none", a.real.backend + " is not Inductor: it has no compiler subsystems PyTorch's bisector knows"}};
+    culprit["sentence"] = CompilerCulpritSentence(culprit);
+    return culprit;
+  }
+  const fs::path dir = a.out / "work" / "bisect";
+  auto world = test.Write(g, dir).ok() ? distributed::World::Load(dir) : Error::Runtime("the minimum could not be written");
+  if (!world.ok()) return {{"error", world.error().message}, {"sentence", "the compiler bisection did not run"}};
+  distributed::RealRun run = a.real;
+  run.scratch = dir / "scratch";
+  run.compiler_bisect = {{"tol", a.judge.same.tol}};
+  auto ran = distributed::RunReal(*world, run);
+  auto answer = ran.ok() ? ReadFile(run.scratch / "bisect.json") : Expected<std::string>(ran.error());
+  const json bisected = answer.ok() ? json::parse(*answer, nullptr, false) : json();
+  if (!bisected.is_object())
+    culprit = {{"error", answer.ok() ? "rank 0 answered no bisection" : answer.error().message}};
+  else
+    culprit = bisected.value("result", json()).is_null() ? json::object() : bisected["result"];
+  if (bisected.is_object()) a.runs += bisected.value("runs", 0);
+  culprit["sentence"] = CompilerCulpritSentence(culprit);
+  a.log << "compiler culprit (every rank in step): " << culprit["sentence"].get<std::string>() << "\n";
+  return culprit;
+}
+
 // OUT/world, OUT/repro.py and OUT/summary.json; the summary, also said in the log.
 Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& test, const Reduced& r, const json& ranks_tried,
                             double seconds) {
@@ -368,6 +403,7 @@ Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& 
                   {"cache_hits", test.cache_hits()},
                   {"culprit", r.culprit},
                   {"stages", r.stages},
+                  {"compiler_culprit", r.compiler_culprit},
                   {"passes", r.passes},
                   {"seconds", seconds},
                   {"minified", fs::absolute(a.out / "world").string()},
@@ -401,6 +437,7 @@ Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distri
   const GraphEntry& entry = world.rank(0).graphs()[chosen.first];
   PARITY_ASSIGN_OR_RETURN(Reduced reduced, Reduce(a, entry, *chosen.second));
   reduced.stages = StageBisect(a, *chosen.second, reduced.graph);
+  reduced.compiler_culprit = CompilerCulprit(a, *chosen.second, reduced.graph, reduced.stages);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, ranks_tried, seconds));
   RemoveAll(out / "work");

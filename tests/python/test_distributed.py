@@ -166,20 +166,25 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
 
 
 def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them_kept(parity_bin, collectives2, tmp_path):
-    """A wrong communication pass (wrong_comm_backend.py: every sum all_reduce run as an average)
-    fails every rank only where the collectives run: no rank fails isolated, so minify reduces the
-    graph on both ranks at once (minifier/across_ranks.h), each candidate run for real on 2 gloo
-    ranks. The minimum keeps the all_reduce and drops every collective the failure does not need;
-    its repro.py reproduces under torchrun, and simulated (parity's own collectives) it passes."""
+    """Inductor with a wrong communication pass (wrong_comm_pass.py: a post-grad pass running every
+    sum all_reduce as an average) fails every rank only where the collectives run: no rank fails
+    isolated, so minify reduces the graph on both ranks at once (minifier/across_ranks.h), each
+    candidate run for real on 2 gloo ranks. The minimum keeps the all_reduce and drops every
+    collective the failure does not need; the stages before Inductor pass, and PyTorch's compiler
+    bisector, run by both ranks in step, names the pass; its repro.py reproduces under torchrun,
+    and simulated (parity's own collectives) it passes."""
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "m"
-    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", str(out), "--backend", "torch_compile:wrong_comm",
-                        "--import", "wrong_comm_backend", "--no-compiler-bisect", "--confirm", "1"],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", str(out), "--backend", "inductor",
+                        "--import", "wrong_comm_pass", "--confirm", "1"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
-    # Stage bisection on every rank: dynamo alone and AOTAutograd pass; the failure is the backend's.
-    assert s["stages"] == {"stage": "wrong_comm", "passed": ["eager", "aot_eager"]}, s["stages"]
+    # Stage bisection on every rank: dynamo alone, AOTAutograd and its decompositions pass.
+    assert s["stages"] == {"stage": "inductor", "passed": ["eager", "aot_eager", "aot_eager_decomp_partition"]}, s["stages"]
+    c = s["compiler_culprit"]
+    assert (c["subsystem"], c["detail"]) == ("post_grad_passes", "post_grad_custom_post_pass"), c
+    assert c["config"] == "torch._inductor.config.post_grad_custom_post_pass = None", c
+    assert "compiler culprit (every rank in step): inside inductor: post_grad_passes" in r.stdout, r.stdout
     w = s["world"]
     assert w["reduced_across_ranks"] and w["rank"] == 0 and w["world_size"] == 2, w
     assert [t["fails"] for t in w["ranks_tried"]] == [False, False], w

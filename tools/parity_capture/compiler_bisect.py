@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -54,14 +54,38 @@ def compiler_bisect(req) -> Dict[str, Any]:
             return not (kind == "exception" and type(e).__name__ == signature.get("exception_type"))
         return kind != "accuracy" or not _fails(reference, got, fp64, req)
 
+    return _bisected(good, req["backend"], runs, started)
+
+
+def in_step(local_good: Callable[[str], bool], agree: Callable[[bool], bool], backend: str) -> Dict[str, Any]:
+    """The bisector run by every rank of a real replay at once (rank_replay's compiler_bisect,
+    minifier/across_ranks.h): each try is `local_good(stage)` on this rank (its graphs compiled
+    with the stage, run, judged), and the bisector is told `agree(that)`, every rank's answer
+    combined (a pass only where every rank passes), so every rank walks the same path and its
+    compiled graphs issue the same collectives. Answers as compiler_bisect does."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+    started = time.perf_counter()
+    runs = {"n": 0}
+
+    def good() -> bool:
+        runs["n"] += 1
+        torch._dynamo.reset()
+        return agree(local_good(CompilerBisector.get_backend() or "inductor"))
+
+    return _bisected(good, backend, runs, started)
+
+
+def _bisected(good: Callable[[], bool], backend: str, runs: Dict[str, int], started: float) -> Dict[str, Any]:
+    """PyTorch's bisector over `good`, its answer with the failing backend's name for Inductor's
+    last stage and the config line that removes the failure where one does."""
+    from torch._inductor.compiler_bisector import CompilerBisector
     with _quiet():  # the bisector prints its progress
         result = CompilerBisector.do_bisect(good)
     torch._dynamo.reset()
     out: Dict[str, Any] = {"bisected": True, "runs": runs["n"], "seconds": time.perf_counter() - started, "result": None}
     if result is not None:
-        backend = req["backend"] if result.backend == "inductor" else result.backend
-        out["result"] = {"backend": backend, "subsystem": result.subsystem, "bisect_number": result.bisect_number,
-                         "detail": result.debug_info, "config": _config_line(result)}
+        out["result"] = {"backend": backend if result.backend == "inductor" else result.backend, "subsystem": result.subsystem,
+                         "bisect_number": result.bisect_number, "detail": result.debug_info, "config": _config_line(result)}
     return out
 
 

@@ -11,7 +11,10 @@ an exception is printed and exits 1. Run by parity, one process per rank, with a
 Under torchrun (a multi-rank minimum's repro.py, minifier/across_ranks.h), `torchrun_main` runs
 this rank (RANK, WORLD_SIZE and the rendezvous from torchrun's environment) of a multi-rank dir:
 its graphs compiled by the backend, the collectives real, each output judged against the output
-the dir stores."""
+the dir stores.
+
+With "compiler_bisect" in the request ({"tol"}), the ranks run PyTorch's compiler bisector in step
+instead (compiler_bisect_in_step), and rank 0 writes its answer to the request's "bisect_out"."""
 from __future__ import annotations
 
 import contextlib
@@ -78,6 +81,12 @@ def main(argv=None) -> int:
                 rank=req["rank"], world_size=req["world_size"],
                 timeout=datetime.timedelta(seconds=float(req.get("timeout_s", 120)))) as device:
         open(req["ready"], "w").close()  # parity's deadline counts from when every rank is here
+        if req.get("compiler_bisect") is not None:
+            answer = compiler_bisect_in_step(req, device)
+            if req["rank"] == 0:
+                with open(req["bisect_out"], "w") as f:
+                    json.dump(answer, f)
+            return 0
         results = {}
         for i, graph in enumerate(req["graphs"]):
             print(f"rank {req['rank']}: graph {graph}: compiling and running it with {req['backend']}", flush=True)
@@ -85,6 +94,36 @@ def main(argv=None) -> int:
                 results[f"g{i}/{key}"] = value
         write_tensors(req["out"], results)
     return 0
+
+
+def compiler_bisect_in_step(req: Dict[str, Any], device: str) -> Dict[str, Any]:
+    """PyTorch's compiler bisector on this rank in step with every other (compiler_bisect.in_step):
+    a try passes on this rank when each output of each of its graphs, compiled with the try's
+    stage (the request's backend and options for the last), passes same() at the request's
+    tolerance against the output the dir stores; the ranks agree by an all_reduce of their
+    answers (MIN: a pass where all pass)."""
+    from .compiler_bisect import in_step
+    repro = load_repro(req["repro"])
+    expected = {g.name: g.expected_outputs() for g in repro.graphs}
+    backend, options, tol = req["backend"], req.get("options", {}), float(req["compiler_bisect"].get("tol", 1e-4))
+
+    def local_good(stage: str) -> bool:
+        theirs = stage in ("inductor", backend)  # the last stage: the failing backend itself
+        try:
+            for graph in req["graphs"]:
+                got = graph_results(req["repro"], graph, device, backend if theirs else stage, options if theirs else {})
+                if not all(same_tensor(e, got[f"output/{k}"], tol=tol)[0] for k, e in enumerate(expected[graph])):
+                    return False
+        except Exception:  # noqa: BLE001 (a try that raises is another failure than the accuracy one bisected,
+            return True    # as compiler_bisect counts it: e.g. a crossref stage that refuses a collective)
+        return True
+
+    def agree(ok: bool) -> bool:
+        flag = torch.tensor([1 if ok else 0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    return in_step(local_good, agree, backend)
 
 
 def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: float) -> int:
