@@ -54,14 +54,14 @@ for kind in $KINDS; do
   case $kind in collectives|tp_eval) ;; *) continue ;; esac
   t0=$(date +%s.%N)
   PYTHONPATH=$WORK:$PYTHONPATH build-gpu/parity minify "$WORK/$kind" --backend inductor --import bad_comm_pass --confirm 1 \
-    --no-compiler-bisect --out "$WORK/across-$kind" >"$OUTDIR/across-$kind.log" 2>&1
-  echo "$kind minify across ranks, a wrong comm pass: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified|first failing|stage' "$OUTDIR/across-$kind.log" | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
+    --out "$WORK/across-$kind" >"$OUTDIR/across-$kind.log" 2>&1
+  echo "$kind minify across ranks, a wrong comm pass: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified|first failing|stage|culprit' "$OUTDIR/across-$kind.log" | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
   cp "$WORK/across-$kind/summary.json" "$OUTDIR/across-$kind-summary.json" 2>/dev/null
   # The same with workers kept: every world's rank processes forked from the pool's fork server
   # (runtime/python_run.h; the server never initialises CUDA, each rank does after its fork).
   t0=$(date +%s.%N)
   PYTHONPATH=$WORK:$PYTHONPATH PARITY_WORKER_POOL=$WORK/pool PARITY_KEEP_WORKERS=60 build-gpu/parity minify "$WORK/$kind" \
-    --backend inductor --import bad_comm_pass --confirm 1 --no-compiler-bisect --out "$WORK/across-forked-$kind" \
+    --backend inductor --import bad_comm_pass --confirm 1 --out "$WORK/across-forked-$kind" \
     >"$OUTDIR/across-forked-$kind.log" 2>&1
   echo "$kind minify across ranks, ranks forked: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified' "$OUTDIR/across-forked-$kind.log")" | tee -a "$OUTDIR/summary.txt"
   cat "$WORK"/pool/*-fs.log >"$OUTDIR/across-forked-$kind-forkserver.log" 2>/dev/null
