@@ -153,3 +153,16 @@ def test_a_run_answers_its_pid_then_its_exit_and_dies_with_its_client(served):
     s.close()  # the lifeline: its supervisor kills it
     assert wait_until(lambda: not alive(pid), 10)
     assert ask(d, b'{"run": "os", "argv": [], "log": "x.log"}\n') == b""  # only the modules RUNS names
+
+
+def test_a_server_that_keeps_nothing_serves_the_request_waiting_and_ends(tmp_path):
+    """--keep-idle 0 (a run that keeps no workers adopted one, which then had to be replaced): the
+    request already waiting is served, then the server ends instead of serving forever."""
+    server = start_server(tmp_path, keep_idle=0)
+    try:
+        pid = fork(tmp_path, 0)
+        os.kill(pid, 9)
+        assert server.wait(timeout=60) == 0
+        assert not (tmp_path / "k-fs.sock").exists()
+    finally:
+        server.kill()

@@ -232,15 +232,14 @@ def _reap_supervisors() -> None:
 
 
 def serve(listener: socket.socket, keep_idle: float, keep_fds: set) -> None:
+    """Serves requests until `keep_idle` seconds pass without one (0: until none is waiting, so a
+    server started for a run that keeps no workers serves that run's request and ends)."""
     last = time.monotonic()
     while True:
-        wait = keep_idle - (time.monotonic() - last) if keep_idle > 0 else None
-        if wait is not None and wait <= 0:
-            return
-        ready, _, _ = select.select([listener], [], [], wait)
+        ready, _, _ = select.select([listener], [], [], max(0.0, keep_idle - (time.monotonic() - last)))
         _reap_supervisors()
         if not ready:
-            continue
+            return
         conn, _ = listener.accept()
         last = time.monotonic()
         try:
