@@ -328,11 +328,14 @@ Expected<Reduced> Reduce(AcrossRanks& a, const GraphEntry& entry, WorldTest& tes
 // before the backend (dynamo alone, then AOTAutograd, and for Inductor AOTAutograd with its
 // decompositions and partitioner: PyTorch's compiler bisector's stages); the first that fails the
 // same way names where the failure enters, else the backend's own part does. Null when skipped.
+// Where StageBisect writes the minimum as a multi-rank dir, which CompilerCulprit runs again.
+fs::path MinimumDir(const AcrossRanks& a) { return a.out / "work" / "minimum"; }
+
 json StageBisect(AcrossRanks& a, WorldTest& test, const ir::Graph& g) {
   if (!a.opts.stage_bisect) return nullptr;
   std::vector<std::string> stages = {"eager", "aot_eager"};
   if (a.real.backend == "inductor") stages.push_back("aot_eager_decomp_partition");
-  const fs::path dir = a.out / "work" / "stages";
+  const fs::path dir = MinimumDir(a);
   if (!test.Write(g, dir).ok()) return nullptr;
   auto world = distributed::World::Load(dir);
   if (!world.ok()) return nullptr;
@@ -353,11 +356,11 @@ json StageBisect(AcrossRanks& a, WorldTest& test, const ir::Graph& g) {
 }
 
 // Inside the backend, when the stages before it pass on an accuracy failure: PyTorch's compiler
-// bisector run by every rank in step on the minimum, for real (rank_replay's compiler_bisect: a
+// bisector run by every rank in step on the minimum (the dir StageBisect wrote), for real (rank_replay's compiler_bisect: a
 // try passes where every rank's outputs pass), naming the pass, lowering or config toggle whose
 // removal removes the failure; its answer as the single-process minify's (steps.h
 // CompilerCulpritSentence). Null when not asked or not the backend's own.
-json CompilerCulprit(AcrossRanks& a, WorldTest& test, const ir::Graph& g, const json& stages) {
+json CompilerCulprit(AcrossRanks& a, const json& stages) {
   if (!a.opts.compiler_bisect || stages.is_null() || stages.value("stage", "") != a.real.backend ||
       a.original.kind != "accuracy")
     return nullptr;
@@ -367,11 +370,10 @@ json CompilerCulprit(AcrossRanks& a, WorldTest& test, const ir::Graph& g, const 
     culprit["sentence"] = CompilerCulpritSentence(culprit);
     return culprit;
   }
-  const fs::path dir = a.out / "work" / "bisect";
-  auto world = test.Write(g, dir).ok() ? distributed::World::Load(dir) : Error::Runtime("the minimum could not be written");
+  auto world = distributed::World::Load(MinimumDir(a));  // StageBisect's, which ran: stages is set
   if (!world.ok()) return {{"error", world.error().message}, {"sentence", "the compiler bisection did not run"}};
   distributed::RealRun run = a.real;
-  run.scratch = dir / "scratch";
+  run.scratch = a.out / "work" / "bisect";
   run.compiler_bisect = {{"tol", a.judge.same.tol}};
   auto ran = distributed::RunReal(*world, run);
   auto answer = ran.ok() ? ReadFile(run.scratch / "bisect.json") : Expected<std::string>(ran.error());
@@ -437,7 +439,7 @@ Expected<MinifyResult> MinifyAcrossRanks(const MinifyOptions& opts, const distri
   const GraphEntry& entry = world.rank(0).graphs()[chosen.first];
   PARITY_ASSIGN_OR_RETURN(Reduced reduced, Reduce(a, entry, *chosen.second));
   reduced.stages = StageBisect(a, *chosen.second, reduced.graph);
-  reduced.compiler_culprit = CompilerCulprit(a, *chosen.second, reduced.graph, reduced.stages);
+  reduced.compiler_culprit = CompilerCulprit(a, reduced.stages);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   PARITY_ASSIGN_OR_RETURN(json summary, WriteMinimum(a, entry, *chosen.second, reduced, ranks_tried, seconds));
   RemoveAll(out / "work");

@@ -94,37 +94,54 @@ std::optional<std::string> ForkServerBase(const std::vector<std::string>& extra_
   return (*dir / (ForkServerKey(extra_env) + "-fs")).string();
 }
 
+namespace {
+// The next line the server sent on `fd` (read into `buffer`, its rest kept there), waiting up to
+// `wait`: the line without its newline, nullopt while none has come, kRuntime once the server's
+// end is closed.
+Expected<std::optional<std::string>> NextLine(int fd, std::string& buffer, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    if (const auto nl = buffer.find('\n'); nl != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return std::optional<std::string>(std::move(line));
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return std::optional<std::string>();
+    char chunk[256];
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Error::Runtime("closed");
+    buffer.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+// The process group of `pid` (its session: it and what it started), and `pid` itself in case it
+// has not made its group yet.
+void KillGroup(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+}
+}  // namespace
+
 PendingFork::~PendingFork() {
   if (fd_ >= 0) ::close(fd_);
 }
 
 Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait) {
   if (fd_ < 0) return Error::Runtime("fork server: no request pending");
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  for (;;) {
-    if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
-      auto answer = nlohmann::json::parse(buffer_.substr(0, nl), nullptr, false);
-      ::close(fd_);
-      fd_ = -1;
-      if (answer.is_object() && answer.contains("pid") && answer["pid"].is_number_integer() && answer["pid"].get<pid_t>() > 0)
-        return std::optional<pid_t>(answer["pid"].get<pid_t>());
-      return Error::Runtime("fork server: answer is not {\"pid\": N}: " + buffer_.substr(0, nl) + "; see " + log_);
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fd_, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return std::optional<pid_t>();
-    char chunk[256];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd_);
-      fd_ = -1;
-      return Error::Runtime("fork server ended without forking the worker; see " + log_);
-    }
-    buffer_.append(chunk, static_cast<size_t>(n));
-  }
+  auto line = NextLine(fd_, buffer_, wait);
+  if (line.ok() && !line->has_value()) return std::optional<pid_t>();  // not answered yet
+  ::close(fd_);
+  fd_ = -1;
+  if (!line.ok()) return Error::Runtime("fork server ended without forking the worker; see " + log_);
+  const auto answer = nlohmann::json::parse(**line, nullptr, false);
+  if (answer.is_object() && answer.contains("pid") && answer["pid"].is_number_integer() && answer["pid"].get<pid_t>() > 0)
+    return std::optional<pid_t>(answer["pid"].get<pid_t>());
+  return Error::Runtime("fork server: answer is not {\"pid\": N}: " + **line + "; see " + log_);
 }
 
 namespace {
@@ -171,55 +188,42 @@ void ForkedRun::Close() {
 }
 
 void ForkedRun::Kill() {
-  if (pid_ > 0 && !ended_) {
-    ::kill(-pid_, SIGKILL);  // its session's group: the run and what it started
-    ::kill(pid_, SIGKILL);
-  }
+  if (pid_ > 0 && !ended_) KillGroup(pid_);
   Close();  // the supervisor kills the group too (the run may not have made it yet)
 }
 
 Expected<std::optional<ExitInfo>> ForkedRun::Poll() {
   for (;;) {
     if (ended_) return ended_;
-    if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
-      const auto line = nlohmann::json::parse(buffer_.substr(0, nl), nullptr, false);
-      buffer_.erase(0, nl + 1);
-      auto integer = [&line](const char* key) -> std::optional<int> {
-        if (!line.is_object() || !line.contains(key) || !line[key].is_number_integer()) return std::nullopt;
-        return line[key].get<int>();
-      };
-      if (pid_ == 0) {
-        if (auto pid = integer("pid"); pid && *pid > 0) {
-          pid_ = *pid;
-          continue;
-        }
-        Close();
-        return Error::Runtime("fork server: answer is not {\"pid\": N}; see " + log_);
-      }
-      ExitInfo how;
-      if (auto code = integer("exit")) how.exited = true, how.code = *code;
-      if (auto sig = integer("signal")) how.signal = *sig;
-      ended_ = how;
-      Close();
-      continue;
-    }
     if (fd_ < 0) return Error::Runtime("fork server: the run's connection is closed");
-    pollfd p{fd_, POLLIN, 0};
-    const int r = ::poll(&p, 1, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return std::optional<ExitInfo>();
-    char chunk[256];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    auto line = NextLine(fd_, buffer_, std::chrono::milliseconds(0));
+    if (!line.ok()) {
       Close();
       if (pid_ == 0) return Error::Runtime("fork server ended without forking the run; see " + log_);
       ended_ = ExitInfo{};  // its supervisor died: how the run ended is unknown (it was killed with it)
-      ::kill(-pid_, SIGKILL);
-      ::kill(pid_, SIGKILL);
+      KillGroup(pid_);
       continue;
     }
-    buffer_.append(chunk, static_cast<size_t>(n));
+    if (!line->has_value()) return std::optional<ExitInfo>();
+    const auto message = nlohmann::json::parse(**line, nullptr, false);
+    auto integer = [&message](const char* key) -> std::optional<int> {
+      if (!message.is_object() || !message.contains(key) || !message[key].is_number_integer()) return std::nullopt;
+      return message[key].get<int>();
+    };
+    if (pid_ == 0) {  // the first line: the run's pid
+      auto pid = integer("pid");
+      if (!pid || *pid <= 0) {
+        Close();
+        return Error::Runtime("fork server: answer is not {\"pid\": N}; see " + log_);
+      }
+      pid_ = *pid;
+      continue;
+    }
+    ExitInfo how;  // the second: how it ended
+    if (auto code = integer("exit")) how.exited = true, how.code = *code;
+    if (auto sig = integer("signal")) how.signal = *sig;
+    ended_ = how;
+    Close();
   }
 }
 
