@@ -79,6 +79,40 @@ def test_an_autocast_program_is_recorded_with_its_amp_dtype(parity_bin, tmp_path
     assert records[0]["experiment"]["dtype"] == "amp" and records[0]["tolerance"] == 1e-3
 
 
+class Rotary(torch.nn.Module):
+    """A rotary embedding as HF's Llama computes it under amp: the frequencies in float32 inside
+    `autocast(enabled=False)` (a bmm of inv_freq by the positions), then cos and sin applied."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, 16, 2).float() / 16)))
+        self.k = torch.nn.Linear(16, 16, bias=False)
+
+    def forward(self, x, pos):
+        with torch.autocast("cpu", enabled=False):
+            inv = self.inv_freq[None, :, None].expand(pos.shape[0], -1, 1)
+            freqs = (inv @ pos[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), -1)
+        k = self.k(x)
+        return k * emb.cos() + torch.cat((-k[..., 8:], k[..., :8]), -1) * emb.sin()
+
+
+def test_an_autocast_program_s_float32_region_is_replayed_in_float32(tmp_path):
+    # The dump's replay check runs the recorded graph as parity does, without the program's
+    # ambient autocast: left on, it cast the region's float32 bmm to bf16 again, and the
+    # frequencies at 1024 positions came out 32% off, so the graph was refused (Llama, Mistral
+    # and Qwen2 under amp bf16 on CUDA were).
+    torch.manual_seed(0)
+    pos = torch.arange(1024)[None]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        _, caught = dump(Rotary(), lambda f: f(torch.randn(1, 1024, 16), pos), tmp_path / "prog")
+    assert not caught, [str(w.message) for w in caught]
+    (g,) = manifest(tmp_path / "prog")["graphs"]
+    gjson = json.loads((tmp_path / "prog" / g["file"]).read_text())
+    (bmm,) = [n for n in gjson["nodes"] if n.get("target") == "aten::bmm"]
+    assert bmm["meta"]["val"][0]["dtype"] == "float32"
+
+
 def test_a_dir_runs_on_its_own_device_unless_asked(parity_bin, tmp_path):
     torch.manual_seed(0)
     with torch.no_grad():
