@@ -57,15 +57,18 @@ for kind in $KINDS; do
     --out "$WORK/across-$kind" >"$OUTDIR/across-$kind.log" 2>&1
   echo "$kind minify across ranks, a wrong comm pass: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified|first failing|stage|culprit' "$OUTDIR/across-$kind.log" | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
   cp "$WORK/across-$kind/summary.json" "$OUTDIR/across-$kind-summary.json" 2>/dev/null
-  # The same with workers kept: every world's rank processes forked from the pool's fork server
-  # (runtime/python_run.h; the server never initialises CUDA, each rank does after its fork).
-  t0=$(date +%s.%N)
-  PYTHONPATH=$WORK:$PYTHONPATH PARITY_WORKER_POOL=$WORK/pool PARITY_KEEP_WORKERS=60 build-gpu/parity minify "$WORK/$kind" \
-    --backend inductor --import bad_comm_pass --confirm 1 --out "$WORK/across-forked-$kind" \
-    >"$OUTDIR/across-forked-$kind.log" 2>&1
-  echo "$kind minify across ranks, ranks forked: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified' "$OUTDIR/across-forked-$kind.log")" | tee -a "$OUTDIR/summary.txt"
-  cat "$WORK"/pool/*-fs.log >"$OUTDIR/across-forked-$kind-forkserver.log" 2>/dev/null
-  PARITY_WORKER_POOL=$WORK/pool build-gpu/parity workers --stop >/dev/null 2>&1
+  # The same with workers kept (FORKED=0 leaves it out): every world's rank processes forked from
+  # the pool's fork server (runtime/python_run.h; the server never initialises CUDA, each rank does
+  # after its fork).
+  if [ "${FORKED:-1}" = 1 ]; then
+    t0=$(date +%s.%N)
+    PYTHONPATH=$WORK:$PYTHONPATH PARITY_WORKER_POOL=$WORK/pool PARITY_KEEP_WORKERS=60 build-gpu/parity minify "$WORK/$kind" \
+      --backend inductor --import bad_comm_pass --confirm 1 --out "$WORK/across-forked-$kind" \
+      >"$OUTDIR/across-forked-$kind.log" 2>&1
+    echo "$kind minify across ranks, ranks forked: exit $? in $("$PY" -c "print(round($(date +%s.%N) - $t0, 1))") s $(grep -E '^minified' "$OUTDIR/across-forked-$kind.log")" | tee -a "$OUTDIR/summary.txt"
+    cat "$WORK"/pool/*-fs.log >"$OUTDIR/across-forked-$kind-forkserver.log" 2>/dev/null
+    PARITY_WORKER_POOL=$WORK/pool build-gpu/parity workers --stop >/dev/null 2>&1
+  fi
   PYTHONPATH=$WORK:$PYTHONPATH "$PY" -m torch.distributed.run --standalone --nproc-per-node "$WORLD" "$WORK/across-$kind/repro.py" \
     >"$OUTDIR/across-$kind-torchrun.log" 2>&1
   echo "$kind minimum under torchrun: exit $? $(grep -c FAIL "$OUTDIR/across-$kind-torchrun.log") FAIL lines" | tee -a "$OUTDIR/summary.txt"
