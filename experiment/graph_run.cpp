@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -24,6 +25,7 @@
 #include "experiment/judge.h"
 #include "experiment/phase_clock.h"
 #include "experiment/reference.h"
+#include "experiment/reference_threads.h"
 #include "experiment/shapes.h"
 #include "experiment/flow_state.h"
 
@@ -117,6 +119,8 @@ class BackendBeside {
     }
     cv_.notify_all();
   }
+  // Whether the worker has answered (a kept one at once; a starting one once its imports are done).
+  bool Listening() const { return listening_flag_.load(); }
   // Waits for the runs; `clock` splits the wait by what the worker was doing then.
   Expected<std::vector<BackendRun>> Join(PhaseClock& clock) {
     ReferenceDone();
@@ -129,6 +133,7 @@ class BackendBeside {
   void Work(Backend& backend) {
     Status connected = runtime::ConnectWorker();
     listening_ = Clock::now();
+    listening_flag_ = true;
     if (after_reference_) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return reference_done_; });
@@ -153,6 +158,7 @@ class BackendBeside {
   bool reference_done_ = false;
   Expected<std::vector<BackendRun>> runs_ = std::vector<BackendRun>{};
   Clock::time_point listening_, done_;
+  std::atomic<bool> listening_flag_{false};
   std::thread thread_;  // last: started once the members it writes exist
 };
 
@@ -294,11 +300,17 @@ Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const
     for (auto& c : first_runs) c.iterations = 0;
     beside.emplace(backend, std::move(first_runs), ctx.device.is_cpu());
   }
+  // A CPU reference leaves a core to a worker still starting (reference_threads.h).
+  const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>([&] { return beside->Listening(); })
+                                                                : std::function<bool()>());
   for (size_t i = 0; i < g.shapes.size(); ++i) {
     const Shape& sh = g.shapes[i];
+    threads.Share();
     if (Stop st = RunEagerTwice(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i])) return st;  // `beside` is waited for as it goes
+    threads.Share();
     if (!fp64_first) RunFp64(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i]);
   }
+  threads.Restore();
   if (beside) beside->ReferenceDone();
   const std::string where = multi ? graph.name + ": " : "";
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
