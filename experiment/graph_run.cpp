@@ -301,7 +301,9 @@ Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const
     beside.emplace(backend, std::move(first_runs), ctx.device.is_cpu());
   }
   // A CPU reference leaves a core to a worker still starting (reference_threads.h).
-  const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>([&] { return beside->Listening(); })
+  const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>([&] {
+    return runtime::NamedWorkerListening() || beside->Listening();  // the first: a kept worker, before its connection
+  })
                                                                 : std::function<bool()>());
   for (size_t i = 0; i < g.shapes.size(); ++i) {
     const Shape& sh = g.shapes[i];

@@ -419,6 +419,12 @@ Expected<nlohmann::json> AskWorker(nlohmann::json request) {
   return resp;
 }
 
+bool NamedWorkerListening() {
+  const char* s = std::getenv("PARITY_WORKER_SOCKET");
+  std::error_code ec;
+  return s && *s && fs::exists(s, ec);
+}
+
 Status LaunchWorker() {
   WorkerProcess* own = OwnWorker();
   return own ? own->Launch() : Status::Ok();

@@ -129,6 +129,10 @@ class WorkerClient {
 // This process's connection to its worker, made now (waiting for it to listen) if there is none:
 // what a caller does to know when the worker became ready, before its first request.
 [[nodiscard]] Status ConnectWorker();
+// Whether the worker $PARITY_WORKER_SOCKET names listens now (its socket appears once it does): a
+// slot's kept worker at once, a starting one once its imports are done. False where none is named.
+// Asks only the filesystem: safe beside a thread that talks to the worker.
+bool NamedWorkerListening();
 // This process's private worker (where no $PARITY_WORKER_SOCKET names one) started now, without
 // waiting for it to listen. A child dies with the thread that started it (PR_SET_PDEATHSIG): a
 // caller that talks to the worker from a thread of its own starts it here first, from the thread

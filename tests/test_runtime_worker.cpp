@@ -126,5 +126,19 @@ TEST(WorkerProcess, ASocketDeepInALongDirLivesInTheTempDir) {
   EXPECT_EQ(WorkerProcess("/tmp/w.sock", "/dev/null").socket_path(), "/tmp/w.sock");  // short: as asked
 }
 
+TEST(NamedWorkerListening, TheNamedSocketListensOnceItExists) {
+  testing::TempDir dir;
+  const std::string path = (dir / "worker.sock").string();
+  ::unsetenv("PARITY_WORKER_SOCKET");
+  EXPECT_FALSE(NamedWorkerListening());  // none named
+  ::setenv("PARITY_WORKER_SOCKET", path.c_str(), 1);
+  EXPECT_FALSE(NamedWorkerListening());  // still starting: no socket yet
+  std::thread fake = FakeWorker(path, {});
+  EXPECT_TRUE(NamedWorkerListening());
+  ::unsetenv("PARITY_WORKER_SOCKET");
+  (void)WorkerClient::Connect(path);  // lets the fake worker end
+  fake.join();
+}
+
 }  // namespace
 }  // namespace parity::runtime
