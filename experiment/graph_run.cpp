@@ -300,11 +300,11 @@ Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const
     for (auto& c : first_runs) c.iterations = 0;
     beside.emplace(backend, std::move(first_runs), ctx.device.is_cpu());
   }
-  // A CPU reference leaves a core to a worker still starting (reference_threads.h).
-  const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>([&] {
-    return runtime::NamedWorkerListening() || beside->Listening();  // the first: a kept worker, before its connection
-  })
-                                                                : std::function<bool()>());
+  // A CPU reference leaves a core to a worker still starting (reference_threads.h); the slot's
+  // named socket tells of a kept worker before the backend's thread has connected to it.
+  std::function<bool()> listening;
+  if (beside && ctx.device.is_cpu()) listening = [&] { return runtime::NamedWorkerListening() || beside->Listening(); };
+  const ReferenceThreads threads(std::move(listening));
   for (size_t i = 0; i < g.shapes.size(); ++i) {
     const Shape& sh = g.shapes[i];
     threads.Share();
