@@ -88,6 +88,19 @@ void Replay(WorldRun& run, const Expected<verify::RunReproOptions>& ro, const ve
   run.run_s = Since(t0);
 }
 
+// What a rank's record says of its train graphs: a world's replay runs each graph forward and
+// judges its outputs; autograd does not run through them, so the gradients the program computed
+// from them (the collectives' backward included) are not judged. Where a compiled-autograd
+// backward was recorded as a graph of its own, its outputs, the gradients, are. Empty for eval.
+std::string OutputsOnlyNote(const ReproDir& rank) {
+  std::string train;
+  for (const auto& g : rank.graphs())
+    if ((g.mode.empty() ? rank.manifest().mode : g.mode) == "train") train += (train.empty() ? "" : ", ") + g.name;
+  if (train.empty()) return "";
+  return "train graphs judged by their outputs only (" + train +
+         "): a multi-rank replay does not run autograd through them, so the gradients computed from them are not judged";
+}
+
 // Rank `r`'s record of `run`: its graphs' verdicts as the outputs ("<graph>/<output>"), PASS when
 // every graph passed, FAIL when one failed the comparison, EXCEPTION_RAISED when one did not run
 // (or the ranks' run itself failed), VERIFIER_SKIPPED when the backend cannot run ranks.
@@ -148,6 +161,7 @@ results::Record RankRecord(const WorldRun& run, int r) {
   rec.code = !ran ? results::Code::kExceptionRaised : mine.pass ? results::Code::kPass : results::Code::kFail;
   if (rec.code != results::Code::kPass) rec.phase = ran ? "compare" : "backend";
   if (ran) rec.fp64_reference = fp64;
+  rec.notes = OutputsOnlyNote(run.w->world.rank(r));
   return rec;
 }
 

@@ -269,24 +269,27 @@ def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, t
     record per rank, with its rank, its time split, its fp64 reference; a second run resumes them;
     `parity ci` gates them against an expected file that names each rank. DDP's ranks share no
     collective (the allreduce is the reducer's): each is verified as a repro dir of its own, its
-    gradients and SGD step judged, any backend, a C++ one too."""
-    dirs = [two_ranks / "collectives", two_ranks / "ddp"]
+    gradients and SGD step judged, any backend, a C++ one too. A trained TP block's ranks share
+    collectives: their records say the gradients are not judged (outputs only)."""
+    dirs = [two_ranks / "collectives", two_ranks / "ddp", two_ranks / "tp"]
     plain = os.path.join(test_data, "models", "mlp")
     r, recs = verify(parity_bin, tmp_path / "v", *dirs, plain, "--backend", "eager")
     assert r.returncode == 0, r.stdout + r.stderr
     ranks = [x for x in recs if "distributed" in x]
-    assert len(ranks) == 4 and len(recs) == 5, recs
+    assert len(ranks) == 6 and len(recs) == 7, recs
     for x in ranks:
         assert x["verification_code"] == "PASS" and x["fp64_reference"] is True, x
-        ddp = x["model"]["model_name"].startswith("ddp.")
+        ddp, tp = (x["model"]["model_name"].startswith(k) for k in ("ddp.", "tp."))
         assert x["distributed"]["replay"] == ("per-rank" if ddp else "simulated") and x["distributed"]["world_size"] == 2
         if ddp:
             assert any("/grad/param/" in o["path"] for o in x["outputs"]), x["outputs"]
+        if not ddp:  # the eval collectives program has nothing to say; the trained TP block does
+            assert ("gradients computed from them are not judged" in (x.get("notes") or "")) == tp, x
         assert x["model"]["model_name"].endswith(".rank%d" % x["distributed"]["rank"])
         phases = x["metrics"]["phase_seconds"]
         assert sum(phases.values()) == pytest.approx(x["metrics"]["wall_time_s"], rel=0.05), x["metrics"]
     again = run_parity(parity_bin, "verify", "--output-dir", str(tmp_path / "v"), *map(str, dirs), "--backend", "eager")
-    assert again.returncode == 0 and "0 rank records, 0 passed, 2 resumed" in again.stdout, again.stdout
+    assert again.returncode == 0 and "0 rank records, 0 passed, 4 resumed" in again.stdout, again.stdout
     assert "2 already in" in again.stdout, again.stdout  # ddp's ranks, resumed as repro dirs
     # The gate: an expected file names each rank.
     exp = tmp_path / "expected"
