@@ -274,6 +274,41 @@ def test_a_dynamic_train_step_with_its_loss_inside_sweeps_its_shapes(parity_bin,
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
 
 
+class NoGradRegionNet(torch.nn.Module):
+    """A train model as HF's decoders write it: a `torch.no_grad()` region inside (the rotary
+    embedding's frequencies) and a mask made by vmap (transformers' masking utilities)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("freq", torch.linspace(0.1, 1.0, 8))
+
+    def forward(self, x):
+        with torch.no_grad():
+            angles = torch.arange(x.shape[0], dtype=torch.float32)[:, None] * self.freq
+        keep = torch.vmap(lambda row: row > 0)(x)
+        return (self.lin(x) * angles.cos()).masked_fill(keep, 0.0)
+
+
+def test_a_symbolic_train_graph_with_a_no_grad_region_and_vmap_is_recorded(parity_bin, tmp_path):
+    # The graph's ATen form is traced as an inference graph: the region's end turning grad back on
+    # (and vmap turning it on for the whole trace) made AOTAutograd trace the joint graph, whose
+    # forward returns the saved activations, and the capture was refused (HF Qwen3 under
+    # dynamic=True, trained).
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    b = dump_backend(str(tmp_path / "d"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.compile(NoGradRegionNet(), backend=b, dynamic=True)(torch.randn(6, 8)).sum().backward()
+    torch._dynamo.reset()
+    assert not [str(w.message) for w in caught if issubclass(w.category, ParityCaptureWarning)]
+    (g,) = manifest(tmp_path / "d")["graphs"]
+    assert g["mode"] == "train" and graph_json(tmp_path / "d", g).get("symbols")
+    r, (rec,) = verify(parity_bin, tmp_path / "v", tmp_path / "d", "--backend", "eager")
+    assert r.returncode == 0 and rec["verification_code"] == "PASS", r.stdout + r.stderr
+
+
 class SizeArith(torch.nn.Module):
     """Sizes in arithmetic as programs write it: rounding, shifts, bitwise ops, math functions
     and floats of sizes, feeding views, factories and tensor math."""

@@ -343,6 +343,36 @@ def _calls_transforms(gm: fx.GraphModule) -> bool:
                for n in gm.graph.nodes)
 
 
+def _differentiates_inside(gm: fx.GraphModule) -> bool:
+    """Whether dynamo's graph runs a torch.func transform that differentiates (grad, vjp, jacrev,
+    jvp, jacfwd: their grad or dual-level bookkeeping calls); vmap alone does not."""
+    return any(n.op == "call_function" and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))
+               and any(k in getattr(n.target, "__name__", "") for k in ("grad", "jvp", "dual"))
+               for n in gm.graph.nodes)
+
+
+def _without_grad_mode_switches(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of `gm` (its graph copied, its modules shared) without the `torch._C._set_grad_enabled`
+    calls dynamo records for the program's no_grad / enable_grad regions; `gm` itself, which the
+    program runs, is left as it is."""
+    switches = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch._C._set_grad_enabled and not n.users]
+    if not switches:
+        return gm
+    graph = fx.Graph()
+    env: Dict[fx.Node, fx.Node] = {}
+    for n in gm.graph.nodes:
+        if n in switches:
+            continue
+        env[n] = graph.node_copy(n, lambda a: env[a])
+    return fx.GraphModule(gm, graph)
+
+
+def _no_backward(gm: fx.GraphModule, _inputs: Any):
+    """The backward compiler of aot_inference_graph: an inference trace has none. Were a joint graph
+    traced, its backward must not take the forward's place: it is refused by name."""
+    raise CaptureError("AOTAutograd traced a joint graph where an inference graph was asked")
+
+
 def _is_subclass(x: Any) -> bool:
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
     return isinstance(x, torch.Tensor) and is_traceable_wrapper_subclass(x)
@@ -403,10 +433,18 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
         captured["gm"] = g
         return g
 
-    # Without grad, unless the graph runs torch.func transforms itself: grad and jacrev trace only
-    # with it (the inputs are detached copies: the graph is an inference graph either way).
-    with torch.enable_grad() if _calls_transforms(gm) else torch.no_grad():
-        aot_module_simplified(checkpointed.as_marked_calls(gm), list(example_inputs), fw_compiler=fw_compiler)
+    # Without grad, unless the graph differentiates inside itself (torch.func's grad, jacrev, jvp
+    # trace only with it; the graph is still an inference graph where its inputs need no grad).
+    # vmap alone is traced without. Without grad, the graph's own grad-mode switches go too: a
+    # `torch.no_grad()` region inside a train graph (HF's rotary embeddings) ends by turning grad
+    # back on, and the outputs after it, computed from parameters that require grad, made
+    # AOTAutograd trace the joint graph, whose forward returns the saved activations (a symbolic
+    # HF train step was refused so). Grad mode changes no forward value.
+    differentiates = _differentiates_inside(gm)
+    traced = checkpointed.as_marked_calls(gm)
+    with torch.enable_grad() if differentiates else torch.no_grad():
+        aot_module_simplified(traced if differentiates else _without_grad_mode_switches(traced), list(example_inputs),
+                              fw_compiler=fw_compiler, bw_compiler=_no_backward)
     if "gm" not in captured:
         raise CaptureError("AOTAutograd compiled no graph")
     return _views_as_reshapes(captured["gm"])
