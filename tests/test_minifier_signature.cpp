@@ -41,6 +41,26 @@ TEST(Signature, MatchesOnlyTheSameKindOfFailure) {
   EXPECT_TRUE(back->Matches(e));
 }
 
+// A run of several graphs names the failing graph before its error; the same graph run alone (graph
+// bisection) does not: the same failure. Another message behind a graph's name is not.
+TEST(Signature, AnExceptionBehindAGraphsNameIsTheSameFailure) {
+  experiment::ExperimentResult several, alone, other;
+  for (auto* r : {&several, &alone, &other}) {
+    r->code = experiment::Code::kExceptionRaised;
+    r->exception_type = "InductorError";
+  }
+  several.error = "graph_0: InductorError: TypeError: cannot determine truth value of Relational: 8*s62 < s62";
+  alone.error = "InductorError: TypeError: cannot determine truth value of Relational: 8*s62 < s62";
+  other.error = "graph_0: InductorError: TypeError: something else";
+  const Signature s = Signature::FromResult(several), a = Signature::FromResult(alone), o = Signature::FromResult(other);
+  EXPECT_TRUE(s.Matches(a));
+  EXPECT_TRUE(a.Matches(s));
+  EXPECT_FALSE(o.Matches(a));
+  EXPECT_FALSE(a.Matches(o));
+  alone.error = "TypeError: cannot determine truth value of Relational: 8*s62 < s62";  // not a graph's name: words
+  EXPECT_FALSE(Signature::FromResult(alone).Matches(Signature::FromResult(several)));
+}
+
 // An accuracy failure is about its outputs' values, dtypes or shapes: a candidate whose outputs
 // fail only on a dtype does not stand for an original whose values were off (the drift a
 // bfloat16 model's reduction made: a prefix's loss summed from bfloat16 and float32 values).
