@@ -337,18 +337,21 @@ def _dual_level_active() -> bool:
     return False
 
 
+def _functorch_calls(gm: fx.GraphModule) -> List[str]:
+    """The names of the torch.func level-bookkeeping functions dynamo's graph calls."""
+    return [getattr(n.target, "__name__", "") for n in gm.graph.nodes if n.op == "call_function"
+            and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))]
+
+
 def _calls_transforms(gm: fx.GraphModule) -> bool:
     """Whether dynamo's graph runs torch.func transforms itself (their level bookkeeping calls)."""
-    return any(n.op == "call_function" and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))
-               for n in gm.graph.nodes)
+    return bool(_functorch_calls(gm))
 
 
 def _differentiates_inside(gm: fx.GraphModule) -> bool:
     """Whether dynamo's graph runs a torch.func transform that differentiates (grad, vjp, jacrev,
     jvp, jacfwd: their grad or dual-level bookkeeping calls); vmap alone does not."""
-    return any(n.op == "call_function" and (getattr(n.target, "__module__", None) or "").startswith(("torch._functorch", "torch._C._functorch"))
-               and any(k in getattr(n.target, "__name__", "") for k in ("grad", "jvp", "dual"))
-               for n in gm.graph.nodes)
+    return any(k in name for name in _functorch_calls(gm) for k in ("grad", "jvp", "dual"))
 
 
 def _without_grad_mode_switches(gm: fx.GraphModule) -> fx.GraphModule:
