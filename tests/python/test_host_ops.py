@@ -182,14 +182,16 @@ def test_dynamo_dump_of_a_tiny_mixtral_verifies(parity_bin, tmp_path):
     assert [l["verification_code"] for l in results(tmp_path / "v")] == ["PASS"]
 
 
-def test_suite_moe_model_passes_eval_and_train_with_inductor(parity_bin, tmp_path):
+def test_suite_moe_model_trains_with_gradients_through_its_host_op(parity_bin, tmp_path):
     # The suite approves its own modules (transformers.integrations.moe registers the experts' op).
-    r = parity(parity_bin, "verify", "--model", "mixtral", "--backend", "inductor", "--test", "eval", "--test", "train",
+    # aot_eager: what is checked is the experts' gradients through the host op in a compiled
+    # backward (Inductor through a host op, eval and train: the custom-op tests above).
+    r = parity(parity_bin, "verify", "--model", "mixtral", "--backend", "aot_eager", "--test", "train",
                "--tol", "1e-4", "--output-dir", str(tmp_path / "v"), "--cache-dir", str(tmp_path / "c"))
     assert r.returncode == 0, r.stdout + r.stderr
     lines = results(tmp_path / "v")
-    assert [l["verification_code"] for l in lines] == ["PASS", "PASS"]
-    train = {o["path"]: o for o in lines[1]["outputs"]}
+    assert [l["verification_code"] for l in lines] == ["PASS"]
+    train = {o["path"]: o for o in lines[0]["outputs"]}
     experts = [p for p in train if p.startswith("grad/") and "experts" in p]
     assert experts and all(train[p]["pass"] for p in experts)  # gradients through the host op
 

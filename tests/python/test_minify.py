@@ -216,7 +216,7 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
 def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
     """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
     relu named as the culprit with the test model's own source line."""
-    src = capture_relu(str(tmp_path / "relutrain"), mode="train")
+    src = capture_relu(str(tmp_path / "relutrain"), blocks=2, mode="train")  # the relu in the last block: 14 ops
     r, s = minify(parity_bin, src, tmp_path / "out", "--backend", "inductor", "--backend-option",
                   "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2", "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr

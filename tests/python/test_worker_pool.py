@@ -40,7 +40,7 @@ def workers(parity_bin):
 
 
 def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
-    src = capture_relu(str(tmp_path / "relunet"), 4)
+    src = capture_relu(str(tmp_path / "relunet"), 2)
     r = run_parity(parity_bin, "verify", src, *KNOB, "--output-dir", str(tmp_path / "v"), "--keep-workers", "120")
     assert r.returncode == 1, r.stdout + r.stderr  # the knob's wrong relu fails
     kept = workers(parity_bin)
