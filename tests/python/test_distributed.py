@@ -235,6 +235,31 @@ def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(par
     assert r.returncode == 2 and "no torch.compile backend" in r.stderr, r.stderr
 
 
+def test_a_compile_that_raises_on_one_rank_ends_the_try_on_every_rank_before_any_collective():
+    """The compiler bisection in step (rank_replay.try_in_step), driven with fakes for the ranks'
+    agreement: every rank compiles, then all run only where all compiled. A rank whose compile
+    raised says so in the first agreement, so no rank runs the graph's collectives (where the
+    others would wait for the group's timeout); the try counts as good, as a raise does."""
+    from parity_capture.rank_replay import try_in_step
+    told, ran = [], []
+
+    def judge(runs):
+        ran.append(runs)
+        return False
+
+    def raises():
+        raise RuntimeError("this stage refuses the graph")
+
+    def agree_with(others_ok):
+        return lambda ok: told.append(ok) or (ok and others_ok)
+
+    assert try_in_step(raises, judge, agree_with(True)) is True and told == [False] and not ran
+    told.clear()
+    assert try_in_step(lambda: ["compiled"], judge, agree_with(False)) is True and told == [True] and not ran  # another rank's raised
+    assert try_in_step(lambda: ["compiled"], judge, agree_with(True)) is False and ran == [["compiled"]]  # run, judged
+    assert try_in_step(lambda: ["compiled"], lambda runs: raises(), agree_with(True)) is True
+
+
 HANGS = '''
 import time
 import torch.distributed as dist

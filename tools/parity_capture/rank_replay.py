@@ -22,12 +22,12 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import torch
 import torch.distributed as dist
 
-from .backends.python_backends import results_once
+from .backends.python_backends import compiled_once, results_once
 from .host_ops import require_plugins
 from .reader import load_repro
 from .runs import write_tensors
@@ -101,21 +101,23 @@ def compiler_bisect_in_step(req: Dict[str, Any], device: str) -> Dict[str, Any]:
     a try passes on this rank when each output of each of its graphs, compiled with the try's
     stage (the request's backend and options for the last), passes same() at the request's
     tolerance against the output the dir stores; the ranks agree by an all_reduce of their
-    answers (MIN: a pass where all pass)."""
+    answers (MIN: a pass where all pass), each try run by try_in_step."""
     from .compiler_bisect import in_step
     repro = load_repro(req["repro"])
     expected = {g.name: g.expected_outputs() for g in repro.graphs}
     backend, options, tol = req["backend"], req.get("options", {}), float(req["compiler_bisect"].get("tol", 1e-4))
 
-    def local_good(stage: str) -> bool:
+    def compile_all(stage: str) -> List[Callable[[], Dict[str, torch.Tensor]]]:
         theirs = stage in ("inductor", backend)  # the last stage: the failing backend itself
-        try:
-            for graph in req["graphs"]:
-                got = graph_results(req["repro"], graph, device, backend if theirs else stage, options if theirs else {})
-                if not all(same_tensor(e, got[f"output/{k}"], tol=tol)[0] for k, e in enumerate(expected[graph])):
-                    return False
-        except Exception:  # noqa: BLE001 (a try that raises is another failure than the accuracy one bisected,
-            return True    # as compiler_bisect counts it: e.g. a crossref stage that refuses a collective)
+        return [compiled_once({"repro": req["repro"], "graph": graph, "mode": "eval", "device": device,
+                               "options": options if theirs else {}}, backend if theirs else stage)
+                for graph in req["graphs"]]
+
+    def judge(runs: List[Callable[[], Dict[str, torch.Tensor]]]) -> bool:
+        for graph, run in zip(req["graphs"], runs):
+            got = run()
+            if not all(same_tensor(e, got[f"output/{k}"], tol=tol)[0] for k, e in enumerate(expected[graph])):
+                return False
         return True
 
     def agree(ok: bool) -> bool:
@@ -123,7 +125,27 @@ def compiler_bisect_in_step(req: Dict[str, Any], device: str) -> Dict[str, Any]:
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         return bool(flag.item())
 
-    return in_step(local_good, agree, backend)
+    return in_step(lambda stage: try_in_step(lambda: compile_all(stage), judge, agree), agree, backend)
+
+
+def try_in_step(compile_all: Callable[[], Any], judge: Callable[[Any], bool], agree: Callable[[bool], bool]) -> bool:
+    """One try of the bisection in step on this rank, in two steps every rank takes together: its
+    graphs compiled, then (only where every rank compiled them: `agree`) run and judged. A compile
+    that raises on one rank alone ends the try on every rank before any runs a collective, where
+    the others would wait in one for the group's timeout. A try that raises, compiling or running,
+    is another failure than the accuracy one bisected (as compiler_bisect counts it: e.g. a stage
+    that refuses a collective): this rank answers good. (A symbolic graph compiles at its first
+    run: there a raise in it is met in the run.)"""
+    try:
+        compiled = compile_all()
+    except Exception:  # noqa: BLE001 (told to every rank below)
+        compiled = None
+    if not agree(compiled is not None):
+        return True
+    try:
+        return judge(compiled)
+    except Exception:  # noqa: BLE001 (another failure than the one bisected)
+        return True
 
 
 def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: float) -> int:

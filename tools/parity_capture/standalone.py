@@ -76,6 +76,11 @@ class Handoff:
         self.gm, self.backend, self.options, self.fn = gm, backend, options or {}, None
 
     def __call__(self, *inputs):
+        self.compile(inputs)
+        return self.fn(*inputs)
+
+    def compile(self, inputs):
+        """The backend's compile with `inputs` as the example, once (a later call reuses it)."""
         if self.fn is None:
             with static_tracing(inputs) as example:
                 if self.backend == "inductor":
@@ -83,7 +88,6 @@ class Handoff:
                     self.fn = lookup_backend("inductor")(self.gm, example)
                 else:
                     self.fn = torch._TorchCompileWrapper(self.backend, None, self.options, None)(self.gm, example)
-        return self.fn(*inputs)
 
 
 def compile_for(gm, backend, options, dynamic=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -137,6 +137,14 @@ def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = Non
     (its options applied), or eager when None; in `dtype` when given (floating inputs, and the
     graph by parity's rule: standalone.in_run_dtype). The results as a backend run reports them,
     on the CPU."""
+    return compiled_once(req, backend, dtype)()
+
+
+def compiled_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = None) -> Callable[[], Dict[str, torch.Tensor]]:
+    """results_once in two steps: the graph loaded and compiled now (a static graph's compile is
+    the backend's own, run here; a symbolic one compiles at its first call, so in the step
+    returned), and its one run as the function returned. A compile that raises raises here,
+    before the graph ran anything (a rank's collectives: rank_replay)."""
     _, g = load_graph(req)
     device, train = req.get("device", "cpu"), req.get("mode") == "train"
     gm = g.module_on(device)
@@ -152,12 +160,24 @@ def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = Non
         options = req.get("options", {})
         inductor = backend == "inductor"
         fn = _compile(gm, backend, {} if inductor else {k: parse_option(v) for k, v in options.items()}, g.symbolic())
-    ctx = _inductor_config(req.get("options", {})) if backend == "inductor" else contextlib.nullcontext()
-    with ctx, (contextlib.nullcontext() if train else torch.no_grad()), default_dtype(dtype):
-        torch.manual_seed(int(req.get("seed", SEED)))
-        out = fn(*inputs)
-        results = _results(gm, g, out, inputs, train, req)
-    return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in results.items()}
+
+    def settings():
+        return _inductor_config(req.get("options", {})) if backend == "inductor" else contextlib.nullcontext()
+
+    def grad_mode():
+        return contextlib.nullcontext() if train else torch.no_grad()
+
+    if isinstance(fn, Handoff):
+        with settings(), grad_mode(), default_dtype(dtype):
+            fn.compile(inputs)
+
+    def run() -> Dict[str, torch.Tensor]:
+        with settings(), grad_mode(), default_dtype(dtype):
+            torch.manual_seed(int(req.get("seed", SEED)))
+            out = fn(*inputs)
+            results = _results(gm, g, out, inputs, train, req)
+        return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in results.items()}
+    return run
 
 
 def aot_graphs(req) -> Dict[str, Any]:
