@@ -106,6 +106,7 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"per_iter_time", per_iter_time},
           {"outputs", outputs},
           {"exception_type", exception_type},
+          {"failed_graph", failed_graph},
           {"traceback", traceback},
           {"notes", notes},
           {"reference_error", reference_error},
@@ -130,6 +131,7 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.per_iter_time = j.value("per_iter_time", std::vector<double>{});
   r.outputs = j.value("outputs", nlohmann::json::array());
   r.exception_type = j.value("exception_type", std::string());
+  r.failed_graph = j.value("failed_graph", std::string());
   r.traceback = j.value("traceback", std::string());
   r.notes = j.value("notes", std::string());
   r.reference_error = j.value("reference_error", std::string());

@@ -78,6 +78,7 @@ struct ExperimentResult {
   std::vector<double> total_time, per_iter_time;
   nlohmann::json outputs = nlohmann::json::array();  // per-output verdicts and stats
   std::string exception_type;                        // EXCEPTION_RAISED: the exception's type, when known
+  std::string failed_graph;                          // EXCEPTION_RAISED in a dir of several graphs: whose (its name heads `error`)
   std::string traceback;                             // EXCEPTION_RAISED in the Python worker: its traceback
   int signal = 0;                                    // VERIFIER_DIDNT_RUN: the signal that ended the process
   bool timed_out = false;                            // VERIFIER_DIDNT_RUN: killed at the deadline

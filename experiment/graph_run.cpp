@@ -58,12 +58,14 @@ Stop CheckDeterministic(Flow& f, const NamedTensors& a, const NamedTensors& b, b
   return std::nullopt;
 }
 
-Stop BackendFailed(Flow& f, const Error& e, const std::string& where) {
+// `graph`: the failing graph's name in a dir of several ("" in a dir of one), said before the error.
+Stop BackendFailed(Flow& f, const Error& e, const std::string& graph) {
   if (e.kind == ErrorKind::kUnsupported) return Early(f, Code::kVerifierSkipped, e.message);
   // The worker's Python exception keeps its type and traceback; a C++ failure is a RuntimeError.
   f.r.exception_type = e.exception_type.empty() ? "RuntimeError" : e.exception_type;
   f.r.traceback = e.traceback;
-  return Early(f, Code::kExceptionRaised, where + e.Text());
+  f.r.failed_graph = graph;
+  return Early(f, Code::kExceptionRaised, (graph.empty() ? "" : graph + ": ") + e.Text());
 }
 
 // One shape of a graph: the recorded call's (the capture itself), or a --shapes variant.
@@ -314,20 +316,20 @@ Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const
   }
   threads.Restore();
   if (beside) beside->ReferenceDone();
-  const std::string where = multi ? graph.name + ": " : "";
+  const std::string named = multi ? graph.name : "";  // the graph a failure names
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
   if (apart) {
     f.clock.Enter("backend_runs", "backend");
     runs = beside->Join(f.clock);
     if (runs.ok() && ctx.iterations > 0) {
       auto times = backend.TimedRuns(ctx);
-      if (!times.ok()) return BackendFailed(f, times.error(), where);
+      if (!times.ok()) return BackendFailed(f, times.error(), named);
       runs->at(0).run_times_s = std::move(*times);
     }
   } else {
     runs = RunBackendHere(f, backend, g.contexts);
   }
-  if (!runs.ok()) return BackendFailed(f, runs.error(), where);
+  if (!runs.ok()) return BackendFailed(f, runs.error(), named);
   out = std::move(*runs);
   return std::nullopt;
 }

@@ -83,7 +83,11 @@ Signature Signature::FromResult(const experiment::ExperimentResult& r) {
     case Code::kExceptionRaised:
       s.kind = FailureKind::kException;
       s.exception_type = r.exception_type;
-      s.message = NormalizeMessage(r.error);
+      // The error itself: a run of several graphs names the failing one before it, and the same
+      // graph run alone (graph bisection) does not.
+      s.message = NormalizeMessage(!r.failed_graph.empty() && r.error.rfind(r.failed_graph + ": ", 0) == 0
+                                       ? r.error.substr(r.failed_graph.size() + 2)
+                                       : r.error);
       break;
     case Code::kVerifierDidntRun:
       if (r.timed_out)
@@ -98,24 +102,10 @@ Signature Signature::FromResult(const experiment::ExperimentResult& r) {
   return s;
 }
 
-namespace {
-// Whether two normalized exception messages say the same failure: equal, or one is the other
-// behind a graph's name ("graph_#: "), which a run of several graphs puts before the failing
-// graph's error and a run of that graph alone does not (graph bisection compares the two).
-bool SameMessage(const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  const std::string& longer = a.size() > b.size() ? a : b;
-  const std::string& shorter = a.size() > b.size() ? b : a;
-  const size_t colon = longer.find(": ");
-  if (colon == std::string::npos || colon == 0 || longer.find_first_of(" \t:") < colon) return false;
-  return longer.compare(colon + 2, std::string::npos, shorter) == 0;
-}
-}  // namespace
-
 bool Signature::Matches(const Signature& o) const {
   if (kind != o.kind || kind == FailureKind::kNone) return false;
   switch (kind) {
-    case FailureKind::kException: return exception_type == o.exception_type && SameMessage(message, o.message);
+    case FailureKind::kException: return exception_type == o.exception_type && message == o.message;
     case FailureKind::kCrash: return signal == o.signal;
     case FailureKind::kAccuracy:
       return accuracy_classes.empty() || o.accuracy_classes.empty() ||

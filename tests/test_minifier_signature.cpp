@@ -49,6 +49,7 @@ TEST(Signature, AnExceptionBehindAGraphsNameIsTheSameFailure) {
     r->code = experiment::Code::kExceptionRaised;
     r->exception_type = "InductorError";
   }
+  several.failed_graph = other.failed_graph = "graph_0";  // the result names the graph its error names
   several.error = "graph_0: InductorError: TypeError: cannot determine truth value of Relational: 8*s62 < s62";
   alone.error = "InductorError: TypeError: cannot determine truth value of Relational: 8*s62 < s62";
   other.error = "graph_0: InductorError: TypeError: something else";
