@@ -66,9 +66,14 @@ def joined(device: str, local_rank: int, groups: Dict[str, List[int]], **init):
         dist.destroy_process_group()
 
 
+def graph_request(repro_dir: str, graph: str, device: str, options: Dict[str, Any]) -> Dict[str, Any]:
+    """The request (python_backends') of one graph of this rank's dir, run forward on `device`."""
+    return {"repro": repro_dir, "graph": graph, "mode": "eval", "device": device, "options": options}
+
+
 def graph_results(repro_dir: str, graph: str, device: str, backend: str, options: Dict[str, Any]) -> Dict[str, Any]:
     """One graph of this rank's dir run once, compiled by the dynamo backend (results_once)."""
-    return results_once({"repro": repro_dir, "graph": graph, "mode": "eval", "device": device, "options": options}, backend)
+    return results_once(graph_request(repro_dir, graph, device, options), backend)
 
 
 def main(argv=None) -> int:
@@ -109,8 +114,7 @@ def compiler_bisect_in_step(req: Dict[str, Any], device: str) -> Dict[str, Any]:
 
     def compile_all(stage: str) -> List[Callable[[], Dict[str, torch.Tensor]]]:
         theirs = stage in ("inductor", backend)  # the last stage: the failing backend itself
-        return [compiled_once({"repro": req["repro"], "graph": graph, "mode": "eval", "device": device,
-                               "options": options if theirs else {}}, backend if theirs else stage)
+        return [compiled_once(graph_request(req["repro"], graph, device, options if theirs else {}), backend if theirs else stage)
                 for graph in req["graphs"]]
 
     def judge(runs: List[Callable[[], Dict[str, torch.Tensor]]]) -> bool:
