@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "runtime/jobs.h"
 #include "runtime/worker.h"
 #include "util/digest.h"
 #include "util/files.h"
@@ -177,12 +178,16 @@ Expected<fs::path> PoolDir(bool create) {
 
 namespace {
 // Variables a fork server's key leaves out (runtime/fork_server.h): its imports (torch, dynamo,
-// Inductor, parity's worker module) read none of them, and its worker gets the requester's values
-// after the fork: the modules --import names (worker.py imports them as it starts), cuBLAS's
-// workspace (read at its first handle, which parity's own experiments set), parity's settings
-// of its C++ side, and CI systems' shard indices.
+// Inductor, parity's worker module) read none of them, or its fork takes the requester's values
+// in their place (tools/parity_capture/forkserver.py): the modules --import names (worker.py
+// imports them as it starts), cuBLAS's workspace (read at its first handle, which parity's own
+// experiments set), parity's settings of its C++ side (a slot's cores, the cache dir), CI
+// systems' shard indices, and PYTHONPATH (the fork puts the request's entries in sys.path, and
+// refuses a request whose entries would shadow a module the server imported, or drop one it
+// imported from).
 bool LeftToTheFork(const std::string& name) {
   static const char* const kNames[] = {kImportEnv, "CUBLAS_WORKSPACE_CONFIG", kKeepWorkersEnv, kWorkerPoolEnv, "PARITY_SHARDS",
+                                       kSlotCpusEnv, "PARITY_CACHE_DIR", "PYTHONPATH",
                                        "CI_NODE_INDEX", "CI_NODE_TOTAL", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
                                        "JOB_COMPLETION_INDEX"};
   for (const char* n : kNames)
@@ -190,13 +195,27 @@ bool LeftToTheFork(const std::string& name) {
   return false;
 }
 
+// Whether the thread counts of `env` are left to the fork too: OMP_NUM_THREADS and
+// MKL_NUM_THREADS set alike to a count, as a job slot's are (jobs.cpp). The server then imports
+// with one thread and each fork sets its own (forkserver.py's threads_per_request: the same rule).
+bool ThreadsPerRequest(const std::map<std::string, std::string>& env) {
+  auto omp = env.find("OMP_NUM_THREADS"), mkl = env.find("MKL_NUM_THREADS");
+  if (omp == env.end() || mkl == env.end() || omp->second != mkl->second || omp->second.empty()) return false;
+  if (omp->second.find_first_not_of("0123456789") != std::string::npos) return false;
+  return omp->second.find_first_not_of('0') != std::string::npos;
+}
+
 std::string KeyOf(const std::vector<std::string>& extra_env, bool fork_server) {
   const std::map<std::string, std::string> env = WorkerEnvironment(extra_env);
   std::string text = std::string(fork_server ? "fork server of " : "") + "python " + WorkerPython() + "\n";
   std::error_code ec;
   text += "cwd " + fs::current_path(ec).string() + "\n";
-  for (const auto& [k, v] : env)
-    if (!Ignored(k) && !SameAsUnset(k, v, env) && !(fork_server && LeftToTheFork(k))) text += "env " + k + "=" + v + "\n";
+  const bool threads_left = fork_server && ThreadsPerRequest(env);
+  if (threads_left) text += "threads per request\n";
+  for (const auto& [k, v] : env) {
+    const bool left = fork_server && (LeftToTheFork(k) || (threads_left && (k == "OMP_NUM_THREADS" || k == "MKL_NUM_THREADS")));
+    if (!Ignored(k) && !SameAsUnset(k, v, env) && !left) text += "env " + k + "=" + v + "\n";
+  }
   text += FileStamp(SelfExe());
   const fs::path sources = fs::path(PARITY_TOOLS_DIR) / "parity_capture";
   std::vector<std::string> stamps;

@@ -156,20 +156,38 @@ TEST_F(Pool, TheKeyFollowsTheWorkersEnvironment) {
   EXPECT_EQ(with("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR=140352772820000"), PoolKey(who));
 }
 
-TEST_F(Pool, AForkServerServesWorkersThatDifferOnlyInWhatTheyReadAfterTheFork) {
+TEST_F(Pool, AForkServerServesWorkersThatDifferOnlyInWhatTheyReadOrSetAfterTheFork) {
   const std::string base = ForkServerKey({});
   EXPECT_NE(base, PoolKey({}));
-  // --import's modules, cuBLAS's workspace, a CI shard's index: other workers, one server.
-  for (const char* kv : {"PARITY_IMPORT=my_plugin", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CI_NODE_INDEX=2", "SLURM_ARRAY_TASK_ID=1"}) {
+  // --import's modules, cuBLAS's workspace, a CI shard's index, a slot's cores, the cache dir:
+  // other workers, one server.
+  for (const char* kv : {"PARITY_IMPORT=my_plugin", "CUBLAS_WORKSPACE_CONFIG=:4096:8", "CI_NODE_INDEX=2", "SLURM_ARRAY_TASK_ID=1",
+                         "PARITY_SLOT_CPUS=2", "PARITY_CACHE_DIR=/elsewhere"}) {
     EXPECT_NE(PoolKey({kv}), PoolKey({})) << kv;
     EXPECT_EQ(ForkServerKey({kv}), base) << kv;
   }
+  // A job slot's thread counts (set alike): one server for every slot size, each fork sets its
+  // own. Set otherwise they are what torch read at its import: another server.
+  const std::string slots = ForkServerKey({"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"});
+  EXPECT_EQ(ForkServerKey({"OMP_NUM_THREADS=2", "MKL_NUM_THREADS=2"}), slots);
+  EXPECT_NE(PoolKey({"OMP_NUM_THREADS=2", "MKL_NUM_THREADS=2"}), PoolKey({"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"}));
+  EXPECT_NE(slots, base);
+  for (const auto& kvs : std::vector<std::vector<std::string>>{{"OMP_NUM_THREADS=1"},
+                                                                {"OMP_NUM_THREADS=2"},
+                                                                {"OMP_NUM_THREADS=2", "MKL_NUM_THREADS=1"},
+                                                                {"OMP_NUM_THREADS=x", "MKL_NUM_THREADS=x"}}) {
+    EXPECT_NE(ForkServerKey(kvs), base) << kvs[0];
+    EXPECT_NE(ForkServerKey(kvs), slots) << kvs[0];
+  }
+  EXPECT_NE(ForkServerKey({"OMP_NUM_THREADS=1"}), ForkServerKey({"OMP_NUM_THREADS=2"}));
   // What torch reads at its import: another server.
-  for (const char* kv : {"OMP_NUM_THREADS=1", "TORCHINDUCTOR_FREEZING=1", "HOME=/elsewhere"}) EXPECT_NE(ForkServerKey({kv}), base) << kv;
+  for (const char* kv : {"TORCHINDUCTOR_FREEZING=1", "HOME=/elsewhere"}) EXPECT_NE(ForkServerKey({kv}), base) << kv;
+  // PYTHONPATH: the fork adopts the request's (or refuses it: forkserver.py), one server.
   const char* pp = std::getenv("PYTHONPATH");
-  const std::string saved = pp ? pp : "";
+  const std::string saved = pp ? pp : "", pool = PoolKey({});
   ::setenv("PYTHONPATH", "/elsewhere", 1);  // parity's own Python environment puts it after its tools dir
-  EXPECT_NE(ForkServerKey({}), base);
+  EXPECT_EQ(ForkServerKey({}), base);
+  EXPECT_NE(PoolKey({}), pool);  // a kept worker's path is its own
   if (pp)
     ::setenv("PYTHONPATH", saved.c_str(), 1);
   else

@@ -155,6 +155,48 @@ def test_a_run_answers_its_pid_then_its_exit_and_dies_with_its_client(served):
     assert ask(d, b'{"run": "os", "argv": [], "log": "x.log"}\n') == b""  # only the modules RUNS names
 
 
+def test_a_fork_takes_the_request_s_pythonpath_and_threads_unless_a_module_would_be_shadowed(served, tmp_path):
+    """The key leaves PYTHONPATH and a slot's thread counts to the fork (runtime/worker_pool.cpp): a
+    request whose path adds a dir gets it in sys.path where Python puts it, and its thread count
+    (the server imported with one); a path whose added dir holds a module the server imported
+    (json) or an installed distribution (its entry points were read), or that drops the dir
+    parity_capture came from, is refused, answered with why, and
+    parity starts that worker itself (runtime/fork_server.cpp)."""
+    d, _ = served
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "probe_mod.py").write_text(
+        "import json, os, sys, torch\n"
+        "json.dump({'threads': torch.get_num_threads(), 'path': sys.path}, open(os.environ['PROBE_OUT'], 'w'))\n")
+    base = TOOLS + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+    def request(name, pythonpath, **env):
+        env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2", **env)
+        req = {"argv": ["--socket", str(d / f"{name}.sock")], "log": str(d / f"{name}.log"), "env": env, "cwd": str(d)}
+        return json.loads(ask(d, (json.dumps(req) + "\n").encode()))
+
+    answer = request("probe", base + os.pathsep + str(extra), PARITY_IMPORT="probe_mod", PROBE_OUT=str(tmp_path / "probe.json"))
+    try:
+        assert wait_until(lambda: (tmp_path / "probe.json").exists(), 60), (d / "probe.log").read_text()
+        seen = json.load(open(tmp_path / "probe.json"))
+        assert seen["threads"] == 2, seen
+        tools_at = seen["path"].index(TOOLS)
+        assert str(extra) in seen["path"][tools_at:tools_at + 3], seen["path"]
+    finally:
+        os.kill(answer["pid"], 9)
+    (tmp_path / "shadow").mkdir()
+    (tmp_path / "shadow" / "json.py").write_text("")
+    refused = request("shadow", str(tmp_path / "shadow") + os.pathsep + base)
+    assert "pid" not in refused and "holds json" in refused["refused"], refused
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "vendor_be-0.1.dist-info").mkdir()  # its entry points: dynamo's backends
+    refused = request("dist", base + os.pathsep + str(tmp_path / "dist"))
+    assert "vendor_be-0.1.dist-info" in refused["refused"], refused
+    refused = request("dropped", str(extra))
+    assert "parity_capture" in refused["refused"] and TOOLS in refused["refused"], refused
+    assert not (d / "shadow.log").exists() and not (d / "dropped.log").exists()
+
+
 def test_a_server_that_keeps_nothing_serves_the_request_waiting_and_ends(tmp_path):
     """--keep-idle 0 (a run that keeps no workers adopted one, which then had to be replaced): the
     request already waiting is served, then the server ends instead of serving forever."""

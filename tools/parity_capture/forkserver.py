@@ -13,6 +13,15 @@ child of the server's (forked twice), its stdout and stderr in the log. A worker
 gone before the answer ends at once. A server that cannot serve (its imports initialised CUDA,
 or failed) writes why to `<base>.refused`; parity then no longer asks that key's server.
 
+The key leaves out what a worker can take after its fork (runtime/worker_pool.cpp, LeftToTheFork):
+a request's PYTHONPATH is adopted in the fork (its entries in sys.path where Python puts them),
+unless an entry it adds holds a module the server has imported (it would be shadowed) or an
+installed distribution (its entry points were read here), or an entry it drops holds a module
+imported from there: such a request is answered {"refused": why} and parity starts that worker
+itself. A slot's thread counts (OMP_NUM_THREADS and MKL_NUM_THREADS,
+set alike) are set in the fork (torch.set_num_threads); the server imports with one thread and runs
+no parallel region, so a fork may start a team of any size.
+
 A request with {"run": NAME} (one of RUNS: a real replay's rank, distributed/real.h; a profile's
 child, profile/profile.h) forks that module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
 {"pid": N}, then, when the run ends, {"exit": CODE} or {"signal": N}; the connection is the run's
@@ -41,6 +50,84 @@ _MAX_REQUEST = 1 << 20
 RUNS = {"rank_replay": "rank_replay", "profiling": "profiling.__main__"}
 
 
+def threads_per_request(env) -> int:
+    """The thread count a fork sets for itself (0: none, the server's is the request's): where
+    OMP_NUM_THREADS and MKL_NUM_THREADS are set alike to a count, as parity sets each job slot's
+    (runtime/jobs.cpp). The same rule as the key's in runtime/worker_pool.cpp."""
+    omp, mkl = env.get("OMP_NUM_THREADS", ""), env.get("MKL_NUM_THREADS", "")
+    return int(omp) if omp == mkl and omp.isdigit() and int(omp) > 0 else 0
+
+
+def pythonpath_entries(value, cwd: str) -> list:
+    """The sys.path entries Python makes of a PYTHONPATH at start in `cwd`: each made absolute
+    (an empty one is the working dir), the first of duplicates kept."""
+    out = []
+    for part in value.split(os.pathsep) if value else []:
+        entry = os.path.normpath(os.path.join(cwd, part)) if part else cwd
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _top_level_modules() -> dict:
+    """Each imported top-level module's name -> the file it came from ('' if none)."""
+    return {name: getattr(m, "__file__", None) or "" for name, m in list(sys.modules.items()) if "." not in name and m is not None}
+
+
+def _shadowed(entry: str, loaded: dict) -> str:
+    """What dir `entry` holds that a fresh interpreter would see and this server cannot show its
+    fork ('' if nothing): a module or package named like one of `loaded` (it would be shadowed),
+    or an installed distribution (its entry points, dynamo's backends among them, were read
+    here already)."""
+    try:
+        names = os.listdir(entry)
+    except OSError:
+        return ""
+    for n in sorted(names):
+        stem = n.split(".", 1)[0]
+        if stem in loaded and (n == stem or n.endswith((".py", ".pyc", ".so"))):
+            return f"{stem}, which the server imported from elsewhere"
+        if n.endswith((".dist-info", ".egg-info")):
+            return f"the distribution {n}, whose entry points the server read without it"
+    return ""
+
+
+def refusal(server_pythonpath, server_cwd: str, req: dict) -> str:
+    """Why a fork of this server cannot serve `req` as a fresh interpreter started with the
+    request's environment would ('' when it can): its PYTHONPATH adds an entry holding a module
+    of one already imported here, or drops one a module imported here came from."""
+    env = req.get("env") if isinstance(req.get("env"), dict) else {}
+    have = pythonpath_entries(server_pythonpath, server_cwd)
+    want = pythonpath_entries(env.get("PYTHONPATH"), str(req.get("cwd") or server_cwd))
+    if have == want:
+        return ""
+    loaded = _top_level_modules()
+    for entry in want:
+        if entry not in have and (what := _shadowed(entry, loaded)):
+            return f"PYTHONPATH entry {entry} holds {what}"
+    for entry in have:
+        if entry not in want:
+            for name, path in loaded.items():
+                if path.startswith(entry + os.sep) and path[len(entry) + 1:].split(os.sep)[0].split(".")[0] == name:
+                    return f"the server imported {name} from PYTHONPATH entry {entry}, which the request does not have"
+    return ""
+
+
+def _adopt(server_pythonpath, server_cwd: str, env: dict, cwd: str) -> None:
+    """In a fork: sys.path with the request's PYTHONPATH entries where the server's were (after
+    the script's entry), and the request's thread count (refusal() said both can be taken)."""
+    have = pythonpath_entries(server_pythonpath, server_cwd)
+    want = pythonpath_entries(env.get("PYTHONPATH"), cwd)
+    if have != want:
+        rest = [p for p in sys.path[1:] if p not in have and p not in want]
+        sys.path[:] = sys.path[:1] + want + rest
+        import importlib
+        importlib.invalidate_caches()
+    if n := threads_per_request(env):
+        import torch
+        torch.set_num_threads(n)
+
+
 def _prepare() -> None:
     """What every worker of this key imports before it listens, and its first compile's set-up
     (warm.first_compile_paid): the costly part of its start. CUDA
@@ -52,6 +139,8 @@ def _prepare() -> None:
     import importlib
     import warnings
     warnings.filterwarnings("ignore")
+    if threads_per_request(os.environ):  # each fork sets its own (_adopt): none started here
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
     nvml_set = "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
     if nvml_set:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
@@ -106,11 +195,15 @@ def _enter_process(req: dict, keep_fds: set) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    server_pythonpath, server_cwd = os.environ.get("PYTHONPATH"), os.getcwd()
     env = req.get("env")
     if isinstance(env, dict):
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
-    if req.get("cwd"):
+        if req.get("cwd"):
+            os.chdir(req["cwd"])
+        _adopt(server_pythonpath, server_cwd, os.environ, os.getcwd())
+    elif req.get("cwd"):
         os.chdir(req["cwd"])
 
 
@@ -245,6 +338,11 @@ def serve(listener: socket.socket, keep_idle: float, keep_fds: set) -> None:
         try:
             req = _read_request(conn)
             conn.settimeout(None)
+            why = refusal(os.environ.get("PYTHONPATH"), os.getcwd(), req)
+            if why:  # parity starts this one itself
+                print(f"parity fork server: request refused: {why}", file=sys.stderr, flush=True)
+                _answer(conn, {"refused": why})
+                continue
             (_fork_run if req.get("run") else _fork_worker)(conn, req, keep_fds)
         except (OSError, ValueError) as e:
             print(f"parity fork server: request refused: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
