@@ -89,16 +89,25 @@ void Replay(WorldRun& run, const Expected<verify::RunReproOptions>& ro, const ve
 }
 
 // What a rank's record says of its train graphs: a world's replay runs each graph forward and
-// judges its outputs; autograd does not run through them, so the gradients the program computed
-// from them (the collectives' backward included) are not judged. Where a compiled-autograd
-// backward was recorded as a graph of its own, its outputs, the gradients, are. Empty for eval.
+// judges its outputs; autograd does not run through them. Where the graph's backward was recorded
+// as a graph of its own (a compiled-autograd backward; `backward_of`, a DTensor graph's), its
+// outputs, the gradients, are judged; the others' gradients are not. Empty for eval.
 std::string OutputsOnlyNote(const ReproDir& rank) {
-  std::string train;
+  std::set<std::string> with_backward;
   for (const auto& g : rank.graphs())
-    if ((g.mode.empty() ? rank.manifest().mode : g.mode) == "train") train += (train.empty() ? "" : ", ") + g.name;
-  if (train.empty()) return "";
-  return "train graphs judged by their outputs only (" + train +
-         "): a multi-rank replay does not run autograd through them, so the gradients computed from them are not judged";
+    if (!g.backward_of.empty()) with_backward.insert(g.backward_of);
+  std::string train, judged;
+  for (const auto& g : rank.graphs()) {
+    if ((g.mode.empty() ? rank.manifest().mode : g.mode) != "train") continue;
+    std::string& list = with_backward.count(g.name) ? judged : train;
+    list += (list.empty() ? "" : ", ") + g.name;
+  }
+  std::string note;
+  if (!judged.empty()) note = "gradients of " + judged + " judged as their backward graphs' outputs";
+  if (!train.empty())
+    note += (note.empty() ? "" : "; ") + std::string("train graphs judged by their outputs only (") + train +
+            "): a multi-rank replay does not run autograd through them, so the gradients computed from them are not judged";
+  return note;
 }
 
 // Rank `r`'s record of `run`: its graphs' verdicts as the outputs ("<graph>/<output>"), PASS when

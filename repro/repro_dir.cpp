@@ -168,8 +168,10 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const Manifest& m, const fs:
     PARITY_RETURN_IF_ERROR(ReadStringList(jg, "requires_grad", gw, names));
     e.requires_grad.emplace(names.begin(), names.end());
   }
-  static const std::set<std::string> known = {"name",   "file",     "inputs",        "expected_outputs", "output_names", "mode",
-                                              "dtype",  "device",   "amp",           "tangents",         "requires_grad"};
+  PARITY_ASSIGN_OR_RETURN(e.backward_of, GetString(jg, "backward_of", gw, false, ""));
+  if (e.backward_of == e.name) return Error::BadInput(gw + ": field \"backward_of\" names the graph itself");
+  static const std::set<std::string> known = {"name",   "file",   "inputs", "expected_outputs", "output_names", "mode",
+                                              "dtype",  "device", "amp",    "tangents",         "requires_grad", "backward_of"};
   for (auto it = jg.begin(); it != jg.end(); ++it)
     if (!known.count(it.key())) e.extra[it.key()] = it.value();
   const fs::path gpath = dir / e.file;
@@ -377,6 +379,7 @@ json ManifestToJson(const Manifest& m, const std::vector<const GraphEntry*>& gra
       for (const auto& k : g->tangents) t.push_back(k.empty() ? json() : json(k));
       jg["tangents"] = t;
     }
+    if (!g->backward_of.empty()) jg["backward_of"] = g->backward_of;
     if (g->requires_grad) jg["requires_grad"] = std::vector<std::string>(g->requires_grad->begin(), g->requires_grad->end());
     gs.push_back(std::move(jg));
   }

@@ -42,6 +42,9 @@ struct GraphEntry {
   // Which inputs (placeholder names) and parameters (tensor keys) the program differentiated.
   // Unset: every floating input and parameter.
   std::optional<std::set<std::string>> requires_grad;
+  // A train graph's backward recorded as a graph of its own (tensor subclasses: DTensor): the
+  // name of the graph whose inputs' gradients this one's outputs are ("" for any other graph).
+  std::string backward_of;
   nlohmann::json extra = nlohmann::json::object();  // fields parity does not interpret, kept on rewrite
   ir::Graph graph;
 

@@ -28,6 +28,7 @@ PY_LAYERS = [
     ["serialize", "runs", "profiling.compile", "profiling.kineto"],  # the writer; a stored graph run
     ["symbolic_lowering", "backends", "profiling.kernel"],  # symbolic graphs; the backends' Python sides
     ["lowering", "compiler_bisect", "profiling.run"],  # lowering to the format; bisection
+    ["backward_graph"],  # a train graph's backward as a graph of its own
     ["recording"],  # what the dump backend records
     ["dynamo_backend"],  # the dump backend: its hooks into the program
     ["capture", "profiling.__main__", "rank_replay"],  # the front doors: capture(), the profiling child

@@ -100,6 +100,7 @@ TEST(ReproDir, PerGraphFactsDefaultToTheTopLevelAndSurviveARewrite) {
     j["graphs"][0]["tangents"] = {"g/output/0", nullptr};
     j["graphs"][0]["requires_grad"] = {"x", "param/w"};
     j["graphs"][0]["note"] = "kept";
+    j["graphs"][0]["backward_of"] = "graph_0";
   });
   auto r = ReproDir::Load(dir.path());
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -115,6 +116,8 @@ TEST(ReproDir, PerGraphFactsDefaultToTheTopLevelAndSurviveARewrite) {
   EXPECT_FALSE(back["graphs"][0].contains("device"));  // the same as the top level: not repeated
   EXPECT_EQ(back["graphs"][0]["tangents"][1], nullptr);
   EXPECT_EQ(back["graphs"][0]["note"], "kept");
+  EXPECT_EQ(g.backward_of, "graph_0");
+  EXPECT_EQ(back["graphs"][0]["backward_of"], "graph_0");
 }
 
 TEST(ReproDir, AnOldDirsGraphsTakeTheManifestsFacts) {
@@ -218,6 +221,14 @@ INSTANTIATE_TEST_SUITE_P(
                 Corruption{"bad_graph_mode",
                            [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["mode"] = "fit"; }); },
                            {"graphs[0]", "\"mode\" is \"fit\""}},
+                Corruption{"backward_of_itself",
+                           [](const fs::path& d) {
+                             EditManifest(d, [](json& j) { j["graphs"][0]["backward_of"] = j["graphs"][0]["name"]; });
+                           },
+                           {"graphs[0]", "\"backward_of\" names the graph itself"}},
+                Corruption{"backward_of_not_a_name",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["backward_of"] = 3; }); },
+                           {"graphs[0]", "backward_of"}},
                 Corruption{"tangents_count",
                            [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["tangents"] = {"g/output/0"}; }); },
                            {"graphs[0]", "\"tangents\" has 1 entries but the graph returns 2"}},

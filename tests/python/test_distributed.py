@@ -70,7 +70,8 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          # compiled autograd: the forward, then the backward graphs, the reducer's all_reduce inside
          "ddp_python_reducer": (3, "train", True),
          "fsdp2": (2, "train", False),    # each block's graph, its all-gathers in FSDP's hooks
-         "tp": (1, "train", True)}        # DTensor desugared: local shards in, the row-wise all_reduce inside
+         # DTensor desugared: local shards in, the row-wise all_reduce inside; its backward a graph of its own
+         "tp": (2, "train", True)}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -295,7 +296,8 @@ def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, t
     `parity ci` gates them against an expected file that names each rank. DDP's ranks share no
     collective (the allreduce is the reducer's): each is verified as a repro dir of its own, its
     gradients and SGD step judged, any backend, a C++ one too. A trained TP block's ranks share
-    collectives: their records say the gradients are not judged (outputs only)."""
+    collectives, and its backward was recorded as a graph of its own (AOTAutograd's partition of
+    the DTensor graph): its records judge the shards' gradients as that graph's outputs."""
     dirs = [two_ranks / "collectives", two_ranks / "ddp", two_ranks / "tp"]
     plain = os.path.join(test_data, "models", "mlp")
     r, recs = verify(parity_bin, tmp_path / "v", *dirs, plain, "--backend", "eager")
@@ -309,7 +311,12 @@ def test_verify_and_ci_take_multi_rank_dirs_with_a_record_per_rank(parity_bin, t
         if ddp:
             assert any("/grad/param/" in o["path"] for o in x["outputs"]), x["outputs"]
         if not ddp:  # the eval collectives program has nothing to say; the trained TP block does
-            assert ("gradients computed from them are not judged" in (x.get("notes") or "")) == tp, x
+            notes = x.get("notes") or ""
+            assert "not judged" not in notes, x
+            assert ("gradients of graph_0 judged as their backward graphs' outputs" in notes) == tp, x
+        if tp:
+            grads = {o["path"] for o in x["outputs"] if o["path"].startswith("graph_0_backward/grad/")}
+            assert grads == {f"graph_0_backward/grad/param/{p}" for p in ("up.weight", "up.bias", "down.weight", "down.bias")}, x["outputs"]
         assert x["model"]["model_name"].endswith(".rank%d" % x["distributed"]["rank"])
         phases = x["metrics"]["phase_seconds"]
         assert sum(phases.values()) == pytest.approx(x["metrics"]["wall_time_s"], rel=0.05), x["metrics"]

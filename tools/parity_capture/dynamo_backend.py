@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from . import compiled_autograd
+from . import backward_graph, compiled_autograd
 from .lowered import snapshot_attrs
 from .recording import ParityCaptureWarning, _CompileFacts, _Dump, _Graph, _reason, _recorded_outputs, _warn
 
@@ -77,6 +77,21 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
     state["handles"] = [node.register_prehook(prehook_for(node)) for node in nodes]
 
 
+def _joint_inputs(args: List[Any], facts: _CompileFacts) -> Optional[Tuple[List[Any], List[Optional[str]]]]:
+    """For a train call whose backward is recorded as a graph of its own (backward_graph.wanted):
+    copies of its inputs before the call, on their devices and requiring grad as they do, and each
+    one's name in the record (its parameter key, else `input/<placeholder>`); else None."""
+    if not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return None
+    if not backward_graph.wanted(args):
+        return None
+    with torch.no_grad():
+        copies = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+    labels = [(facts.attr_keys[k] if k < len(facts.attr_keys) and facts.attr_keys[k] else f"input/{facts.placeholders[k]}")
+              if isinstance(a, torch.Tensor) else None for k, a in enumerate(args)]
+    return copies, labels
+
+
 def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=(),
                  suite: Optional[str] = None):
     """A dynamo backend recording each graph's first call into the repro dir `out_dir`.
@@ -108,11 +123,14 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
             try:
                 snapshot = _snapshot(recorded_args(args))
                 attrs = snapshot_attrs(gm)  # an optimizer step writes the parameters and state it holds
+                joint = _joint_inputs(recorded_args(args), facts)
             except Exception as e:
                 dump.skip(name, e)
                 return gm(*args)
             outputs = gm(*args)  # the program's own call, exactly as without parity
             g = dump.record(name, recorded_gm, facts, recorded_args(args), snapshot, outputs, attrs)
+            if g is not None and joint is not None:
+                g.joint = (recorded_gm, *joint)
             if g is not None and g.grad_outputs:
                 try:
                     _watch_backward(dump, g, outputs)

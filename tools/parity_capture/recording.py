@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from . import checkpointed
+from . import backward_graph, checkpointed
 from .errors import CaptureError
 from .lowered import PRODUCER, flatten_outputs
 from .lowering import aot_inference_graph, capture_graph_module, transform_state_kept
@@ -181,6 +181,9 @@ class _Graph:
     def __init__(self, name: str, gjson: Dict[str, Any], entry: Dict[str, Any], tensors: Dict[str, torch.Tensor]):
         self.name, self.gjson, self.entry, self.tensors = name, gjson, entry, tensors
         self.grad_outputs: List[int] = []  # positions (in expected_outputs) of outputs that require grad
+        # Where its backward is recorded as a graph of its own (backward_graph.wanted): the dynamo
+        # graph, copies of the call's inputs before it, each input's name in the record.
+        self.joint: Optional[Tuple[torch.fx.GraphModule, List[Any], List[Optional[str]]]] = None
 
 
 class _Dump:
@@ -334,6 +337,38 @@ class _Dump:
                 self.write()
             except Exception as e:
                 _warn(f"parity dump_backend: {g.name}: its backward could not be recorded ({_reason(e)}); kept as eval")
+                return
+            if g.joint is not None:
+                self._record_backward(g, grads)
+
+    def _record_backward(self, g: _Graph, grads: List[Optional[torch.Tensor]]) -> None:
+        """Graph `g`'s backward as a graph of its own, `<g>_backward` (backward_graph.py): its
+        outputs are the gradients of g's inputs, judged where a replay runs g forward only."""
+        name = f"{g.name}_backward"
+        gm, args, labels = g.joint
+        g.joint = None
+        try:
+            devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
+            with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
+                gjson, entry, tensors = backward_graph.record(name, gm, args, labels, grads)
+            for k in ("dtype", "dtypes", "device", "amp"):
+                if k in g.entry:
+                    entry[k] = g.entry[k]
+            entry["mode"] = "eval"
+            entry["backward_of"] = g.name
+            _add_note(entry, f"the backward of {g.name} (AOTAutograd's partition): the values it saves and the gradients "
+                             f"the program fed to {g.name}'s outputs in, the gradients of its inputs out")
+            bwd = _Graph(name, gjson, entry, tensors)
+            self._keep_shared_keys_apart(bwd)
+            with torch._C._DisableAutocast():
+                why = replay_mismatch(bwd.gjson, bwd.entry, {**self.tensors, **bwd.tensors}, f"cuda:{devices[0]}" if devices else "cpu")
+            if why:
+                raise CaptureError(f"the recorded backward does not compute what AOTAutograd's did: {why}")
+            self.graphs.append(bwd)
+            self.tensors.update(bwd.tensors)
+            self.write()
+        except Exception as e:  # the forward stays recorded, judged by its outputs
+            _warn(f"parity dump_backend: {g.name}: its backward graph could not be recorded ({_reason(e)})")
 
     def skip(self, name: str, e: Exception) -> None:
         reason = _reason(e)
