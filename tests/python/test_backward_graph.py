@@ -1,0 +1,41 @@
+"""backward_graph.py on a plain graph (the DTensor case runs in test_distributed.py): the recorded
+backward returns each differentiated input's gradient, equal to autograd's, named grad/<input>, and
+takes the values the forward saves and the output gradients; a call whose output gradients do not
+match the backward's is refused, naming both counts."""
+import pytest
+import torch
+import torch.fx
+
+from parity_capture import backward_graph
+from parity_capture.errors import CaptureError
+
+
+def block(x, w, b, v):
+    return torch.tanh(x @ w + b) @ v, (x * 2).sum()
+
+
+def test_the_backward_returns_autograd_s_gradients_of_the_differentiated_inputs():
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(block)
+    x = torch.randn(4, 8)
+    w, b, v = (torch.randn(*s, requires_grad=True) for s in ((8, 16), (16,), (16, 3)))
+    grads = [torch.randn(4, 3)]  # the program fed the first output only; x needs no grad
+    args = [x, w, b, v]
+    labels = ["input/x", "param/w", "param/b", "param/v"]
+    gjson, entry, tensors = backward_graph.record("g_backward", gm, args, labels, grads)
+    assert entry["output_names"] == ["grad/param/w", "grad/param/b", "grad/param/v"], entry
+    expected = torch.autograd.grad(block(x, w, b, v)[0], [w, b, v], grads[0])
+    for key, want in zip(entry["expected_outputs"], expected):
+        torch.testing.assert_close(tensors[key], want)
+    # Its inputs: the saved values and the one output gradient, recorded.
+    assert len(entry["inputs"]) >= 2 and all(k in tensors for k in entry["inputs"].values())
+    assert any(n.get("target", "").startswith("aten::tanh_backward") for n in gjson["nodes"]), gjson["nodes"]
+
+
+def test_output_gradients_that_do_not_match_the_backward_are_refused():
+    gm = torch.fx.symbolic_trace(block)
+    w, b, v = (torch.randn(*s, requires_grad=True) for s in ((8, 16), (16,), (16, 3)))
+    with pytest.raises(CaptureError, match="takes 1 output gradients, the program fed 2"):
+        backward_graph.record("g_backward", gm, [torch.randn(4, 8), w, b, v], [None] * 4,
+                              [torch.randn(4, 3), torch.randn(())])
+    assert not backward_graph.wanted([torch.randn(2), w])  # plain tensors: the replay differentiates the forward
