@@ -16,8 +16,12 @@ using nlohmann::json;
 
 namespace {
 
+// Every path in it absolute: the rank's process may start elsewhere (a fork server's fork), and
+// the store is a file:// URL, whose first component a relative path would give as the host (a
+// `--out m` minify's ranks then waited for a store nobody could create).
 json Request(const World& world, const RealRun& run, int r) {
   const ReproDir& dir = world.rank(r);
+  const fs::path scratch = fs::absolute(run.scratch);
   json graphs = json::array();
   for (const auto& g : dir.graphs()) graphs.push_back(g.name);
   json groups = json::object();
@@ -27,18 +31,18 @@ json Request(const World& world, const RealRun& run, int r) {
           {"rank", r},
           {"world_size", world.world_size()},
           {"groups", groups},
-          {"store", (run.scratch / "store").string()},
+          {"store", (scratch / "store").string()},
           {"backend", run.backend},
           {"options", run.options},
           {"device", run.device},
           // The group's own collective timeout: a rank left waiting in a collective fails naming it,
           // before parity's deadline (twice as long) ends every rank.
           {"timeout_s", std::chrono::duration<double>(run.timeout).count()},
-          {"out", (run.scratch / ("rank" + std::to_string(r) + ".safetensors")).string()},
-          {"ready", (run.scratch / ("rank" + std::to_string(r) + ".ready")).string()}};
+          {"out", (scratch / ("rank" + std::to_string(r) + ".safetensors")).string()},
+          {"ready", (scratch / ("rank" + std::to_string(r) + ".ready")).string()}};
   if (!run.compiler_bisect.is_null()) {
     request["compiler_bisect"] = run.compiler_bisect;
-    request["bisect_out"] = (run.scratch / "bisect.json").string();
+    request["bisect_out"] = (scratch / "bisect.json").string();
   }
   return request;
 }

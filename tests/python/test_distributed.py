@@ -173,11 +173,13 @@ def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them
     candidate run for real on 2 gloo ranks. The minimum keeps the all_reduce and drops every
     collective the failure does not need; the stages before Inductor pass, and PyTorch's compiler
     bisector, run by both ranks in step, names the pass; its repro.py reproduces under torchrun,
-    and simulated (parity's own collectives) it passes."""
+    and simulated (parity's own collectives) it passes. `--out` is relative, as a user types it:
+    the ranks' requests name their store and outputs by absolute paths."""
     env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "m"
-    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", str(out), "--backend", "inductor",
-                        "--import", "wrong_comm_pass", "--confirm", "1"], capture_output=True, text=True, env=env)
+    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", "m", "--backend", "inductor",
+                        "--import", "wrong_comm_pass", "--confirm", "1"], capture_output=True, text=True, env=env,
+                       cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
     # Stage bisection on every rank: dynamo alone, AOTAutograd and its decompositions pass.
