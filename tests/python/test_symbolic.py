@@ -332,3 +332,36 @@ def test_size_arithmetic_is_recorded_and_verified_across_shapes(parity_bin, tmp_
     (rec,) = records
     assert rec["verification_code"] == "PASS", rec
     assert len(rec["shapes"]) >= 2 and all(s["pass"] for s in rec["shapes"]), rec["shapes"]
+
+
+def test_a_symbolic_graph_compiles_at_a_call_that_runs_nothing_and_its_next_call_runs_it():
+    """python_backends.compiled_by_a_call_that_runs_nothing, the first step of a try of the compiler
+    bisection in step across ranks (rank_replay.try_in_step): the backend compiles the symbolic
+    graph, nothing of it runs (a rank's graph would enter its collectives), the next calls run what
+    it compiled without compiling again, at other sizes too; a compile that raises raises there."""
+    from parity_capture.backends.python_backends import compiled_by_a_call_that_runs_nothing
+    counts = {"compiled": 0, "ran": 0}
+
+    @torch._dynamo.register_backend(name="parity_test_counting")
+    def counting(gm, example_inputs, options=None):  # torch.compile's options reach a backend as this kwarg
+        if (options or {}).get("fail"):
+            raise RuntimeError("this stage refuses the graph")
+        counts["compiled"] += 1
+
+        def call(*args):
+            counts["ran"] += 1
+            return gm(*args)
+        return call
+
+    def f(x):
+        return (torch.relu(x) * x.shape[0],)
+    gm = torch.fx.symbolic_trace(f)
+    fn = compiled_by_a_call_that_runs_nothing(gm, "parity_test_counting", {}, [torch.randn(4, 3)])
+    assert counts == {"compiled": 1, "ran": 0}
+    for n in (4, 7):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(fn(x)[0], torch.relu(x) * n)
+    assert counts == {"compiled": 1, "ran": 2}
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="this stage refuses the graph"):
+        compiled_by_a_call_that_runs_nothing(gm, "parity_test_counting", {"fail": True}, [torch.randn(4, 3)])

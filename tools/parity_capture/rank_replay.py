@@ -138,8 +138,8 @@ def try_in_step(compile_all: Callable[[], Any], judge: Callable[[Any], bool], ag
     that raises on one rank alone ends the try on every rank before any runs a collective, where
     the others would wait in one for the group's timeout. A try that raises, compiling or running,
     is another failure than the accuracy one bisected (as compiler_bisect counts it: e.g. a stage
-    that refuses a collective): this rank answers good. (A symbolic graph compiles at its first
-    run: there a raise in it is met in the run.)"""
+    that refuses a collective): this rank answers good. (A symbolic graph compiles at a call
+    whose compiled code runs nothing: python_backends.compiled_by_a_call_that_runs_nothing.)"""
     try:
         compiled = compile_all()
     except Exception:  # noqa: BLE001 (told to every rank below)

@@ -142,9 +142,10 @@ def results_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = Non
 
 def compiled_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = None) -> Callable[[], Dict[str, torch.Tensor]]:
     """results_once in two steps: the graph loaded and compiled now (a static graph's compile is
-    the backend's own, run here; a symbolic one compiles at its first call, so in the step
-    returned), and its one run as the function returned. A compile that raises raises here,
-    before the graph ran anything (a rank's collectives: rank_replay)."""
+    the backend's own, run here; a symbolic one's is torch.compile's at a call whose compiled
+    code runs nothing: compiled_by_a_call_that_runs_nothing), and its one run as the function
+    returned. A compile that raises raises here, before the graph ran anything (a rank's
+    collectives: rank_replay)."""
     _, g = load_graph(req)
     device, train = req.get("device", "cpu"), req.get("mode") == "train"
     gm = g.module_on(device)
@@ -155,21 +156,22 @@ def compiled_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = No
         inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         inputs = [x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() and train
                   and g.differentiates(name) else x for x, name in zip(inputs, g.input_names)]
-    fn = gm
-    if backend is not None:
-        options = req.get("options", {})
-        inductor = backend == "inductor"
-        fn = _compile(gm, backend, {} if inductor else {k: parse_option(v) for k, v in options.items()}, g.symbolic())
-
     def settings():
         return _inductor_config(req.get("options", {})) if backend == "inductor" else contextlib.nullcontext()
 
     def grad_mode():
         return contextlib.nullcontext() if train else torch.no_grad()
 
-    if isinstance(fn, Handoff):
+    fn = gm
+    if backend is not None:
+        options = req.get("options", {})
+        kwargs = {} if backend == "inductor" else {k: parse_option(v) for k, v in options.items()}
         with settings(), grad_mode(), default_dtype(dtype):
-            fn.compile(inputs)
+            if g.symbolic():
+                fn = compiled_by_a_call_that_runs_nothing(gm, backend, kwargs, inputs)
+            else:
+                fn = Handoff(gm, backend, kwargs)
+                fn.compile(inputs)
 
     def run() -> Dict[str, torch.Tensor]:
         with settings(), grad_mode(), default_dtype(dtype):
@@ -178,6 +180,53 @@ def compiled_once(req, backend: Optional[str], dtype: Optional[torch.dtype] = No
             results = _results(gm, g, out, inputs, train, req)
         return {k: v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for k, v in results.items()}
     return run
+
+
+class _CompiledNotRun(Exception):
+    """Raised by the backend at the call that compiled a graph (compiled_by_a_call_that_runs_nothing)."""
+
+
+def compiled_by_a_call_that_runs_nothing(gm: torch.fx.GraphModule, backend: str, kwargs: Dict[str, Any],
+                                         inputs) -> Callable:
+    """A symbolic graph's torch.compile(dynamic=True), compiled now: dynamo traces it at a first
+    call with `inputs` (fake values: nothing runs) and hands it to `backend` (Inductor with the
+    config in force, another backend with `kwargs`), which compiles it, keeps what it compiled and
+    ends that call before anything runs (a rank's collectives: rank_replay). A compile that raises
+    raises here. The next call traces it again and gets what was kept, the same graph's compile
+    (dynamo's own cache is not filled by a call that raised: compiled code that raises makes
+    dynamo trace the frame's exception path, "Attempt to trace generator", measured on torch 2.13)."""
+    kept: Dict[str, Any] = {}
+
+    def compile_once(traced, example):
+        if kept.get("code") == traced.code:
+            return kept["compiled"]
+        if backend == "inductor":
+            from torch._dynamo.backends.registry import lookup_backend
+            compiled = lookup_backend("inductor")(traced, example)
+        else:
+            compiled = torch._TorchCompileWrapper(backend, None, kwargs, None)(traced, example)
+        if "code" in kept:
+            return compiled
+        kept.update(code=traced.code, compiled=compiled)
+        raise _CompiledNotRun()
+
+    fn = torch.compile(gm, backend=compile_once, fullgraph=True, dynamic=True)
+    try:
+        fn(*inputs)
+    except Exception as e:  # noqa: BLE001 (dynamo wraps what its backend raised)
+        if not _caused_by(e, _CompiledNotRun):
+            raise
+    return fn
+
+
+def _caused_by(e: BaseException, kind: type) -> bool:
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, kind) or isinstance(getattr(e, "inner_exception", None), kind):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def aot_graphs(req) -> Dict[str, Any]:
