@@ -18,9 +18,10 @@ a request's PYTHONPATH is adopted in the fork (its entries in sys.path where Pyt
 unless an entry it adds holds a module the server has imported (it would be shadowed) or an
 installed distribution (its entry points were read here), or an entry it drops holds a module
 imported from there: such a request is answered {"refused": why} and parity starts that worker
-itself. A slot's thread counts (OMP_NUM_THREADS and MKL_NUM_THREADS,
-set alike) are set in the fork (torch.set_num_threads); the server imports with one thread and runs
-no parallel region, so a fork may start a team of any size.
+itself. A slot's thread counts (OMP_NUM_THREADS and MKL_NUM_THREADS set alike) are set in the
+fork (torch.set_num_threads); the server imports with one thread and runs no parallel region, so a
+fork may start a team of any size (a fork of a process that ran an OpenMP team hangs in its next
+team of that size).
 
 A request with {"run": NAME} (one of RUNS: a real replay's rank, distributed/real.h; a profile's
 child, profile/profile.h) forks that module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
