@@ -146,8 +146,36 @@ def run_tp(rank, world, out, train=True):
     return y
 
 
+class SequenceParallel(torch.nn.Module):
+    """A hand-written sequence-parallel block: each rank holds a slice of the sequence, gathered
+    before the MLP and reduce-scattered after it by the functional collectives' autograd forms
+    (their backward: a reduce_scatter and an all_gather)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        group = dist.group.WORLD
+        h = funcol.all_gather_tensor_autograd(self.norm(x), 0, group)
+        h = self.down(torch.nn.functional.silu(self.up(h)))
+        return x + funcol.reduce_scatter_tensor_autograd(h, "sum", 0, group)
+
+
+def run_sp(rank, world, out):
+    torch.manual_seed(0)
+    model = SequenceParallel().to(device())
+    compiled = torch.compile(model, backend=dump_backend(out, model_name="sp"))
+    torch.manual_seed(rank)  # each rank's own slice of the sequence
+    y = compiled(torch.randn(4, 16, device=device()))
+    y.pow(2).sum().backward()
+    return y
+
+
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "tp": run_tp,
+            "fsdp2": run_fsdp2, "tp": run_tp, "sp": run_sp,
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 

@@ -38,4 +38,4 @@ def test_output_gradients_that_do_not_match_the_backward_are_refused():
     with pytest.raises(CaptureError, match="takes 1 output gradients, the program fed 2"):
         backward_graph.record("g_backward", gm, [torch.randn(4, 8), w, b, v], [None] * 4,
                               [torch.randn(4, 3), torch.randn(())])
-    assert not backward_graph.wanted([torch.randn(2), w])  # plain tensors: the replay differentiates the forward
+    assert not backward_graph.wanted(gm, [torch.randn(2), w])  # plain tensors, no collective: the replay differentiates it

@@ -24,7 +24,7 @@ def capture(kinds, world, base):
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
-KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,tp"
+KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,tp,sp"
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,9 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          "ddp_python_reducer": (3, "train", True),
          "fsdp2": (2, "train", False),    # each block's graph, its all-gathers in FSDP's hooks
          # DTensor desugared: local shards in, the row-wise all_reduce inside; its backward a graph of its own
-         "tp": (2, "train", True)}
+         "tp": (2, "train", True),
+         # autograd collectives in the forward; its backward (their backward collectives) a graph of its own
+         "sp": (2, "train", True)}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -87,6 +89,13 @@ def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks,
         assert bool(m["distributed"]["process_groups"]) == collectives, m
     r, report = replay(parity_bin, d)
     assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
+    if kind in ("tp", "sp"):  # the backward's graph: each parameter's gradient (its shard's, for TP) an output
+        m = json.load(open(d / "rank1" / "manifest.json"))
+        (bwd,) = [g for g in m["graphs"] if g.get("backward_of") == "graph_0"]
+        assert {"grad/param/up.weight", "grad/param/down.weight"} <= set(bwd["output_names"]), bwd
+        if kind == "sp":  # the collectives' backward: the all_gather's reduce_scatter, the reduce_scatter's all_gather
+            ops = {n.get("target") for n in json.load(open(d / "rank1" / bwd["file"]))["nodes"]}
+            assert {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"} <= ops, ops
     if collectives:
         r, report = replay(parity_bin, d, "--backend", "aot_eager")
         assert r.returncode == 0 and report["pass"] and report["replay"] == "real", r.stdout + r.stderr

@@ -1,6 +1,7 @@
 """A train graph's backward recorded as a graph of its own, where a replay cannot differentiate the
 recorded forward as the program did: its inputs are tensor subclasses (DTensor: tensor
-parallelism), whose autograd runs the collectives' backward outside the desugared forward.
+parallelism), whose autograd runs the collectives' backward outside the desugared forward, or it
+calls collectives, whose backward (another collective) parity's interpreter does not run.
 
 AOTAutograd traces the dynamo graph's joint forward and backward as it does for a backend, and its
 partitioner splits them (`default_partition`). The forward part runs here on the recorded inputs
@@ -17,16 +18,32 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import fx
 
+from .distributed import is_collective
 from .errors import CaptureError
 from .lowering import desugared, without_opaque_inputs
 from .symbolic_lowering import capture_symbolic_graph
 
 
-def wanted(args: Sequence[Any]) -> bool:
-    """Whether a call with `args` (a train call: grad on, some input requiring it) has its
-    backward recorded as a graph of its own: it takes a tensor subclass."""
+def wanted(gm: fx.GraphModule, args: Sequence[Any]) -> bool:
+    """Whether a train call of dynamo's graph `gm` with `args` (grad on, some input requiring it)
+    has its backward recorded as a graph of its own: it takes a tensor subclass (DTensor), or it
+    calls a collective (a functional collective with an autograd formula: a hand-written
+    sequence-parallel block's all_gather, whose backward is a reduce_scatter). Either way autograd
+    runs a backward that differentiating the recorded forward in a replay would not."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-    return any(isinstance(a, torch.Tensor) and is_traceable_wrapper_subclass(a) for a in args)
+    if any(isinstance(a, torch.Tensor) and is_traceable_wrapper_subclass(a) for a in args):
+        return True
+    return any(n.op == "call_function" and _calls_collective(n.target) for n in gm.graph.nodes)
+
+
+def _calls_collective(target: Any) -> bool:
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        name = target._qualified_op_name
+    elif isinstance(target, torch._ops.OpOverload):
+        name = target._schema.name
+    else:
+        return False
+    return is_collective(name) or name.startswith("_c10d_functional_autograd::")
 
 
 def partitioned(gm: fx.GraphModule, inputs: Sequence[Any]) -> Tuple[fx.GraphModule, fx.GraphModule]:

@@ -77,13 +77,14 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
     state["handles"] = [node.register_prehook(prehook_for(node)) for node in nodes]
 
 
-def _joint_inputs(args: List[Any], facts: _CompileFacts) -> Optional[Tuple[List[Any], List[Optional[str]]]]:
+def _joint_inputs(gm: torch.fx.GraphModule, args: List[Any], facts: _CompileFacts
+                  ) -> Optional[Tuple[List[Any], List[Optional[str]]]]:
     """For a train call whose backward is recorded as a graph of its own (backward_graph.wanted):
     copies of its inputs before the call, on their devices and requiring grad as they do, and each
     one's name in the record (its parameter key, else `input/<placeholder>`); else None."""
     if not torch.is_grad_enabled() or not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         return None
-    if not backward_graph.wanted(args):
+    if not backward_graph.wanted(gm, args):
         return None
     with torch.no_grad():
         copies = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
@@ -123,7 +124,7 @@ def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional
             try:
                 snapshot = _snapshot(recorded_args(args))
                 attrs = snapshot_attrs(gm)  # an optimizer step writes the parameters and state it holds
-                joint = _joint_inputs(recorded_args(args), facts)
+                joint = _joint_inputs(recorded_gm, recorded_args(args), facts)
             except Exception as e:
                 dump.skip(name, e)
                 return gm(*args)
