@@ -218,29 +218,33 @@ class _Dump:
             try:
                 if facts.unrecordable:
                     raise _NotRecorded(facts.unrecordable)
-                devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
+                devices = _cuda_devices(args)
                 # Recording draws none of the program's random numbers, and a failed trace does
                 # not print torch's own tracing logs into the program's output (the warning says it).
                 with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
                     g = self._lower(name, gm, facts, args, snapshot, outputs, attrs)
                 self._keep_shared_keys_apart(g)
-                on = f"cuda:{devices[0]}" if devices else "cpu"
-                # The recorded graph runs here as parity replays it: its autocast casts are ops of
-                # its own, so the program's ambient autocast is off (left on, it cast again what the
-                # program ran in float32 inside `autocast(enabled=False)`: a rotary embedding's
-                # frequencies in bf16, measured 32% off at 1024 positions).
-                with torch._C._DisableAutocast():
-                    why = replay_mismatch(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
-                    if why:
-                        raise CaptureError(f"the recorded graph does not compute what the program did: {why}")
-                    record_iterations(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
-                self.graphs.append(g)
-                self.tensors.update(g.tensors)
-                self.write()
+                self._keep(g, devices, "the program did")
                 return g
             except Exception as e:  # anything: the program must go on
                 self.skip(name, e)
                 return None
+
+    def _keep(self, g: _Graph, devices: List[int], computed_by: str) -> None:
+        """Graph `g` checked, replayed as parity replays it against what `computed_by` computed
+        (CaptureError where it differs), its while_loops' iteration counts recorded, and added to
+        the dir. Its autocast casts are ops of its own, so the program's ambient autocast is off
+        (left on, it cast again what the program ran in float32 inside `autocast(enabled=False)`:
+        a rotary embedding's frequencies in bf16, measured 32% off at 1024 positions)."""
+        on = f"cuda:{devices[0]}" if devices else "cpu"
+        with torch._C._DisableAutocast():
+            why = replay_mismatch(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
+            if why:
+                raise CaptureError(f"the recorded graph does not compute what {computed_by}: {why}")
+            record_iterations(g.gjson, g.entry, {**self.tensors, **g.tensors}, on)
+        self.graphs.append(g)
+        self.tensors.update(g.tensors)
+        self.write()
 
     def _lower(self, name, gm, facts, args, snapshot, outputs, attrs=None) -> _Graph:
         input_attrs: Dict[int, str] = {}
@@ -348,7 +352,7 @@ class _Dump:
         gm, args, labels = g.joint
         g.joint = None
         try:
-            devices = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
+            devices = _cuda_devices(args)
             with torch.random.fork_rng(devices=devices), _quiet(), transform_state_kept():
                 gjson, entry, tensors = backward_graph.record(name, gm, args, labels, grads)
             for k in ("dtype", "dtypes", "device", "amp"):
@@ -360,13 +364,7 @@ class _Dump:
                              f"the program fed to {g.name}'s outputs in, the gradients of its inputs out")
             bwd = _Graph(name, gjson, entry, tensors)
             self._keep_shared_keys_apart(bwd)
-            with torch._C._DisableAutocast():
-                why = replay_mismatch(bwd.gjson, bwd.entry, {**self.tensors, **bwd.tensors}, f"cuda:{devices[0]}" if devices else "cpu")
-            if why:
-                raise CaptureError(f"the recorded backward does not compute what AOTAutograd's did: {why}")
-            self.graphs.append(bwd)
-            self.tensors.update(bwd.tensors)
-            self.write()
+            self._keep(bwd, devices, "AOTAutograd's backward did")
         except Exception as e:  # the forward stays recorded, judged by its outputs
             _warn(f"parity dump_backend: {g.name}: its backward graph could not be recorded ({_reason(e)})")
 
@@ -448,6 +446,11 @@ def _reason(e: Exception) -> str:
 
 def _warn(message: str) -> None:
     warnings.warn(message, ParityCaptureWarning, stacklevel=3)
+
+
+def _cuda_devices(args: List[Any]) -> List[int]:
+    """The CUDA devices the tensors of `args` are on (whose random state recording keeps)."""
+    return sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.is_cuda})
 
 
 def _recorded_outputs(g: _Graph, outputs: Any) -> List[Any]:

@@ -83,11 +83,17 @@ class Handoff:
         """The backend's compile with `inputs` as the example, once (a later call reuses it)."""
         if self.fn is None:
             with static_tracing(inputs) as example:
-                if self.backend == "inductor":
-                    from torch._dynamo.backends.registry import lookup_backend
-                    self.fn = lookup_backend("inductor")(self.gm, example)
-                else:
-                    self.fn = torch._TorchCompileWrapper(self.backend, None, self.options, None)(self.gm, example)
+                self.fn = backend_compile(self.backend, self.options, self.gm, example)
+
+
+def backend_compile(backend, options, gm, example_inputs):
+    """What the dynamo backend named `backend` compiles `gm` to, called as dynamo calls it:
+    Inductor with the config in force (its options are config patches its caller applies), any
+    other backend with `options` as torch.compile's options."""
+    if backend == "inductor":
+        from torch._dynamo.backends.registry import lookup_backend
+        return lookup_backend("inductor")(gm, example_inputs)
+    return torch._TorchCompileWrapper(backend, None, options, None)(gm, example_inputs)
 
 
 def compile_for(gm, backend, options, dynamic=None):

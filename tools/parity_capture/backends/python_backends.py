@@ -11,7 +11,7 @@ import torch
 
 from ..contract import SEED, SGD_LR, inductor_settings, train_results
 from ..runs import device_inputs, load_graph, write_tensors
-from ..standalone import Handoff, default_dtype, in_run_dtype, parse_option, static_tracing
+from ..standalone import Handoff, backend_compile, default_dtype, in_run_dtype, parse_option, static_tracing
 
 
 def _inductor_config(options: Dict[str, Any]):
@@ -200,11 +200,7 @@ def compiled_by_a_call_that_runs_nothing(gm: torch.fx.GraphModule, backend: str,
     def compile_once(traced, example):
         if kept.get("code") == traced.code:
             return kept["compiled"]
-        if backend == "inductor":
-            from torch._dynamo.backends.registry import lookup_backend
-            compiled = lookup_backend("inductor")(traced, example)
-        else:
-            compiled = torch._TorchCompileWrapper(backend, None, kwargs, None)(traced, example)
+        compiled = backend_compile(backend, kwargs, traced, example)
         if "code" in kept:
             return compiled
         kept.update(code=traced.code, compiled=compiled)
