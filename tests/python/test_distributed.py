@@ -265,11 +265,105 @@ def test_a_compile_that_raises_on_one_rank_ends_the_try_on_every_rank_before_any
     def agree_with(others_ok):
         return lambda ok: told.append(ok) or (ok and others_ok)
 
-    assert try_in_step(raises, judge, agree_with(True)) is True and told == [False] and not ran
+    ended = []
+
+    def runs_ended(raised, seconds):
+        ended.append(type(raised).__name__ if raised is not None else None)
+
+    assert try_in_step(raises, judge, agree_with(True), runs_ended) is True and told == [False] and not ran and not ended
     told.clear()
-    assert try_in_step(lambda: ["compiled"], judge, agree_with(False)) is True and told == [True] and not ran  # another rank's raised
-    assert try_in_step(lambda: ["compiled"], judge, agree_with(True)) is False and ran == [["compiled"]]  # run, judged
-    assert try_in_step(lambda: ["compiled"], lambda runs: raises(), agree_with(True)) is True
+    assert try_in_step(lambda: ["compiled"], judge, agree_with(False), runs_ended) is True and told == [True] and not ran  # another rank's raised
+    assert not ended  # nothing ran
+    assert try_in_step(lambda: ["compiled"], judge, agree_with(True), runs_ended) is False and ran == [["compiled"]]  # run, judged
+    assert try_in_step(lambda: ["compiled"], lambda runs: raises(), agree_with(True), runs_ended) is True
+    assert ended == [None, "RuntimeError"]  # each run's end told, the raise with it
+
+
+def test_a_run_that_raised_waits_for_the_others_runs_or_names_the_rank_left_in_a_collective():
+    """rank_replay.RunsEnded with a store of its own: a rank whose run ran through says so and goes
+    on; one whose run raised goes on once every rank's run has ended (raised or not), and ends the
+    bisection (WorldStuck, naming the rank still running) when one has not within its grace."""
+    from parity_capture.rank_replay import RunsEnded, WorldStuck
+
+    class Store:
+        def __init__(self):
+            self.keys = {}
+
+        def set(self, key, value):
+            self.keys[key] = value
+
+        def check(self, keys):
+            return all(k in self.keys for k in keys)
+
+    store = Store()
+    rank0, rank1 = RunsEnded(store, 0, 2, timeout_s=60, poll_s=0.01), RunsEnded(store, 1, 2, timeout_s=60, poll_s=0.01)
+    assert rank0.grace(1.0) == 12.0 and rank0.grace(100.0) == 60.0  # never past the group's timeout
+    rank1(None, 0.1)  # try 1: rank 1 ran through, rank 0 raised: every run ended
+    rank0(RuntimeError("no kernel"), 0.1)
+    assert store.keys == {"parity/run1/1": "ran", "parity/run1/0": "raised"}
+    rank0.grace = lambda seconds: 0.2  # try 2: rank 1 never says (it waits in a collective)
+    with pytest.raises(WorldStuck, match=r"try 2 .*RuntimeError: no kernel; rank 1 still ran"):
+        rank0(RuntimeError("no kernel"), 0.1)
+
+
+RAISES_ON_RANK0 = '''
+import datetime, os, sys, time
+import torch, torch.distributed as dist
+from parity_capture.rank_replay import RunsEnded, WorldStuck, try_in_step
+rank, store_path, where = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method="file://" + store_path, rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=60))
+
+def agree(ok):
+    flag = torch.tensor([int(ok)])
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+def judge(_):  # a graph's run: one collective; rank 0 raises before it or after it
+    if rank == 0 and where == "before":
+        raise RuntimeError("the kernel raised")
+    x = torch.ones(2)
+    dist.all_reduce(x)
+    if rank == 0 and where == "after":
+        raise RuntimeError("the kernel raised")
+    return False
+
+ended = RunsEnded(dist.distributed_c10d._get_default_store(), rank, 2, timeout_s=60)
+ended.grace = lambda seconds: 3.0
+started = time.monotonic()
+try:
+    good = agree(try_in_step(lambda: "compiled", judge, agree, ended))
+except WorldStuck as e:
+    print(f"rank {rank}: stuck after {time.monotonic() - started:.1f} s: {e}", flush=True)
+    os._exit(1)
+print(f"rank {rank}: try good={good}, next agreement {agree(True)}", flush=True)
+dist.barrier()  # as rank_replay leaves: gloo's teardown under a peer's collective can abort a process
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_run_that_raises_on_one_rank_ends_the_world_at_once_or_goes_on_where_the_others_finished(tmp_path, where):
+    """Two gloo ranks run a try of the bisection in step (rank_replay.try_in_step with RunsEnded);
+    rank 0's run raises. Before the graph's collective, rank 1 waits in it: rank 0 ends within its
+    grace (3 s here, not the group's 60 s), naming rank 1, and parity's replay would end rank 1 with
+    it. After it, rank 1's run ends too: both go on to the try's agreement and the next, paired."""
+    script = tmp_path / "ranks.py"
+    script.write_text(RAISES_ON_RANK0)
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tmp_path / "store"), where], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    out0, _ = procs[0].communicate(timeout=45)
+    if where == "before":
+        assert procs[0].returncode == 1 and "rank 0: stuck after" in out0, out0
+        assert "RuntimeError: the kernel raised; rank 1 still ran" in out0, out0
+        assert float(out0.split("stuck after ")[1].split(" s")[0]) < 20, out0
+        procs[1].kill()  # as parity's replay does, once a rank's process ended
+        procs[1].communicate()
+    else:
+        out1, _ = procs[1].communicate(timeout=45)
+        assert procs[0].returncode == 0 and procs[1].returncode == 0, out0 + out1
+        # rank 0's raise answers good, rank 1's run judged bad: the agreement is bad on both.
+        assert "rank 0: try good=False, next agreement True" in out0 and "rank 1: try good=False, next agreement True" in out1, out0 + out1
 
 
 HANGS = '''

@@ -22,7 +22,8 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -87,7 +88,12 @@ def main(argv=None) -> int:
                 timeout=datetime.timedelta(seconds=float(req.get("timeout_s", 120)))) as device:
         open(req["ready"], "w").close()  # parity's deadline counts from when every rank is here
         if req.get("compiler_bisect") is not None:
-            answer = compiler_bisect_in_step(req, device)
+            try:
+                answer = compiler_bisect_in_step(req, device)
+            except WorldStuck as e:  # the others wait in a collective: no barrier, no teardown
+                print(f"rank {req['rank']}: {e}", flush=True)
+                sys.stderr.flush()
+                os._exit(1)
             if req["rank"] == 0:
                 with open(req["bisect_out"], "w") as f:
                     json.dump(answer, f)
@@ -129,27 +135,81 @@ def compiler_bisect_in_step(req: Dict[str, Any], device: str) -> Dict[str, Any]:
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         return bool(flag.item())
 
-    return in_step(lambda stage: try_in_step(lambda: compile_all(stage), judge, agree), agree, backend)
+    ended = RunsEnded(dist.distributed_c10d._get_default_store(), req["rank"], req["world_size"],
+                      float(req.get("timeout_s", 120)))
+    return in_step(lambda stage: try_in_step(lambda: compile_all(stage), judge, agree, ended), agree, backend)
 
 
-def try_in_step(compile_all: Callable[[], Any], judge: Callable[[Any], bool], agree: Callable[[bool], bool]) -> bool:
+class WorldStuck(Exception):
+    """A rank's run raised while another rank is still in its run: that one waits in a collective
+    this rank will not join, so the world cannot go on (rank_replay's main ends this process at
+    once, and parity's replay ends every rank with it, naming this one)."""
+
+
+class RunsEnded:
+    """Each try's runs ended, told through the group's store, never a collective (a rank whose run
+    raised part-way cannot tell whether the others wait in a collective of its graph that it will
+    never join; one more collective from it would be paired with theirs). Called once per try by
+    every rank, its run's exception or None: a rank whose run ran through says so and goes on (to
+    the try's agreement, a collective); a rank whose run raised says so and waits until every rank
+    has said either (then every rank is past its run's collectives, and the agreement is safe), at
+    most `grace(seconds)`; a rank still running then waits in a collective, as far as anyone can
+    tell, and WorldStuck says which. Keys are `parity/run<try>/<rank>` in the store."""
+
+    def __init__(self, store, rank: int, world_size: int, timeout_s: float, poll_s: float = 0.05):
+        self.store, self.rank, self.world_size, self.timeout_s, self.poll_s = store, rank, world_size, timeout_s, poll_s
+        self.tries = 0
+
+    def grace(self, run_seconds: float) -> float:
+        """How long a rank whose run raised waits for the others' runs: twice its own run and 10 s
+        more (the ranks run the same graphs), never past the group's timeout."""
+        return min(self.timeout_s, 10.0 + 2.0 * run_seconds)
+
+    def __call__(self, raised: Optional[BaseException], run_seconds: float) -> None:
+        self.tries += 1
+        key = f"parity/run{self.tries}/"
+        self.store.set(key + str(self.rank), "raised" if raised is not None else "ran")
+        if raised is None:
+            return
+        deadline = time.monotonic() + self.grace(run_seconds)
+        waiting = list(range(self.world_size))
+        while True:
+            waiting = [r for r in waiting if not self.store.check([key + str(r)])]
+            if not waiting or time.monotonic() > deadline:
+                break
+            time.sleep(self.poll_s)
+        if waiting:
+            ranks = ", ".join(str(r) for r in waiting)
+            raise WorldStuck(f"running try {self.tries} of the compiler bisection raised {type(raised).__name__}: {raised}; "
+                             f"rank {ranks} still ran {self.grace(run_seconds):.0f} s later, waiting in a collective this "
+                             "rank will not join: the bisection in step ends here")
+
+
+def try_in_step(compile_all: Callable[[], Any], judge: Callable[[Any], bool], agree: Callable[[bool], bool],
+                ended: Callable[[Optional[BaseException], float], None]) -> bool:
     """One try of the bisection in step on this rank, in two steps every rank takes together: its
     graphs compiled, then (only where every rank compiled them: `agree`) run and judged. A compile
     that raises on one rank alone ends the try on every rank before any runs a collective, where
-    the others would wait in one for the group's timeout. A try that raises, compiling or running,
-    is another failure than the accuracy one bisected (as compiler_bisect counts it: e.g. a stage
-    that refuses a collective): this rank answers good. (A symbolic graph compiles at a call
-    whose compiled code runs nothing: python_backends.compiled_by_a_call_that_runs_nothing.)"""
+    the others would wait in one for the group's timeout. A run that raises on one rank: `ended`
+    (RunsEnded) waits for the others to be past their runs, or ends the bisection (WorldStuck)
+    where one waits in a collective instead. A try that raises, compiling or running, is another
+    failure than the accuracy one bisected (as compiler_bisect counts it: e.g. a stage that
+    refuses a collective): this rank answers good. (A symbolic graph compiles at a call whose
+    compiled code runs nothing: python_backends.compiled_by_a_call_that_runs_nothing.)"""
     try:
         compiled = compile_all()
     except Exception:  # noqa: BLE001 (told to every rank below)
         compiled = None
     if not agree(compiled is not None):
         return True
+    started = time.monotonic()
     try:
-        return judge(compiled)
-    except Exception:  # noqa: BLE001 (another failure than the one bisected)
+        ok = judge(compiled)
+    except Exception as e:  # noqa: BLE001 (another failure than the one bisected)
+        ended(e, time.monotonic() - started)
         return True
+    ended(None, time.monotonic() - started)
+    return ok
 
 
 def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: float) -> int:
