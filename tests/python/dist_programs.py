@@ -198,4 +198,8 @@ def main(rank, kinds, world, base):
 if __name__ == "__main__":
     kinds, world, out = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # A store file an earlier run left (a rank that did not tear its group down) holds that run's
+    # keys: NCCL's bootstrap would read the old rank 0's address and be refused.
+    if os.path.exists(os.path.join(out, ".store")):
+        os.remove(os.path.join(out, ".store"))
     mp.spawn(main, args=(kinds, world, out), nprocs=world)
