@@ -118,6 +118,18 @@ def run_fsdp2(rank, world, out):
     return y
 
 
+def run_fsdp2_whole(rank, world, out):
+    """FSDP2 on the whole model: fully_shard on the root alone, the whole model compiled."""
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block()).to(device())
+    fully_shard(model)
+    compiled = torch.compile(model, backend=dump_backend(out, model_name="fsdp2_whole"))
+    y = compiled(torch.randn(4, 16, device=device()) + rank)
+    y.sum().backward()
+    return y
+
+
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -175,7 +187,7 @@ def run_sp(rank, world, out):
 
 
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "tp": run_tp, "sp": run_sp,
+            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "tp": run_tp, "sp": run_sp,
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 

@@ -24,7 +24,7 @@ def capture(kinds, world, base):
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
-KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,tp,sp"
+KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,fsdp2_whole,tp,sp"
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,7 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          # compiled autograd: the forward, then the backward graphs, the reducer's all_reduce inside
          "ddp_python_reducer": (3, "train", True),
          "fsdp2": (2, "train", False),    # each block's graph, its all-gathers in FSDP's hooks
+         "fsdp2_whole": (2, "train", False),  # the root sharded, the whole model compiled: a graph per block
          # DTensor desugared: local shards in, the row-wise all_reduce inside; its backward a graph of its own
          "tp": (2, "train", True),
          # autograd collectives in the forward; its backward (their backward collectives) a graph of its own
