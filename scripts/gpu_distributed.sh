@@ -2,7 +2,8 @@
 # Issue 46 on a machine with several GPUs: each distributed program kind of
 # tests/python/dist_programs.py captured on NCCL (a GPU per rank), then `parity repro run` of the
 # multi-rank dir simulated (every rank in one process, on the GPUs) and for real with Inductor
-# (a process per rank in an NCCL group), and `parity verify` over every kind's dir with Inductor (a
+# (a process per rank in an NCCL group), and again with each of Inductor's communication passes on,
+# and `parity verify` over every kind's dir with Inductor (a
 # record per rank), `parity minify` of the TP dir with Triton's relu knob, and minify across ranks
 # of a failure only the collectives show (a wrong communication pass). Output in $OUT: each
 # step's log and summary.txt.
@@ -24,6 +25,16 @@ for kind in $KINDS; do
   echo "$kind simulated: exit $? $(tail -1 "$OUTDIR/simulated-$kind.log")" | tee -a "$OUTDIR/summary.txt"
   build-gpu/parity repro run "$WORK/$kind" --backend inductor >"$OUTDIR/real-$kind.log" 2>&1
   echo "$kind real inductor: exit $? $(tail -1 "$OUTDIR/real-$kind.log")" | tee -a "$OUTDIR/summary.txt"
+done
+# Inductor's communication passes, each run for real on every kind whose graphs call collectives:
+# compute/communication reordering, FX bucketing of all-gathers, reduce-scatters and all-reduces,
+# and micro-pipeline TP (CUDA's symmetric memory).
+for kind in $KINDS; do
+  for opt in reorder_for_compute_comm_overlap=True bucket_all_gathers_fx=all bucket_reduce_scatters_fx=all \
+             bucket_all_reduces_fx=all _micro_pipeline_tp=True; do
+    build-gpu/parity repro run "$WORK/$kind" --backend inductor --backend-option "$opt" >"$OUTDIR/comm-$kind-${opt%%=*}.log" 2>&1
+    echo "$kind real inductor, $opt: exit $? $(tail -1 "$OUTDIR/comm-$kind-${opt%%=*}.log")" | tee -a "$OUTDIR/summary.txt"
+  done
 done
 build-gpu/parity repro run "$WORK/collectives" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
   >"$OUTDIR/real-relu-knob.log" 2>&1
