@@ -17,6 +17,7 @@
 #include "minifier/steps/steps.h"
 #include "minifier/signature.h"
 #include "repro/graph_text.h"
+#include "runtime/tool_script.h"
 #include "runtime/worker.h"
 #include "util/files.h"
 
@@ -161,27 +162,23 @@ std::pair<ir::Graph, const ir::Node*> ShortestFailingPrefix(const ir::Graph& g, 
   return {std::move(*prefix(hi)), first};
 }
 
-// repro.py beside the minimum: this rank of OUT/world under torchrun, its graph compiled by the
-// backend (the --import modules imported first), each output judged against the stored one.
-void WriteReproScript(const fs::path& out, const distributed::RealRun& real, double tol, int world_size,
-                      const WorldFailure& failure, const fs::path& source) {
-  std::string imports;
-  for (const auto& m : runtime::ImportModules()) imports += (imports.empty() ? "" : ",") + m;
-  std::ofstream f(out / "repro.py");
-  f << "#!/usr/bin/env python3\n"
-    << "\"\"\"parity minify's minimum of " << source.string() << " across its " << world_size
-    << " ranks, the collectives kept (" << failure.Describe() << ").\n\n"
-    << "Every rank for real, " << real.backend << " compiling each rank's graph:\n"
-    << "    torchrun --standalone --nproc-per-node " << world_size << " repro.py\n"
-    << "Every rank simulated in one process (parity's replay):\n"
-    << "    parity repro run " << (out / "world").string() << "\n\"\"\"\n"
-    << "import json\nimport os\nimport sys\n\n";
-  if (!imports.empty())  // what the backend's plugins register, in every rank before it compiles
-    f << "os.environ.setdefault(\"" << runtime::kImportEnv << "\", " << json(imports).dump() << ")\n";
-  f << "from parity_capture.rank_replay import torchrun_main  # noqa: E402\n\n"
-    << "WORLD = os.path.join(os.path.dirname(os.path.abspath(__file__)), \"world\")\n"
-    << "OPTIONS = json.loads(" << json(real.options.dump()).dump() << ")\n"
-    << "sys.exit(torchrun_main(WORLD, " << json(real.backend).dump() << ", OPTIONS, " << tol << "))\n";
+// repro.py beside the minimum (OUT/world): standalone, written by the package's torch-free script
+// (repro_script.write_world_script: the comparison rules, the graph reader and standalone_ranks
+// inlined); under torchrun each rank's graph compiled by the backend (the --import modules imported
+// first), each output judged against the stored one.
+Status WriteReproScript(const fs::path& out, const distributed::RealRun& real, double tol, int world_size,
+                        const WorldFailure& failure, const fs::path& source, const json& compiler_culprit) {
+  json req = {{"out", fs::absolute(out / "repro.py").string()},
+              {"dynamo_backend", real.backend},
+              {"imports", runtime::ImportModules()},
+              {"world",
+               {{"options", real.options},
+                {"tol", tol},
+                {"world_size", world_size},
+                {"title", "parity minify's minimum of " + source.string() + " across its " + std::to_string(world_size) +
+                              " ranks, the collectives kept (" + failure.Describe() + ")."}}}};
+  if (!compiler_culprit.is_null()) req["compiler_culprit"] = compiler_culprit;
+  return runtime::RunToolScript("repro_script", {req.dump()}, out / "repro_script.log");
 }
 
 }  // namespace
@@ -393,7 +390,8 @@ Expected<json> WriteMinimum(AcrossRanks& a, const GraphEntry& entry, WorldTest& 
                             double seconds) {
   const ir::Graph& g = r.graph;
   PARITY_RETURN_IF_ERROR(test.Write(g, a.out / "world"));
-  WriteReproScript(a.out, a.real, a.judge.same.tol, a.world.world_size(), a.original, fs::absolute(a.opts.repro_dir));
+  PARITY_RETURN_IF_ERROR(WriteReproScript(a.out, a.real, a.judge.same.tol, a.world.world_size(), a.original,
+                                         fs::absolute(a.opts.repro_dir), r.compiler_culprit));
   const int runs = a.runs + test.runs();
   json summary = {{"source", fs::absolute(a.opts.repro_dir).string()},
                   {"backend", a.spec.backend},

@@ -208,9 +208,13 @@ def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them
     assert s["culprit"]["target"] == "_c10d_functional::all_reduce" and "dist_programs.py" in s["culprit"]["stack_trace"], s
     ranks = [json.load(open(out / "world" / f"rank{k}" / "manifest.json"))["distributed"]["rank"] for k in (0, 1)]
     assert ranks == [0, 1]
+    # repro.py is standalone (torch and safetensors: standalone_ranks.py inlined) and imports the plugin itself.
+    script = open(out / "repro.py").read()
+    assert "parity_capture" not in script and "import wrong_comm_pass" in script and "def torchrun_main(" in script
+    assert "# compiler culprit: inside inductor: post_grad_passes" in script
     p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         str(out / "repro.py")], capture_output=True, text=True, env=env, timeout=240)
-    assert p.returncode != 0 and "rank 0: " in p.stdout and "FAIL" in p.stdout, p.stdout + p.stderr
+    assert p.returncode != 0 and "rank 0: graph_0 output 0: FAIL" in p.stdout, p.stdout + p.stderr
     r = run_parity(parity_bin, "repro", "run", str(out / "world"))
     assert r.returncode == 0 and "PASS: 2 ranks, simulated replay" in r.stdout, r.stdout + r.stderr
 

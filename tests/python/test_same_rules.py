@@ -41,3 +41,15 @@ def test_repro_script_inlines_the_rules_and_imports_no_parity(tmp_path):
     assert "parity_capture" not in text.replace("# Standalone repro", "")
     assert 'DYNAMO_BACKEND = "inductor"' in text
     compile(text, "repro.py", "exec")  # valid Python
+
+
+def test_a_world_script_inlines_the_rules_and_the_rank_set_up_and_imports_no_parity(tmp_path):
+    """repro_script.write_world_script: the repro.py of a minimum reduced across ranks."""
+    from parity_capture.repro_script import write_world_script
+    text = open(write_world_script(str(tmp_path / "repro.py"), "inductor", {"max_autotune": "False"}, 1e-3, 4,
+                                   "a minimum", imports=["my_plugin"])).read()
+    assert "def same_tensor(" in text and "def graph_from_json(" in text and "def torchrun_main(" in text
+    assert "def joined(" in text and "parity_capture" not in text
+    assert 'DYNAMO_BACKEND = "inductor"' in text and "TOL = 0.001" in text and "import my_plugin" in text
+    assert "--nproc-per-node 4 repro.py" in text
+    compile(text, "repro.py", "exec")  # valid Python

@@ -8,16 +8,13 @@ the rank's graphs compiled by the request's backend, its collectives computed fo
 group. Writes the outputs (`g<i>/output/<k>`) to the request's "out" safetensors file, and exits 0;
 an exception is printed and exits 1. Run by parity, one process per rank, with a deadline.
 
-Under torchrun (a multi-rank minimum's repro.py, minifier/across_ranks.h), `torchrun_main` runs
-this rank (RANK, WORLD_SIZE and the rendezvous from torchrun's environment) of a multi-rank dir:
-its graphs compiled by the backend, the collectives real, each output judged against the output
-the dir stores.
+The group and each recorded group under its name are standalone_ranks.joined's, which the
+standalone repro.py of a minimum reduced across ranks runs under torchrun too.
 
 With "compiler_bisect" in the request ({"tol"}), the ranks run PyTorch's compiler bisector in step
 instead (compiler_bisect_in_step), and rank 0 writes its answer to the request's "bisect_out"."""
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
@@ -33,38 +30,7 @@ from .host_ops import require_plugins
 from .reader import load_repro
 from .runs import write_tensors
 from .same import same_tensor
-
-
-def name_groups(groups: Dict[str, List[int]]) -> None:
-    """Each recorded group (name -> members in group order) as a group of this replay under that
-    name: the default group where it is the whole world under its own name, else a new group
-    (every rank creates every group, in the same order, as torch requires) registered by name."""
-    world = dist.get_world_size()
-    default_name = dist.group.WORLD.group_name
-    for name, members in sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        if members == list(range(world)) and name == default_name:
-            continue
-        pg = dist.new_group(members)
-        if dist.get_rank() in members and pg.group_name != name:
-            torch._C._distributed_c10d._register_process_group(name, pg)
-
-
-@contextlib.contextmanager
-def joined(device: str, local_rank: int, groups: Dict[str, List[int]], **init):
-    """This rank in the replay's process group (gloo on the CPU; NCCL on CUDA, the GPU picked by
-    `local_rank`, round robin), every recorded group made under its name (name_groups); yields the
-    device. On the way out a barrier first: no rank tears its group down while another still runs
-    a collective in it (gloo's teardown under a peer's collective can end a process by a signal)."""
-    if device.startswith("cuda"):
-        torch.cuda.set_device(local_rank % torch.cuda.device_count())
-        device = f"cuda:{torch.cuda.current_device()}"
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", **init)
-    try:
-        name_groups(groups)
-        yield device
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+from .standalone_ranks import joined
 
 
 def graph_request(repro_dir: str, graph: str, device: str, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -210,27 +176,6 @@ def try_in_step(compile_all: Callable[[], Any], judge: Callable[[Any], bool], ag
         return True
     ended(None, time.monotonic() - started)
     return ok
-
-
-def torchrun_main(world_dir: str, backend: str, options: Dict[str, str], tol: float) -> int:
-    """This rank of `world_dir` for real (see the module's doc); 0 when every output of every
-    graph passes same() at `tol` against the stored one, else 1, each output's verdict printed."""
-    rank = int(os.environ["RANK"])
-    with open(os.path.join(world_dir, "manifest.json")) as f:
-        top = json.load(f)
-    rank_dir = os.path.join(world_dir, top["ranks"][rank])
-    repro = load_repro(rank_dir)
-    require_plugins()
-    failed = 0
-    with joined(repro.manifest.get("device", "cpu"), int(os.environ.get("LOCAL_RANK", rank)),
-                repro.manifest.get("distributed", {}).get("process_groups", {})) as device:
-        for g in repro.graphs:
-            results = graph_results(rank_dir, g.name, device, backend, options)
-            for k, expected in enumerate(g.expected_outputs()):
-                ok, _, why = same_tensor(expected, results[f"output/{k}"], tol=tol)
-                failed += not ok
-                print(f"rank {rank}: {g.name} output {k}: {'PASS' if ok else 'FAIL ' + why}", flush=True)
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Writes the standalone repro.py of a minified repro dir: same.py, standalone_graph.py and standalone.py inlined (no
 parity import at run time, only torch and safetensors), the dynamo backend to compile with, and
-a call of standalone.main on the script's own directory.
+a call of standalone.main on the script's own directory; for a minimum reduced across ranks
+(write_world_script) standalone_ranks.py too, and a call of its torchrun_main.
 
 Text only: it imports neither torch nor the package (the modules it inlines are read as files), so
 `parity minify` runs it as a script (`python repro_script.py '<request JSON>'`) in a fraction of a
@@ -53,6 +54,38 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
     text = (header + "# ---- same.py ----\n" + _body("same") + "\n# ---- standalone_graph.py ----\n" + _body("standalone_graph")
             + "\n# ---- standalone.py ----\n" + _body("standalone") + tail)
+    return _write(out, text)
+
+
+def write_world_script(out, dynamo_backend, options, tol, world_size, title, imports=(), compiler_culprit=None) -> str:
+    """repro.py beside a minimum reduced across ranks (minifier/across_ranks.h), `out`'s dir holding
+    the multi-rank dir `world/`: same.py, standalone_graph.py, standalone.py and standalone_ranks.py
+    inlined (no parity import at run time), each rank run under torchrun by torchrun_main, the
+    `imports` (--import: the backend's plugins) imported first in every rank."""
+    header = (
+        "#!/usr/bin/env python3\n"
+        f'"""{title}\n\n'
+        f"Every rank for real, {dynamo_backend} compiling each rank's graph (exit 1 where an output fails):\n"
+        f"    torchrun --standalone --nproc-per-node {world_size} repro.py\n"
+        "Every rank simulated in one process (parity's replay):\n"
+        f"    parity repro run {os.path.join(os.path.dirname(os.path.abspath(out)), 'world')}\n"
+        'Needs torch and safetensors."""\n'
+        + _culprit_hint(compiler_culprit)
+        + "import json\nimport os\n\n"
+        + "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+        + f"DYNAMO_BACKEND = {json.dumps(dynamo_backend)}\n"
+        + f"OPTIONS = json.loads({json.dumps(json.dumps(options or {}))})\n"
+        + f"TOL = {float(tol)!r}\n\n")
+    tail = ("\n\nif __name__ == \"__main__\":\n"
+            "    import sys\n"
+            "    sys.exit(torchrun_main(os.path.join(os.path.dirname(os.path.abspath(__file__)), \"world\"), DYNAMO_BACKEND, OPTIONS, TOL))\n")
+    text = (header + "# ---- same.py ----\n" + _body("same") + "\n# ---- standalone_graph.py ----\n" + _body("standalone_graph")
+            + "\n# ---- standalone.py ----\n" + _body("standalone") + "\n# ---- standalone_ranks.py ----\n"
+            + _body("standalone_ranks") + tail)
+    return _write(out, text)
+
+
+def _write(out: str, text: str) -> str:
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
@@ -62,7 +95,14 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
 
 
 if __name__ == "__main__":
-    # The request: {"repro", "out", "dynamo_backend", "compiler_culprit", "imports"} (runtime/tool_script.cpp).
+    # The request (runtime/tool_script.cpp): {"repro", "out", "dynamo_backend", "compiler_culprit",
+    # "imports"}, or for a minimum across ranks {"world": {"options", "tol", "world_size", "title"},
+    # "out", "dynamo_backend", "compiler_culprit", "imports"}.
     req = json.loads(sys.argv[1])
-    write_script(req["repro"], req.get("dynamo_backend") or None, req["out"], req.get("compiler_culprit"),
-                 req.get("imports") or ())
+    if "world" in req:
+        w = req["world"]
+        write_world_script(req["out"], req["dynamo_backend"], w.get("options"), w["tol"], w["world_size"], w["title"],
+                           req.get("imports") or (), req.get("compiler_culprit"))
+    else:
+        write_script(req["repro"], req.get("dynamo_backend") or None, req["out"], req.get("compiler_culprit"),
+                     req.get("imports") or ())

@@ -124,15 +124,15 @@ def load_dir(here):
 
 
 class ReproDirGraph:
-    """A one-graph repro dir as repro.py runs it: the graph rebuilt fresh for each run (a train
-    run's parameters collect their own gradients), its inputs, and what a train run
-    differentiates and feeds its backward (docs/format.md: requires_grad, tangents)."""
+    """A graph of a repro dir as repro.py runs it (the first, or the `index`th): the graph rebuilt
+    fresh for each run (a train run's parameters collect their own gradients), its inputs, and what
+    a train run differentiates and feeds its backward (docs/format.md: requires_grad, tangents)."""
 
-    def __init__(self, here):
+    def __init__(self, here, index=0):
         with open(os.path.join(here, "manifest.json")) as f:
             self.manifest = json.load(f)
         self.tensors = load_tensors(os.path.join(here, self.manifest.get("tensors", "tensors.safetensors")))
-        self.entry = self.manifest["graphs"][0]
+        self.entry = self.manifest["graphs"][index]
         with open(os.path.join(here, self.entry["file"])) as f:
             self.gjson = json.load(f)
         self.train = self.manifest.get("mode") == "train"
