@@ -1,5 +1,6 @@
 #include "minifier/across_ranks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -7,6 +8,7 @@
 #include <ostream>
 #include <set>
 
+#include "distributed/groups.h"
 #include "distributed/isolate.h"
 #include "distributed/replay.h"
 #include "experiment/case.h"
@@ -29,22 +31,6 @@ namespace {
 
 using Report = Expected<distributed::WorldReport>;
 
-// Ok when every rank holds the same graphs, each graph's text the same on every rank (a candidate
-// is then one edit that every rank's graph takes alike); else Unsupported naming the first that differs.
-Status SameGraphs(const distributed::World& world) {
-  const auto& lead = world.rank(0).graphs();
-  for (int r = 1; r < world.world_size(); ++r) {
-    const auto& mine = world.rank(r).graphs();
-    if (mine.size() != lead.size())
-      return Error::Unsupported("rank " + std::to_string(r) + " has " + std::to_string(mine.size()) + " graphs, rank 0 " +
-                                std::to_string(lead.size()));
-    for (size_t gi = 0; gi < lead.size(); ++gi)
-      if (ir::GraphToText(mine[gi].graph) != ir::GraphToText(lead[gi].graph))
-        return Error::Unsupported("rank " + std::to_string(r) + "'s graph " + mine[gi].name + " is not rank 0's");
-  }
-  return Status::Ok();
-}
-
 std::vector<std::string> CollectivesIn(const ir::Graph& g) {
   std::vector<std::string> out;
   for (const ir::Node* n : g.nodes())
@@ -57,9 +43,11 @@ std::vector<std::string> CollectivesIn(const ir::Graph& g) {
 class WorldTest final : public Interestingness {
  public:
   using Run = std::function<Report(const distributed::World&)>;
+  // `renamings`: per rank, rank 0's groups as that rank names them (distributed/groups.h): a
+  // candidate is rank 0's graph, each rank's copy calling its own groups.
   WorldTest(const distributed::World& world, const distributed::ReplayValues& values, size_t gi, const std::string& backend,
-            const json& backend_options, Run run, fs::path scratch)
-      : world_(world), run_(std::move(run)), scratch_(std::move(scratch)) {
+            const json& backend_options, std::vector<distributed::GroupRenaming> renamings, Run run, fs::path scratch)
+      : world_(world), renamings_(std::move(renamings)), run_(std::move(run)), scratch_(std::move(scratch)) {
     pools_.resize(static_cast<size_t>(world.world_size()));
     for (int r = 0; r < world.world_size(); ++r) {
       const ReproDir& repro = world.rank(r);
@@ -79,7 +67,7 @@ class WorldTest final : public Interestingness {
 
   void Expect(WorldFailure original) { original_ = std::move(original); }
 
-  // `g` on every rank as a multi-rank dir at `dir` (replaced).
+  // `g` (rank 0's form) on every rank, each calling its own groups, as a multi-rank dir at `dir` (replaced).
   Status Write(const ir::Graph& g, const fs::path& dir) const {
     RemoveAll(dir);
     json top = {{"format", distributed::kWorldFormat}, {"version", distributed::kWorldFormatVersion},
@@ -87,7 +75,13 @@ class WorldTest final : public Interestingness {
     for (size_t r = 0; r < writers_.size(); ++r) {
       if (!writers_[r].Writable(g)) return Error::Internal("minify: a candidate rank " + std::to_string(r) + " cannot feed");
       const std::string name = "rank" + std::to_string(r);
-      PARITY_RETURN_IF_ERROR(writers_[r].Write(g, dir / name, nullptr));
+      if (distributed::IsIdentity(renamings_[r])) {
+        PARITY_RETURN_IF_ERROR(writers_[r].Write(g, dir / name, nullptr));
+      } else {
+        ir::Graph mine = g.Clone();
+        PARITY_RETURN_IF_ERROR(distributed::RenameGroups(mine, renamings_[r]));
+        PARITY_RETURN_IF_ERROR(writers_[r].Write(mine, dir / name, nullptr));
+      }
       top["ranks"].push_back(name);
     }
     std::ofstream(dir / "manifest.json") << top.dump(1) << "\n";
@@ -128,6 +122,7 @@ class WorldTest final : public Interestingness {
 
  private:
   const distributed::World& world_;
+  std::vector<distributed::GroupRenaming> renamings_;
   Run run_;
   fs::path scratch_;
   std::vector<std::map<std::string, at::Tensor>> pools_;  // sized once: the writers hold references
@@ -247,6 +242,7 @@ struct AcrossRanks {
   verify::RunReproOptions judge;
   distributed::RealRun real;
   std::chrono::milliseconds wait;
+  std::vector<distributed::GroupRenaming> renamings;  // rank 0's groups as each rank names them
   WorldFailure original;
   int runs = 0;  // real runs of every rank outside the test's
 
@@ -259,11 +255,14 @@ Expected<AcrossRanks> Prepare(const MinifyOptions& opts, const distributed::Worl
   PARITY_ASSIGN_OR_RETURN(verify::RunReproOptions judge, distributed::JudgeOptions(world, opts.experiment));
   const std::chrono::milliseconds wait{static_cast<int64_t>(opts.experiment.timeout_s) * 500};
   PARITY_ASSIGN_OR_RETURN(distributed::RealRun real, distributed::RealRunOf(spec.backend, spec.backend_options, judge.device.str(), wait));
-  if (Status same = SameGraphs(world); !same.ok())
-    return DoesNotFail("no rank fails isolated, and minify reduces across ranks only ranks that run the same graphs: " +
-                       same.error().message);
+  auto renamings = distributed::AlikeUpToGroups(world);
+  if (!renamings.ok())
+    return DoesNotFail("no rank fails isolated, and minify reduces across ranks only ranks that run the same graphs (up to the "
+                       "process groups they call): " + renamings.error().message);
+  if (std::any_of(renamings->begin(), renamings->end(), [](const auto& m) { return !distributed::IsIdentity(m); }))
+    log << "minify: the ranks run the same graphs, each calling its own process groups (rank 0's renamed on the others)\n";
   real.scratch = out / "work" / "real";
-  return AcrossRanks{opts, world, out, log, std::move(spec), std::move(judge), std::move(real), wait, {}, 0};
+  return AcrossRanks{opts, world, out, log, std::move(spec), std::move(judge), std::move(real), wait, std::move(*renamings), {}, 0};
 }
 
 // The world's failure with the backend, every rank run for real.
@@ -287,7 +286,7 @@ Expected<std::pair<size_t, std::unique_ptr<WorldTest>>> ChooseGraph(AcrossRanks&
   for (size_t gi = 0; gi < n; ++gi)
     if (gi != a.original.graph) order.push_back(gi);
   for (size_t gi : order) {
-    auto t = std::make_unique<WorldTest>(a.world, values, gi, a.spec.backend, a.spec.backend_options,
+    auto t = std::make_unique<WorldTest>(a.world, values, gi, a.spec.backend, a.spec.backend_options, a.renamings,
                                          [&a](const distributed::World& w) { return a.Run(w); }, a.out / "work" / "candidates");
     t->Expect(a.original);
     const bool fails = n == 1 || t->Judge(a.world.rank(0).graphs()[gi].graph).Matches(a.original);

@@ -311,6 +311,25 @@ def test_a_run_that_raised_waits_for_the_others_runs_or_names_the_rank_left_in_a
         rank0(RuntimeError("no kernel"), 0.1)
 
 
+def test_a_rank_of_a_standalone_repro_makes_every_rank_s_groups():
+    """standalone_ranks.world_groups: torch's new_group is called by every rank for every group, so
+    each rank of a minimum's repro.py makes the groups of all ranks (a 2-D mesh: rank 0 records only
+    its own tensor-parallel group, rank 2 another), not only those its manifest records."""
+    import tempfile
+    from parity_capture.standalone_ranks import rank_dirs, world_groups
+    with tempfile.TemporaryDirectory() as d:
+        groups = [{"0": [0, 1, 2, 3], "3": [0, 1]}, {"0": [0, 1, 2, 3], "3": [0, 1]}, {"0": [0, 1, 2, 3], "4": [2, 3]},
+                  {"0": [0, 1, 2, 3], "4": [2, 3]}]
+        for r, g in enumerate(groups):
+            os.makedirs(os.path.join(d, f"rank{r}"))
+            with open(os.path.join(d, f"rank{r}", "manifest.json"), "w") as f:
+                json.dump({"distributed": {"rank": r, "world_size": 4, "process_groups": g}}, f)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump({"format": "parity.distributed", "version": 1, "world_size": 4, "ranks": [f"rank{r}" for r in range(4)]}, f)
+        assert [os.path.basename(p) for p in rank_dirs(d)] == ["rank0", "rank1", "rank2", "rank3"]
+        assert world_groups(d) == {"0": [0, 1, 2, 3], "3": [0, 1], "4": [2, 3]}
+
+
 RAISES_ON_RANK0 = '''
 import datetime, os, sys, time
 import torch, torch.distributed as dist

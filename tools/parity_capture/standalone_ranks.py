@@ -50,10 +50,20 @@ def joined(device, local_rank, groups, **init):
         dist.destroy_process_group()
 
 
-def rank_dir(world_dir, rank):
-    """The repro dir of `rank` in the multi-rank dir `world_dir` (its index names each rank's)."""
+def rank_dirs(world_dir):
+    """Each rank's repro dir in the multi-rank dir `world_dir`, in rank order (its index names them)."""
     with open(os.path.join(world_dir, "manifest.json")) as f:
-        return os.path.join(world_dir, json.load(f)["ranks"][rank])
+        return [os.path.join(world_dir, name) for name in json.load(f)["ranks"]]
+
+
+def world_groups(world_dir):
+    """Every group any rank of `world_dir` records (name -> members): every rank makes every group,
+    also those it is not in (torch's new_group is called by the whole world), so each needs all."""
+    groups = {}
+    for d in rank_dirs(world_dir):
+        with open(os.path.join(d, "manifest.json")) as f:
+            groups.update(json.load(f).get("distributed", {}).get("process_groups", {}))
+    return groups
 
 
 def torchrun_main(world_dir, backend, options, tol):
@@ -62,12 +72,11 @@ def torchrun_main(world_dir, backend, options, tol):
     `options` (standalone.compile_for), its collectives run by the group; 0 when every output
     passes same() at `tol` against the output the dir stores, else 1, each output's verdict printed."""
     rank = int(os.environ["RANK"])
-    here = rank_dir(world_dir, rank)
+    here = rank_dirs(world_dir)[rank]
     first = ReproDirGraph(here)
     deterministic_setup()
     failed = 0
-    with joined(first.manifest.get("device", "cpu"), int(os.environ.get("LOCAL_RANK", rank)),
-                first.manifest.get("distributed", {}).get("process_groups", {})) as device:
+    with joined(first.manifest.get("device", "cpu"), int(os.environ.get("LOCAL_RANK", rank)), world_groups(world_dir)) as device:
         for index in range(len(first.manifest["graphs"])):
             d = ReproDirGraph(here, index)
             gm = on_device(d.module(), device)
