@@ -75,6 +75,54 @@ TEST(Simulated, ShardDimAlltoallMovesTheShardAsGlooDoes) {
   EXPECT_FALSE(interp::IsCollective("aten::add") || interp::IsCollective("_dtensor::other"));
 }
 
+TEST(Simulated, InPlaceOutAndCoalescedFormsComputeAsTheirFunctionalOnes) {
+  const std::vector<at::Tensor> xs = {at::tensor({1.0, 5.0, 2.0, 4.0}), at::tensor({3.0, 2.0, 6.0, 0.0})};
+  const c10::IValue g(std::string("g"));
+  // all_reduce_: each member's own input holds the sum, and is what it gets back.
+  std::vector<at::Tensor> mine = {xs[0].clone(), xs[1].clone()};
+  auto inplace = Args(mine, {c10::IValue(std::string("sum")), g});
+  auto r = Compute(Op("_c10d_functional::all_reduce_"), inplace);
+  for (size_t m = 0; m < 2; ++m) {
+    EXPECT_TRUE(at::equal(mine[m], at::tensor({4.0, 7.0, 8.0, 4.0})));
+    EXPECT_TRUE(r[m][0].toTensor().is_same(mine[m]));
+  }
+  // all_reduce_coalesced (and its in-place form): each list position reduced on its own.
+  auto lists = [&](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    return std::vector<torch::jit::Stack>{{c10::IValue(c10::List<at::Tensor>(a)), c10::IValue(std::string("max")), g},
+                                          {c10::IValue(c10::List<at::Tensor>(b)), c10::IValue(std::string("max")), g}};
+  };
+  auto co = lists({xs[0], xs[0] * 2}, {xs[1], xs[1] * 2});
+  auto c = Compute(Op("_c10d_functional::all_reduce_coalesced"), co);
+  const auto got = c[1][0].toTensorVector();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(at::equal(got[0], at::tensor({3.0, 5.0, 6.0, 4.0})) && at::equal(got[1], at::tensor({6.0, 10.0, 12.0, 8.0})));
+  std::vector<at::Tensor> a = {xs[0].clone()}, b = {xs[1].clone()};
+  auto co_ = lists(a, b);
+  Compute(Op("_c10d_functional::all_reduce_coalesced_"), co_);
+  EXPECT_TRUE(at::equal(a[0], at::tensor({3.0, 5.0, 6.0, 4.0})) && at::equal(b[0], a[0]));
+  // all_gather_into_tensor_out / reduce_scatter_tensor_out: the result in each member's `out`.
+  std::vector<at::Tensor> outs = {at::empty({8}, at::kDouble), at::empty({8}, at::kDouble)};
+  std::vector<torch::jit::Stack> gather;
+  for (size_t m = 0; m < 2; ++m) gather.push_back({xs[m], c10::IValue(int64_t{2}), g, outs[m]});
+  Compute(Op("_c10d_functional::all_gather_into_tensor_out"), gather);
+  EXPECT_TRUE(at::equal(outs[1], at::cat({xs[0], xs[1]})));
+  std::vector<at::Tensor> halves = {at::empty({2}, at::kDouble), at::empty({2}, at::kDouble)};
+  std::vector<torch::jit::Stack> scatter;
+  for (size_t m = 0; m < 2; ++m) scatter.push_back({xs[m], c10::IValue(std::string("sum")), c10::IValue(int64_t{2}), g, halves[m]});
+  Compute(Op("_c10d_functional::reduce_scatter_tensor_out"), scatter);
+  EXPECT_TRUE(at::equal(halves[0], at::tensor({4.0, 7.0})) && at::equal(halves[1], at::tensor({8.0, 4.0})));
+  // The coalesced gather and reduce_scatter: position by position.
+  std::vector<torch::jit::Stack> cg = {{c10::IValue(c10::List<at::Tensor>({xs[0]})), c10::IValue(int64_t{2}), g},
+                                       {c10::IValue(c10::List<at::Tensor>({xs[1]})), c10::IValue(int64_t{2}), g}};
+  EXPECT_TRUE(at::equal(Compute(Op("_c10d_functional::all_gather_into_tensor_coalesced"), cg)[0][0].toTensorVector()[0],
+                        at::cat({xs[0], xs[1]})));
+  std::vector<torch::jit::Stack> cs = {
+      {c10::IValue(c10::List<at::Tensor>({xs[0]})), c10::IValue(std::string("sum")), c10::IValue(int64_t{2}), g},
+      {c10::IValue(c10::List<at::Tensor>({xs[1]})), c10::IValue(std::string("sum")), c10::IValue(int64_t{2}), g}};
+  EXPECT_TRUE(at::equal(Compute(Op("_c10d_functional::reduce_scatter_tensor_coalesced"), cs)[1][0].toTensorVector()[0],
+                        at::tensor({8.0, 4.0})));
+}
+
 TEST(Simulated, MembersMeetByCallIndexAndAbsentRanksAreNamed) {
   auto op = Op("_c10d_functional::all_reduce");
   SimulatedWorld world(2, {{"0", {0, 1}}}, std::chrono::milliseconds(300));
