@@ -169,3 +169,30 @@ def test_an_input_the_model_writes_is_an_output_and_the_callers_tensor_is_left_a
     assert torch.equal(g.expected_outputs()[1], x0 * 2 + y) and torch.equal(g.inputs()[0], x0)
     r = run_parity(parity_bin, "repro", "run", str(tmp_path / "w"))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_an_opaque_input_the_graph_only_returns_is_returned_as_none_and_one_it_reads_is_refused():
+    """lowering.without_opaque_inputs: dynamo hands a DeviceMesh on across a graph break as an input
+    and an output of the graph (a sequence-parallel block whose DTensor reshapes break the graph);
+    the format has no type for it, so the graph returns None there and the program's outputs say
+    None too. A graph whose op reads such an input cannot be recorded: CaptureError naming it."""
+    import torch.fx as fx
+    from parity_capture.lowering import without_opaque_inputs
+
+    class Mesh:  # an object the format has no type for
+        pass
+
+    def returned(x, mesh):
+        return (x * 2, mesh)
+    mesh = Mesh()
+    gm = fx.symbolic_trace(returned)
+    gm, kept, outs = without_opaque_inputs(gm, [torch.ones(2), mesh], [torch.full((2,), 2.0), mesh])
+    assert len(kept) == 1 and outs[1] is None and torch.equal(outs[0], torch.full((2,), 2.0))
+    assert [n.op for n in gm.graph.nodes] == ["placeholder", "call_function", "output"]
+    assert gm(torch.ones(2))[1] is None
+
+    g = fx.Graph()
+    x, m = g.placeholder("x"), g.placeholder("mesh")
+    g.output((g.call_function(getattr, (m, "size")), x))
+    with pytest.raises(CaptureError, match="graph input mesh is a Mesh, which the graph reads"):
+        without_opaque_inputs(fx.GraphModule(torch.nn.Module(), g), [torch.ones(2), mesh])

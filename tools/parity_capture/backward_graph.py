@@ -133,7 +133,7 @@ def record(name: str, gm: fx.GraphModule, args: Sequence[Any], labels: Sequence[
     out.args = (tuple(kept),)
     bw.graph.eliminate_dead_code()
     bw.recompile()
-    bw, values = without_opaque_inputs(bw, values)
+    bw, values, _ = without_opaque_inputs(bw, values)
     cpu = [v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v for v in values]
     gjson, entry, tensors = capture_symbolic_graph(bw, None, name, cpu, kept_values)
     entry["output_names"] = kept_names

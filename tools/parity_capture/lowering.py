@@ -268,8 +268,8 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # functionalized, as a torch.compile backend receives them. make_fx is the last resort. A
     # lowering whose outputs differ in dtype or shape from the program's is not taken.
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
-        aten, inner = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values))
-        return capture_symbolic_graph(aten, None, name, inner, desugared(outputs), input_attrs)
+        aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
+        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs)
 
     def after():  # the tensor inputs as the call left them: what a graph that writes them wrote
         return [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
@@ -400,24 +400,31 @@ def desugared(values: Any) -> Any:
     return desugared([values])[0] if _is_subclass(values) else values
 
 
-def without_opaque_inputs(aten: fx.GraphModule, values: List[Any]) -> Tuple[fx.GraphModule, List[Any]]:
+def without_opaque_inputs(aten: fx.GraphModule, values: List[Any], outputs: Any = None) -> Tuple[fx.GraphModule, List[Any], Any]:
     """The graph without its placeholders whose values are objects the format has no type for (a
-    DeviceMesh, a process group: what dynamo passes along with a DTensor) and that no node reads;
-    one that a node reads cannot be recorded: CaptureError naming it, never a dir whose loader
-    would find an input with no value."""
+    DeviceMesh, a process group: what dynamo passes along with a DTensor) and that no op reads.
+    One the graph only returns (dynamo hands a DeviceMesh on across a graph break, as a graph
+    output) is returned as None instead, and `outputs` (the program's, flattened alike) has None
+    there too. One an op reads cannot be recorded: CaptureError naming it, never a dir whose loader
+    would find an input with no value. Returns the graph, the values kept, and `outputs`."""
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(values):
-        return aten, values  # capture_symbolic_graph says what is wrong
-    kept = []
+        return aten, values, outputs  # capture_symbolic_graph says what is wrong
+    kept, returned = [], []
     for n, v in zip(placeholders, values):
         if v is None or isinstance(v, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
             kept.append(v)
-        elif n.users:
+            continue
+        if any(u.op != "output" for u in n.users):
             raise CaptureError(f"graph input {n.name} is a {type(v).__name__}, which the graph reads and a repro dir cannot hold")
-        else:
-            aten.graph.erase_node(n)
+        for out in list(n.users):
+            out.args = fx.node.map_arg(out.args, lambda a, n=n: None if a is n else a)
+            returned.append(v)
+        aten.graph.erase_node(n)
     aten.recompile()
-    return aten, kept
+    if returned and outputs is not None:
+        outputs = torch.utils._pytree.tree_map(lambda x: None if any(x is r for r in returned) else x, outputs)
+    return aten, kept, outputs
 
 
 def _autocast_active(inputs: Sequence[Any]) -> bool:
