@@ -186,8 +186,53 @@ def run_sp(rank, world, out):
     return y
 
 
+class TitanBlock(torch.nn.Module):
+    """A pre-norm attention and SwiGLU block as torchtitan parallelizes it (run_tp_sp)."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.attention_norm = torch.nn.RMSNorm(d)
+        self.wq, self.wk, self.wv, self.wo = (torch.nn.Linear(d, d, bias=False) for _ in range(4))
+        self.ffn_norm = torch.nn.RMSNorm(d)
+        self.w1, self.w3 = torch.nn.Linear(d, 2 * d, bias=False), torch.nn.Linear(d, 2 * d, bias=False)
+        self.w2 = torch.nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        y = self.attention_norm(x)
+        q, k, v = (w(y).view(b, s, -1, d // self.heads).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, -1)
+        x = x + self.wo(o)
+        z = self.ffn_norm(x)
+        return x + self.w2(torch.nn.functional.silu(self.w1(z)) * self.w3(z))
+
+
+def run_tp_sp(rank, world, out):
+    """Tensor and sequence parallel as torchtitan plans a block: the norms SequenceParallel, q/k/v
+    and the SwiGLU's up projections column-wise, the output and down projections row-wise back to
+    the sequence shard; the input a sequence-sharded DTensor. DTensor's reshapes break it into
+    several graphs, the DeviceMesh handed from one to the next; trained."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
+    mesh = init_device_mesh(device().type, (world,))
+    torch.manual_seed(0)
+    block = TitanBlock().to(device())
+    rowwise = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    parallelize_module(block, mesh, {"attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
+                                     "wq": ColwiseParallel(), "wk": ColwiseParallel(), "wv": ColwiseParallel(), "wo": rowwise,
+                                     "w1": ColwiseParallel(), "w3": ColwiseParallel(), "w2": rowwise})
+    torch.manual_seed(1)
+    x = torch.randn(2, 4 * world, 32, device=device()).chunk(world, dim=1)[rank].contiguous()
+    y = torch.compile(block, backend=dump_backend(out, model_name="tp_sp"))(DTensor.from_local(x, mesh, [Shard(1)]))
+    y = y.to_local()
+    y.square().mean().backward()
+    return y
+
+
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "tp": run_tp, "sp": run_sp,
+            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 

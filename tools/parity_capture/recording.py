@@ -17,7 +17,7 @@ import torch
 from . import backward_graph, checkpointed
 from .errors import CaptureError
 from .lowered import PRODUCER, flatten_outputs
-from .lowering import aot_inference_graph, capture_graph_module, transform_state_kept
+from .lowering import aot_inference_graph, capture_graph_module, desugared, transform_state_kept
 from .replay_check import replay_mismatch
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
 from .loops import record_iterations
@@ -328,13 +328,22 @@ class _Dump:
         with self.lock:
             try:
                 tangents: List[Optional[str]] = [None] * len(g.entry["expected_outputs"])
+                fed: Dict[str, torch.Tensor] = {}
                 for k, grad in zip(g.grad_outputs, grads):
                     if grad is not None:
                         tangents[k] = f"{g.name}/tangent/{k}"
-                        g.tensors[tangents[k]] = grad.detach().to("cpu", copy=True)
-                        self.tensors[tangents[k]] = g.tensors[tangents[k]]
-                if not any(tangents):
+                        # A DTensor output's gradient is a DTensor: the graph's output is its local
+                        # tensor, which the gradient's is only where their placements agree.
+                        local = desugared(grad)
+                        want = g.tensors.get(g.entry["expected_outputs"][k])
+                        if isinstance(want, torch.Tensor) and tuple(local.shape) != tuple(want.shape):
+                            raise CaptureError(f"the gradient fed to output {k} is {list(local.shape)} on this rank where the "
+                                               f"output is {list(want.shape)} (a DTensor gradient of another placement)")
+                        fed[tangents[k]] = local.detach().to("cpu", copy=True)
+                if not fed:
                     return
+                g.tensors.update(fed)
+                self.tensors.update(fed)
                 g.entry["mode"] = "train"
                 g.entry["tangents"] = tangents
                 _drop_note(g.entry, _AS_EVAL)
