@@ -124,19 +124,30 @@ def load_dir(here):
 
 
 class ReproDirGraph:
-    """A graph of a repro dir as repro.py runs it (the first, or the `index`th): the graph rebuilt
-    fresh for each run (a train run's parameters collect their own gradients), its inputs, and what
-    a train run differentiates and feeds its backward (docs/format.md: requires_grad, tangents)."""
+    """A graph of a repro dir as repro.py runs it (the first; `graph(index)` another, sharing what
+    was read): the graph rebuilt fresh for each run (a train run's parameters collect their own
+    gradients), its inputs, and what a train run differentiates and feeds its backward
+    (docs/format.md: requires_grad, tangents)."""
 
-    def __init__(self, here, index=0):
+    def __init__(self, here):
+        self.here = here
         with open(os.path.join(here, "manifest.json")) as f:
             self.manifest = json.load(f)
         self.tensors = load_tensors(os.path.join(here, self.manifest.get("tensors", "tensors.safetensors")))
-        self.entry = self.manifest["graphs"][index]
-        with open(os.path.join(here, self.entry["file"])) as f:
-            self.gjson = json.load(f)
         self.train = self.manifest.get("mode") == "train"
+        self._read(0)
+
+    def _read(self, index):
+        self.entry = self.manifest["graphs"][index]
+        with open(os.path.join(self.here, self.entry["file"])) as f:
+            self.gjson = json.load(f)
         self.input_names = [n["name"] for n in self.gjson["nodes"] if n["op"] == "placeholder"]
+
+    def graph(self, index):
+        """The dir's `index`th graph, its manifest and tensors the ones already read."""
+        other = copy.copy(self)
+        other._read(index)
+        return other
 
     def differentiates(self, key):
         return differentiates(self.entry, key)

@@ -78,7 +78,7 @@ def torchrun_main(world_dir, backend, options, tol):
     failed = 0
     with joined(first.manifest.get("device", "cpu"), int(os.environ.get("LOCAL_RANK", rank)), world_groups(world_dir)) as device:
         for index in range(len(first.manifest["graphs"])):
-            d = ReproDirGraph(here, index)
+            d = first.graph(index)
             gm = on_device(d.module(), device)
             fn = compile_for(gm, backend, options, True if gm.parity_symbols else None)
             got = run(fn, d.inputs(), device)
