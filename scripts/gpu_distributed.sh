@@ -7,7 +7,7 @@
 # record per rank), `parity minify` of the TP dir with Triton's relu knob, and minify across ranks
 # of a failure only the collectives show (a wrong communication pass). Output in $OUT: each
 # step's log and summary.txt.
-#   scripts/gpu_distributed.sh [PYTHON] [HEADERS_DIR]     (KINDS, WORLD to change what runs)
+#   scripts/gpu_distributed.sh [PYTHON] [HEADERS_DIR]     (KINDS, WORLD, COMM to change what runs)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DIST_DEVICE=cuda
@@ -30,15 +30,17 @@ done
 # compute/communication reordering, FX bucketing of all-gathers, reduce-scatters and all-reduces,
 # and micro-pipeline TP (CUDA's symmetric memory).
 for kind in $KINDS; do
-  for opt in reorder_for_compute_comm_overlap=True bucket_all_gathers_fx=all bucket_reduce_scatters_fx=all \
-             bucket_all_reduces_fx=all _micro_pipeline_tp=True; do
+  for opt in ${COMM:-reorder_for_compute_comm_overlap=True bucket_all_gathers_fx=all bucket_reduce_scatters_fx=all \
+                    bucket_all_reduces_fx=all _micro_pipeline_tp=True}; do
     build-gpu/parity repro run "$WORK/$kind" --backend inductor --backend-option "$opt" >"$OUTDIR/comm-$kind-${opt%%=*}.log" 2>&1
     echo "$kind real inductor, $opt: exit $? $(tail -1 "$OUTDIR/comm-$kind-${opt%%=*}.log")" | tee -a "$OUTDIR/summary.txt"
   done
 done
-build-gpu/parity repro run "$WORK/collectives" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
-  >"$OUTDIR/real-relu-knob.log" 2>&1
-echo "collectives real inductor, Triton's relu knob: exit $? $(tail -1 "$OUTDIR/real-relu-knob.log")" | tee -a "$OUTDIR/summary.txt"
+if [ -d "$WORK/collectives" ]; then
+  build-gpu/parity repro run "$WORK/collectives" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
+    >"$OUTDIR/real-relu-knob.log" 2>&1
+  echo "collectives real inductor, Triton's relu knob: exit $? $(tail -1 "$OUTDIR/real-relu-knob.log")" | tee -a "$OUTDIR/summary.txt"
+fi
 # minify of the TP block's multi-rank dir with Triton's relu knob (minifier/ranks.h: each rank
 # isolated, the first failing one reduced).
 build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
@@ -62,7 +64,7 @@ class BadComm(CustomGraphPass):
 torch._inductor.config.post_grad_custom_post_pass = BadComm()
 PASS
 for kind in $KINDS; do
-  case $kind in collectives|tp_eval) ;; *) continue ;; esac
+  case $kind in collectives|tp_eval|fsdp2_tp) ;; *) continue ;; esac
   t0=$(date +%s.%N)
   PYTHONPATH=$WORK:$PYTHONPATH build-gpu/parity minify "$WORK/$kind" --backend inductor --import bad_comm_pass --confirm 1 \
     --out "$WORK/across-$kind" >"$OUTDIR/across-$kind.log" 2>&1

@@ -158,6 +158,28 @@ def run_tp(rank, world, out, train=True):
     return y
 
 
+def run_fsdp2_tp(rank, world, out):
+    """2-D parallelism as torchtitan composes it: a (world / 2, 2) mesh, each MLP tensor-parallel
+    over "tp" and fully_shard over "dp", then the root; the whole model compiled, trained. The
+    ranks call different groups (each its own tp and dp pair): minify across ranks renames them
+    (distributed/groups.h). Needs an even world of 4 or more."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = init_device_mesh(device().type, (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MLP(), MLP()).to(device())
+    for block in model:
+        parallelize_module(block, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        fully_shard(block, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    compiled = torch.compile(model, backend=dump_backend(out, model_name="fsdp2_tp"))
+    torch.manual_seed(100 + mesh.get_local_rank("dp"))  # a batch per dp rank, the same on its tp pair
+    y = compiled(torch.randn(4, 16, device=device()))
+    y.square().mean().backward()
+    return y
+
+
 class SequenceParallel(torch.nn.Module):
     """A hand-written sequence-parallel block: each rank holds a slice of the sequence, gathered
     before the MLP and reduce-scattered after it by the functional collectives' autograd forms
@@ -232,7 +254,8 @@ def run_tp_sp(rank, world, out):
 
 
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
+            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp,
+            "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 
