@@ -24,7 +24,7 @@ def capture(kinds, world, base):
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
-KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,fsdp2_whole,tp,sp"
+KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,fsdp2_whole,tp,sp,tp_sp"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,10 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          # DTensor desugared: local shards in, the row-wise all_reduce inside; its backward a graph of its own
          "tp": (2, "train", True),
          # autograd collectives in the forward; its backward (their backward collectives) a graph of its own
-         "sp": (2, "train", True)}
+         "sp": (2, "train", True),
+         # torchtitan's TP+SP block: DTensor's reshapes break it into nine graphs, some symbolic (a
+         # recompile at another width), some making a DTensor of a plain tensor; each trained
+         "tp_sp": (9, "train", True)}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -90,6 +93,18 @@ def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks,
         assert bool(m["distributed"]["process_groups"]) == collectives, m
     r, report = replay(parity_bin, d)
     assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
+    if kind == "tp_sp":
+        # Every graph trained, and those taking DTensors have their backward recorded: the
+        # gradient fed to a sharded output as the program's replicated or partial one, moved to
+        # the output's placement as AOTAutograd moves it; an output no gradient reached, zeros.
+        m = json.load(open(d / "rank1" / "manifest.json"))
+        forward = [g for g in m["graphs"] if not g.get("backward_of")]
+        assert len(forward) == 9 and all(g["mode"] == "train" for g in forward), m["graphs"]
+        assert len([g for g in m["graphs"] if g.get("backward_of")]) >= 5, m["graphs"]
+        # The recompiles at another width are symbolic graphs of a DTensor: its local tensor, and
+        # its symbolic sizes and strides, taken and returned as AOTAutograd desugars them.
+        symbolic = [g for g in forward if "symbols" in json.load(open(d / "rank1" / g["file"]))]
+        assert len(symbolic) >= 2, [g["name"] for g in forward]
     if kind in ("tp", "sp"):  # the backward's graph: each parameter's gradient (its shard's, for TP) an output
         m = json.load(open(d / "rank1" / "manifest.json"))
         (bwd,) = [g for g in m["graphs"] if g.get("backward_of") == "graph_0"]

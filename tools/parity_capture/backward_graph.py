@@ -93,15 +93,47 @@ def backward_inputs(fw: fx.GraphModule, bw: fx.GraphModule, flat_inputs: Sequenc
     return values
 
 
-def gradient_names(args: Sequence[Any], labels: Sequence[Optional[str]]) -> List[Optional[str]]:
-    """Per position of the desugared inputs: `grad/<label>` for the first tensor each input of
-    `args` desugars to (its gradient there is the input's own, or its local shard's), else None."""
-    names: List[Optional[str]] = []
-    for a, label in zip(args, labels):
-        pieces = desugared([a])
-        first = next((k for k, p in enumerate(pieces) if isinstance(p, torch.Tensor)), None)
-        names.extend(f"grad/{label}" if k == first and label else None for k in range(len(pieces)))
-    return names
+def _tangents(bw: fx.GraphModule, grads: Sequence[Any]) -> List[torch.Tensor]:
+    """The backward's output gradients: the program's, desugared as AOTAutograd's slots take them
+    (a DTensor's local tensor and, where this torch flattens it so, its mesh), and where none
+    flowed to an output (None: the loss does not reach it) zeros shaped as the backward's slot for
+    it, as autograd materializes them for AOTAutograd's backward. When the counts differ, the fed
+    ones (backward_inputs says what is wrong)."""
+    slots = [n for n in bw.graph.nodes if n.op == "placeholder" and n.name.startswith("tangents")]
+    per_output = [desugared([g]) if g is not None else [None] for g in grads]
+    flat = [t.detach() if isinstance(t, torch.Tensor) else t for pieces in per_output for t in pieces]
+    if len(flat) != len(slots) or all(t is not None for t in flat):
+        return [t for t in flat if t is not None]
+    device = next((t.device for t in flat if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    out = []
+    for t, slot in zip(flat, slots):
+        if t is None:
+            meta = slot.meta.get("val")
+            if not isinstance(meta, torch.Tensor) or not all(isinstance(d, int) for d in meta.shape):
+                raise CaptureError(f"no gradient flowed to the output of its backward's {slot.name}, and its slot "
+                                   "has no static shape to make zeros of")
+            t = torch.zeros(meta.shape, dtype=meta.dtype, device=device)
+        out.append(t)
+    return out
+
+
+def gradient_names(args: Sequence[Any], labels: Sequence[Optional[str]], returned: int) -> List[Optional[str]]:
+    """Per gradient the backward returns: `grad/<label>` for the first tensor each input of `args`
+    desugars to (its gradient there is the input's own, or its local shard's), else None. An input
+    that does not require grad has one slot (its None) where AOTAutograd returns it so, else one
+    per piece it desugars to; which of the two, the count the backward returned says."""
+    def names_of(one_for_none: bool) -> List[Optional[str]]:
+        names: List[Optional[str]] = []
+        for a, label in zip(args, labels):
+            if one_for_none and not (isinstance(a, torch.Tensor) and a.requires_grad):
+                names.append(None)
+                continue
+            pieces = desugared([a])
+            first = next((k for k, p in enumerate(pieces) if isinstance(p, torch.Tensor)), None)
+            names.extend(f"grad/{label}" if k == first and label else None for k in range(len(pieces)))
+        return names
+    every_piece = names_of(False)
+    return every_piece if len(every_piece) == returned else names_of(True)
 
 
 def record(name: str, gm: fx.GraphModule, args: Sequence[Any], labels: Sequence[Optional[str]],
@@ -112,11 +144,10 @@ def record(name: str, gm: fx.GraphModule, args: Sequence[Any], labels: Sequence[
     required grad: (graph_json, manifest_entry, tensors) for write_repro_dir."""
     fw, bw = partitioned(gm, args)
     flat = desugared(list(args))
-    tangents = [t.detach() for t in desugared([g for g in grads if g is not None]) if isinstance(t, torch.Tensor)]
-    values = backward_inputs(fw, bw, flat, tangents)
+    values = backward_inputs(fw, bw, flat, _tangents(bw, grads))
     with torch.no_grad():
         returned = list(bw(*values))
-    names = gradient_names(args, labels)
+    names = gradient_names(args, labels, len(returned))
     if len(names) != len(returned):
         raise CaptureError(f"its backward returns {len(returned)} gradients for {len(names)} inputs")
     # The gradients of inputs the program differentiated, each once; what else the partition

@@ -65,7 +65,7 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
             if node not in state["pending"]:
                 return None
             for i, nr in nodes[node]:
-                state["grads"][i] = grad_outputs[nr]
+                state["grads"][i] = _as_placed(grad_outputs[nr], watched[i])
             state["pending"].discard(node)
             if not state["pending"]:
                 for h in state["handles"]:
@@ -75,6 +75,27 @@ def _watch_backward(dump: _Dump, g: _Graph, outputs: Any) -> None:
         return prehook
 
     state["handles"] = [node.register_prehook(prehook_for(node)) for node in nodes]
+
+
+def _as_placed(grad: Any, out: Any) -> Any:
+    """The gradient fed to output `out`, placed as `out` is where it is a DTensor gradient of
+    another placement: a replicated gradient of a sharded output becomes each rank's own chunk, a
+    partial one is reduce-scattered. AOTAutograd moves a tangent so before the compiled backward
+    runs (DTensor's __coerce_same_metadata_as_tangent__), and the recorded backward takes it so.
+    A partial gradient's move is a collective: every rank makes it at the same point of its
+    backward (the hook runs where the SPMD program's backward reaches this call), as recording
+    the backward graph runs its forward's collectives (backward_graph.py). A move DTensor refuses
+    (to a partial placement) leaves the gradient as it came."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    if not (isinstance(grad, DTensor) and isinstance(out, DTensor)) or grad.placements == out.placements:
+        return grad
+    if grad.device_mesh != out.device_mesh or not all(isinstance(p, (Replicate, Shard)) for p in out.placements):
+        return grad
+    try:  # inside the program's backward: never raise there
+        with torch.no_grad():
+            return grad.redistribute(out.device_mesh, out.placements)
+    except Exception:
+        return grad
 
 
 def _joint_inputs(gm: torch.fx.GraphModule, args: List[Any], facts: _CompileFacts

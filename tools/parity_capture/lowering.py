@@ -287,9 +287,10 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
 
     # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
     # on it, or traces grad's result as zeros; AOTAutograd flattens it as it does for a backend.
-    # A graph of tensor subclasses (DTensor: tensor parallelism) too: AOTAutograd desugars them
-    # into plain tensors and the functional collectives their ops make.
-    aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values)
+    # A graph of tensor subclasses (DTensor: tensor parallelism) too, taken or made (DTensor.from_local
+    # of a plain tensor): AOTAutograd desugars them into plain tensors and the functional
+    # collectives their ops make.
+    aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values) or _has_subclasses(leaves)
     lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
     why = ""
     for k, lower in enumerate(lowerings):
@@ -398,6 +399,31 @@ def desugared(values: Any) -> Any:
                 out.append(desugared(v) if isinstance(v, (list, tuple)) else v)
         return type(values)(out) if isinstance(values, tuple) else out
     return desugared([values])[0] if _is_subclass(values) else values
+
+
+def symbolic_dims(values: Sequence[Any]) -> List[Optional[Tuple[List[int], List[int]]]]:
+    """Per value of a symbolic graph's call (dynamo's fake examples, its inputs or its outputs):
+    for a tensor subclass (a DTensor of a dynamic shape), the positions of its symbolic sizes and
+    of its symbolic strides, which AOTAutograd takes and returns after the subclass's inner tensors
+    (subclass_utils' append_symints); else None."""
+    def symbolic(xs) -> List[int]:
+        return [i for i, x in enumerate(xs) if isinstance(x, torch.SymInt)]
+    return [(symbolic(v.size()), symbolic(v.stride())) if _is_subclass(v) else None for v in values]
+
+
+def desugared_symbolic(values: Sequence[Any], dims: Sequence[Optional[Tuple[List[int], List[int]]]]) -> List[Any]:
+    """`values` desugared as a symbolic AOTAutograd graph takes or returns them: each subclass's
+    inner tensors, then its sizes and strides at `dims` (symbolic_dims of the compile's fake
+    values) as this call's numbers. Nested subclasses' own sizes are not appended (DTensor holds a
+    plain tensor)."""
+    out: List[Any] = []
+    for k, v in enumerate(values):
+        out.extend(desugared([v]))
+        d = dims[k] if k < len(dims) else None
+        if d is not None and _is_subclass(v):
+            out.extend(int(v.size(i)) for i in d[0])
+            out.extend(int(v.stride(i)) for i in d[1])
+    return out
 
 
 def without_opaque_inputs(aten: fx.GraphModule, values: List[Any], outputs: Any = None) -> Tuple[fx.GraphModule, List[Any], Any]:

@@ -17,7 +17,8 @@ import torch
 from . import backward_graph, checkpointed
 from .errors import CaptureError
 from .lowered import PRODUCER, flatten_outputs
-from .lowering import aot_inference_graph, capture_graph_module, desugared, transform_state_kept
+from .lowering import (aot_inference_graph, capture_graph_module, desugared, desugared_symbolic, symbolic_dims,
+                       transform_state_kept, without_opaque_inputs)
 from .replay_check import replay_mismatch
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
 from .loops import record_iterations
@@ -98,12 +99,23 @@ class _CompileFacts:
         # the first call only the real values are left), and the ShapeEnv of its symbols.
         self.aten: Optional[torch.fx.GraphModule] = None
         self.shape_env = None
+        # Of a symbolic graph's tensor subclass inputs and outputs, the symbolic sizes and strides
+        # its ATen form takes and returns after their inner tensors (lowering.symbolic_dims).
+        self.input_dims: List[Any] = []
+        self.output_dims: List[Any] = []
         try:
             if symbolic_reason(gm):
                 from torch._guards import detect_fake_mode
                 with _quiet():
                     self.aten = aot_inference_graph(gm, example_inputs)
                 self.shape_env = detect_fake_mode(example_inputs).shape_env
+                out = next(n for n in gm.graph.nodes if n.op == "output")
+                returned = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+                # (dynamo's placeholders: the example inputs it hands a backend hold a subclass's
+                # outer sizes as numbers where its graph has them symbolic)
+                self.input_dims = symbolic_dims([n.meta.get("example_value") for n in placeholders])
+                self.output_dims = symbolic_dims([r.meta.get("example_value") if isinstance(r, torch.fx.Node) else r
+                                                  for r in returned])
         except Exception as e:  # the program goes on; the first call says why nothing was recorded
             from torch._dynamo.exc import RestartAnalysis
             if isinstance(e, RestartAnalysis):
@@ -264,9 +276,15 @@ class _Dump:
             out_copy = torch.utils._pytree.tree_map(
                 lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
         if facts.aten is not None:
-            on_devices = [s.to(a.device) if isinstance(s, torch.Tensor) else s for s, a in zip(snapshot, args)]
-            gjson, entry, tensors = capture_symbolic_graph(facts.aten, facts.shape_env, name, snapshot, out_copy, input_attrs,
-                                                           unbacked_values(facts.aten, on_devices))
+            aten, values, outs, called = facts.aten, snapshot, out_copy, args
+            if any(d is not None for d in facts.input_dims + facts.output_dims):  # tensor subclasses (DTensor)
+                flat_out = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+                aten, values, outs = without_opaque_inputs(aten, desugared_symbolic(snapshot, facts.input_dims),
+                                                           desugared_symbolic(flat_out, facts.output_dims))
+                called = desugared_symbolic(args, facts.input_dims)
+            on_devices = [s.to(a.device) if isinstance(s, torch.Tensor) else s for s, a in zip(values, called)]
+            gjson, entry, tensors = capture_symbolic_graph(aten, facts.shape_env, name, values, outs, input_attrs,
+                                                           unbacked_values(aten, on_devices))
         else:
             gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
                                                          outputs=out_copy, input_attrs=input_attrs, values=snapshot,
