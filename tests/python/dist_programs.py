@@ -230,11 +230,16 @@ class TitanBlock(torch.nn.Module):
         return x + self.w2(torch.nn.functional.silu(self.w1(z)) * self.w3(z))
 
 
-def run_tp_sp(rank, world, out):
+def run_tp_sp(rank, world, out, gather_in_hooks=True):
     """Tensor and sequence parallel as torchtitan plans a block: the norms SequenceParallel, q/k/v
-    and the SwiGLU's up projections column-wise, the output and down projections row-wise back to
-    the sequence shard; the input a sequence-sharded DTensor. DTensor's reshapes break it into
-    several graphs, the DeviceMesh handed from one to the next; trained."""
+    and the SwiGLU's up projections column-wise, taking the norms' sequence-sharded output
+    (input_layouts=Shard(1): each gathers it), the output and down projections row-wise back to
+    the sequence shard; the input a sequence-sharded DTensor; trained. One graph.
+    gather_in_hooks=False (kind tp_sp_breaks): the column-wise layers keep their default input
+    layout (Replicate), so the sharded input reaches the view ops and DTensor's reshapes break the
+    block into nine graphs, the DeviceMesh handed from one to the next, some compiled again at
+    another width (symbolic), some making a DTensor of a plain tensor (torch 2.13; torch 2.11's
+    dynamo refuses the program itself)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
@@ -242,12 +247,14 @@ def run_tp_sp(rank, world, out):
     torch.manual_seed(0)
     block = TitanBlock().to(device())
     rowwise = RowwiseParallel(output_layouts=Shard(1), use_local_output=False)
+    colwise = ColwiseParallel(input_layouts=Shard(1)) if gather_in_hooks else ColwiseParallel()
     parallelize_module(block, mesh, {"attention_norm": SequenceParallel(), "ffn_norm": SequenceParallel(),
-                                     "wq": ColwiseParallel(), "wk": ColwiseParallel(), "wv": ColwiseParallel(), "wo": rowwise,
-                                     "w1": ColwiseParallel(), "w3": ColwiseParallel(), "w2": rowwise})
+                                     "wq": colwise, "wk": colwise, "wv": colwise, "wo": rowwise,
+                                     "w1": colwise, "w3": colwise, "w2": rowwise})
     torch.manual_seed(1)
     x = torch.randn(2, 4 * world, 32, device=device()).chunk(world, dim=1)[rank].contiguous()
-    y = torch.compile(block, backend=dump_backend(out, model_name="tp_sp"))(DTensor.from_local(x, mesh, [Shard(1)]))
+    name = "tp_sp" if gather_in_hooks else "tp_sp_breaks"
+    y = torch.compile(block, backend=dump_backend(out, model_name=name))(DTensor.from_local(x, mesh, [Shard(1)]))
     y = y.to_local()
     y.square().mean().backward()
     return y
@@ -256,6 +263,7 @@ def run_tp_sp(rank, world, out):
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
             "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp,
             "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
+            "tp_sp_breaks": lambda rank, world, out: run_tp_sp(rank, world, out, gather_in_hooks=False),
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 

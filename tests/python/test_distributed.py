@@ -24,7 +24,7 @@ def capture(kinds, world, base):
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
-KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,fsdp2_whole,tp,sp,tp_sp"
+KINDS_2 = "collectives,ddp,ddp_python_reducer,fsdp2,fsdp2_whole,tp,sp,tp_sp,tp_sp_breaks"
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +75,12 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          "tp": (2, "train", True),
          # autograd collectives in the forward; its backward (their backward collectives) a graph of its own
          "sp": (2, "train", True),
-         # torchtitan's TP+SP block: DTensor's reshapes break it into nine graphs, some symbolic (a
-         # recompile at another width), some making a DTensor of a plain tensor; each trained
-         "tp_sp": (9, "train", True)}
+         # torchtitan's TP+SP block: one graph, its backward a graph of its own
+         "tp_sp": (2, "train", True),
+         # the same with the column-wise layers' default input layout: DTensor's reshapes break it
+         # into nine graphs, some symbolic (a recompile at another width), some making a DTensor
+         # of a plain tensor; each trained
+         "tp_sp_breaks": (9, "train", True)}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -93,7 +96,13 @@ def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks,
         assert bool(m["distributed"]["process_groups"]) == collectives, m
     r, report = replay(parity_bin, d)
     assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
-    if kind == "tp_sp":
+    if kind == "tp_sp":  # one graph: the sequence gathered and reduce-scattered in it, every weight's gradient judged
+        m = json.load(open(d / "rank1" / "manifest.json"))
+        (bwd,) = [g for g in m["graphs"] if g.get("backward_of") == "graph_0"]
+        assert {f"grad/param/{w}.weight" for w in ("wq", "wo", "w1", "w2", "attention_norm")} <= set(bwd["output_names"]), bwd
+        ops = {n.get("target") for n in json.load(open(d / "rank1" / bwd["file"]))["nodes"]}
+        assert {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"} <= ops, ops
+    if kind == "tp_sp_breaks":
         # Every graph trained, and those taking DTensors have their backward recorded: the
         # gradient fed to a sharded output as the program's replicated or partial one, moved to
         # the output's placement as AOTAutograd moves it; an output no gradient reached, zeros.
