@@ -85,6 +85,10 @@ class OperandBuilder {
           o.refs = {static_cast<int>(a.node->index())};
           return o;
         }
+        // None in a Tensor position: an undefined tensor, as torch's Python binding passes it
+        // (AOTAutograd's backward calls _scaled_dot_product_efficient_attention_backward with
+        // attn_bias None; the kernel reads an undefined bias as none).
+        if (a.kind == Arg::Kind::kNone) return Const(c10::IValue(at::Tensor()));
         // A Python number in a Tensor position: a wrapped-number 0-dim tensor, as torch does.
         if (a.kind == Arg::Kind::kInt) return Const(WrappedNumber(c10::IValue(a.i)));
         if (a.kind == Arg::Kind::kFloat) return Const(WrappedNumber(c10::IValue(a.f)));

@@ -343,6 +343,30 @@ TEST(Interpreter, DataDependentValuesAndNumberOutputs) {
   ASSERT_TRUE(bound.ok()) << bound.error().message;  // "u0 >= 1" is the graph's own business
 }
 
+TEST(Interpreter, NoneInATensorPositionIsAnUndefinedTensor) {
+  // As torch's Python binding passes it: AOTAutograd's backward on CUDA calls
+  // _scaled_dot_product_efficient_attention_backward with attn_bias None (a Tensor, not Tensor?).
+  // cudnn_is_acceptable takes a Tensor and says false of an undefined one.
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "ok", "op": "call_function", "target": "aten::cudnn_is_acceptable", "args": [null]},
+    {"name": "y", "op": "call_function", "target": "aten::mul.Tensor", "args": [{"node": "x"}, 2]},
+    {"name": "output", "op": "output", "args": [[{"node": "y"}, {"node": "ok"}]]}]})");
+  auto r = CompileAndRun(g, {{"x", at::ones({2})}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->outputs[1].toTensor().item<bool>());
+  // The attention backward's graph compiles (its kernel is CUDA's: not run here).
+  Graph a = ParseGraph(R"({"version": 1, "nodes": [
+    {"name": "g", "op": "placeholder"}, {"name": "q", "op": "placeholder"}, {"name": "lse", "op": "placeholder"},
+    {"name": "seed", "op": "placeholder"}, {"name": "off", "op": "placeholder"},
+    {"name": "b", "op": "call_function", "target": "aten::_scaled_dot_product_efficient_attention_backward",
+     "args": [{"node": "g"}, {"node": "q"}, {"node": "q"}, {"node": "q"}, null, {"node": "g"}, {"node": "lse"},
+              {"node": "seed"}, {"node": "off"}, 0.0, [true, true, true, false]], "kwargs": {"is_causal": true}},
+    {"name": "output", "op": "output", "args": [[{"node": "b"}]]}]})");
+  auto p = Program::Compile(a, "test.json");
+  EXPECT_TRUE(p.ok()) << p.error().message;
+}
+
 // Outputs that depend on random numbers or uninitialized memory, however far upstream, are
 // known as such (a replay draws its own numbers); the others are not.
 TEST(Interpreter, KnowsWhichOutputsAreRandom) {
