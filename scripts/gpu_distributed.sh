@@ -43,10 +43,12 @@ if [ -d "$WORK/collectives" ]; then
 fi
 # minify of the TP block's multi-rank dir with Triton's relu knob (minifier/ranks.h: each rank
 # isolated, the first failing one reduced).
-build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
-  --out "$WORK/minify-tp" >"$OUTDIR/minify-tp.log" 2>&1
-echo "tp minify, Triton's relu knob: exit $? $(grep -E 'minify: rank|culprit' "$OUTDIR/minify-tp.log" | tail -4 | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
-cp "$WORK/minify-tp/summary.json" "$OUTDIR/minify-tp-summary.json" 2>/dev/null
+if [ -d "$WORK/tp" ]; then
+  build-gpu/parity minify "$WORK/tp" --backend inductor --backend-option triton.inject_relu_bug_TESTING_ONLY=accuracy \
+    --out "$WORK/minify-tp" >"$OUTDIR/minify-tp.log" 2>&1
+  echo "tp minify, Triton's relu knob: exit $? $(grep -E 'minify: rank|culprit' "$OUTDIR/minify-tp.log" | tail -4 | tr '\n' ' ')" | tee -a "$OUTDIR/summary.txt"
+  cp "$WORK/minify-tp/summary.json" "$OUTDIR/minify-tp-summary.json" 2>/dev/null
+fi
 # minify across ranks (minifier/across_ranks.h): a failure only the collectives show, Inductor with a
 # post-grad pass that turns sum all_reduces into max (a wrong communication pass), no rank failing
 # isolated; the minimum's repro.py then run under torchrun.
