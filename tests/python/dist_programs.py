@@ -3,7 +3,7 @@ group on the CPU, started by `python dist_programs.py KIND[,KIND...] WORLD BASE`
 compiled with parity's dump_backend writing the multi-rank dir BASE/KIND (several kinds run one
 after another in the same rank processes: one start-up of torch and of the group). Prints each rank's result (the program's
 own run, which the capture leaves unchanged). DIST_DEVICE=cuda: an NCCL group, a GPU per rank
-(scripts/gpu_distributed.sh)."""
+(scripts/gpu_distributed.sh). The CPU's ranks are forked from this process, the GPU's spawned."""
 import os
 import sys
 
@@ -290,4 +290,7 @@ if __name__ == "__main__":
     # keys: NCCL's bootstrap would read the old rank 0's address and be refused.
     if os.path.exists(os.path.join(out, ".store")):
         os.remove(os.path.join(out, ".store"))
-    mp.spawn(main, args=(kinds, world, out), nprocs=world)
+    # On the CPU the ranks are forked from this process, torch imported once (spawn would import
+    # it in each: 2-3 CPU-s a rank on a 2-core machine); CUDA ranks are spawned, as CUDA requires.
+    method = "spawn" if DEVICE == "cuda" else "fork"
+    mp.start_processes(main, args=(kinds, world, out), nprocs=world, start_method=method)
