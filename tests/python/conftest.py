@@ -38,6 +38,16 @@ def test_data():
     return path
 
 
+def standalone_env(home):
+    """The environment a standalone repro.py is run in by the tests: no PYTHONPATH (it needs only
+    torch and safetensors), its own HOME; the suite's Inductor cache, compiler and thread count
+    kept (where it compiles, the kernels the minify compiled are found, not built again)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    env.update({k: os.environ[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                if k in os.environ})
+    return env
+
+
 def run_parity(parity_bin, *args):
     return subprocess.run([parity_bin, *args], capture_output=True, text=True)
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_parity, verify
+from conftest import run_parity, standalone_env, verify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -192,7 +192,7 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", s["graph_text"]
     assert "_c10d_functional" not in s["graph_text"]
     p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+                       env=standalone_env(tmp_path))
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     isolated1 = out / "isolated" / "rank1"
     assert "distributed" not in json.load(open(isolated1 / "manifest.json"))

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import run_parity
+from conftest import run_parity, standalone_env
 
 sys.path.insert(0, os.path.dirname(__file__))
 from deep_model import capture_deep  # noqa: E402
@@ -118,7 +118,7 @@ def test_inductor_relu_bug_knob_reduces_to_the_relu(relu_knob, tmp_path):
     r, s, _ = relu_knob
     check_relu_reduction(r, s, "accuracy")
     # The standalone script needs only torch and safetensors, and shows the failure.
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = standalone_env(tmp_path)
     p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     assert "# compiler culprit: inside inductor: lowerings" in open(os.path.join(s["minified_dir"], "repro.py")).read()
@@ -231,7 +231,7 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
     # The standalone script runs the train graph as parity does (forward and backward from fresh
     # parameters, the loss and every gradient compared): a failure only in gradients reproduces.
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = standalone_env(tmp_path)
     p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     assert "loss: FAIL" in p.stdout and "grad/" in p.stdout, p.stdout

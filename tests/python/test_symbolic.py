@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_parity, stamp_version
+from conftest import run_parity, stamp_version, standalone_env
 from parity_capture import dump_backend
 from parity_capture.dynamo_backend import ParityCaptureWarning
 
@@ -183,7 +183,7 @@ def test_a_symbolic_relu_bug_minifies_to_the_relu_with_its_symbol_bound(parity_b
     x = next(n for n in g["nodes"] if n["op"] == "placeholder" and "val" in n.get("meta", {}))
     assert sym in x["meta"]["val"][0]["sym_shape"], x  # the relu's input still binds the symbol
     assert g["symbols"][sym]["min"] <= g["symbols"][sym]["hint"] <= 6
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = standalone_env(tmp_path)
     p = subprocess.run([sys.executable, os.path.join(d, "repro.py")], capture_output=True, text=True, env=env)
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     again = run_parity(parity_bin, "repro", "run", d, *knob)
