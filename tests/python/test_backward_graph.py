@@ -39,3 +39,24 @@ def test_output_gradients_that_do_not_match_the_backward_are_refused():
         backward_graph.record("g_backward", gm, [torch.randn(4, 8), w, b, v], [None] * 4,
                               [torch.randn(4, 3), torch.randn(())])
     assert not backward_graph.wanted(gm, [torch.randn(2), w])  # plain tensors, no collective: the replay differentiates it
+
+
+def two_outputs(x, w):
+    h = x @ w
+    return torch.tanh(h), h.sum(0)
+
+
+def test_an_output_no_gradient_reached_takes_zeros():
+    """Both outputs require grad, so AOTAutograd's backward takes a gradient for each; the program's
+    loss reached the first only (None for the second): the second's slot gets zeros, as autograd
+    materializes them, and the recorded gradients are autograd's for the first output alone."""
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(two_outputs)
+    x, w = torch.randn(4, 8), torch.randn(8, 3, requires_grad=True)
+    fed = torch.randn(4, 3)
+    gjson, entry, tensors = backward_graph.record("g_backward", gm, [x, w], ["input/x", "param/w"], [fed, None])
+    assert entry["output_names"] == ["grad/param/w"], entry
+    (want,) = torch.autograd.grad(two_outputs(x, w)[0], [w], fed)
+    torch.testing.assert_close(tensors[entry["expected_outputs"][0]], want)
+    zeros = [t for k, t in tensors.items() if k in entry["inputs"].values() and t.shape == (3,)]
+    assert zeros and all(not z.any() for z in zeros), entry["inputs"]
