@@ -121,7 +121,7 @@ def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks,
         if kind == "sp":  # the collectives' backward: the all_gather's reduce_scatter, the reduce_scatter's all_gather
             ops = {n.get("target") for n in json.load(open(d / "rank1" / bwd["file"]))["nodes"]}
             assert {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"} <= ops, ops
-    if collectives:
+    if collectives and kind != "tp_sp_breaks":  # (its collectives are tp_sp's, replayed for real there)
         r, report = replay(parity_bin, d, "--backend", "aot_eager")
         assert r.returncode == 0 and report["pass"] and report["replay"] == "real", r.stdout + r.stderr
 
