@@ -365,3 +365,25 @@ def test_a_symbolic_graph_compiles_at_a_call_that_runs_nothing_and_its_next_call
     torch._dynamo.reset()
     with pytest.raises(Exception, match="this stage refuses the graph"):
         compiled_by_a_call_that_runs_nothing(gm, "parity_test_counting", {"fail": True}, [torch.randn(4, 3)])
+
+
+def test_a_tensor_subclass_of_a_dynamic_shape_is_recorded_desugared_with_its_sizes(parity_bin, tmp_path):
+    """A traceable tensor subclass (TwoTensor here; DTensor in test_distributed.py's tp_sp_breaks)
+    in a symbolic graph: AOTAutograd takes and returns its inner tensors and then its symbolic
+    outer sizes and strides, and the call is recorded desugared the same way (lowering.desugared_symbolic).
+    Before, the graph was skipped ("the symbolic graph takes 7 inputs, the call gave 2")."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def f(x):
+        return torch.sin(x) * x.shape[0] + 1
+
+    def calls(compiled):
+        return [compiled(TwoTensor(torch.randn(n, 3), torch.randn(n, 3))) for n in (4, 6)]
+
+    results, caught = dump(f, calls, tmp_path / "two", dynamic=True)
+    assert not caught, [str(w.message) for w in caught]
+    (entry,) = manifest(tmp_path / "two")["graphs"]
+    assert len(entry["inputs"]) == 2 and len(entry["output_names"]) > 2, entry  # a and b in; a, b and sizes out
+    assert "symbols" in graph_json(tmp_path / "two", entry)
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "two"))
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
