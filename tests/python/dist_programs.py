@@ -130,6 +130,23 @@ def run_fsdp2_whole(rank, world, out):
     return y
 
 
+def run_fsdp2_mp(rank, world, out):
+    """FSDP2 per block with a mixed-precision policy: parameters all-gathered in bfloat16, gradients
+    reduced in float32; each block compiled, trained."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block()).to(device())
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    backend = dump_backend(out, model_name="fsdp2_mp")
+    for block in model:
+        fully_shard(block, mp_policy=policy)
+        block.compile(backend=backend)
+    fully_shard(model, mp_policy=policy)
+    y = model(torch.randn(4, 16, device=device()) + rank)
+    y.float().sum().backward()
+    return y
+
+
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -178,6 +195,26 @@ def run_fsdp2_tp(rank, world, out):
     y = compiled(torch.randn(4, 16, device=device()))
     y.square().mean().backward()
     return y
+
+
+def run_loss_parallel(rank, world, out):
+    """A column-wise head whose logits stay sharded over the vocabulary, its cross-entropy under
+    loss_parallel() (the loss's max, sum and target pick as collectives), compiled, trained."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, loss_parallel, parallelize_module
+    mesh = init_device_mesh(device().type, (world,))
+    torch.manual_seed(0)
+    head = parallelize_module(torch.nn.Linear(16, 32).to(device()), mesh,
+                              ColwiseParallel(output_layouts=Shard(-1), use_local_output=False))
+    x, target = torch.randn(4, 16, device=device()), torch.randint(0, 32, (4,), device=device())
+
+    def step(x, target):
+        return torch.nn.functional.cross_entropy(head(x), target)
+    with loss_parallel():
+        loss = torch.compile(step, backend=dump_backend(out, model_name="loss_parallel"))(x, target)
+        loss.backward()
+    return loss.full_tensor() if hasattr(loss, "full_tensor") else loss
 
 
 class SequenceParallel(torch.nn.Module):
@@ -261,7 +298,8 @@ def run_tp_sp(rank, world, out, gather_in_hooks=True):
 
 
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp,
+            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp, "fsdp2_mp": run_fsdp2_mp,
+            "loss_parallel": run_loss_parallel,
             "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
             "tp_sp_breaks": lambda rank, world, out: run_tp_sp(rank, world, out, gather_in_hooks=False),
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
