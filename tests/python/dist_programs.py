@@ -103,18 +103,21 @@ class Block(torch.nn.Module):
         return x + torch.relu(self.lin(self.norm(x)))
 
 
-def run_fsdp2(rank, world, out):
-    """FSDP2 as torchtitan applies it: fully_shard on each block, each block compiled, then the root."""
-    from torch.distributed.fsdp import fully_shard
+def run_fsdp2(rank, world, out, mixed_precision=False):
+    """FSDP2 as torchtitan applies it: fully_shard on each block, each block compiled, then the root.
+    mixed_precision (kind fsdp2_mp): parameters all-gathered in bfloat16, gradients reduced in float32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     torch.manual_seed(0)
     model = torch.nn.Sequential(Block(), Block()).to(device())
-    backend = dump_backend(out, model_name="fsdp2")
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision else None
+    shard = (lambda m: fully_shard(m, mp_policy=policy)) if policy else fully_shard
+    backend = dump_backend(out, model_name="fsdp2_mp" if mixed_precision else "fsdp2")
     for block in model:
-        fully_shard(block)
+        shard(block)
         block.compile(backend=backend)
-    fully_shard(model)
+    shard(model)
     y = model(torch.randn(4, 16, device=device()) + rank)
-    y.sum().backward()
+    y.float().sum().backward()
     return y
 
 
@@ -127,23 +130,6 @@ def run_fsdp2_whole(rank, world, out):
     compiled = torch.compile(model, backend=dump_backend(out, model_name="fsdp2_whole"))
     y = compiled(torch.randn(4, 16, device=device()) + rank)
     y.sum().backward()
-    return y
-
-
-def run_fsdp2_mp(rank, world, out):
-    """FSDP2 per block with a mixed-precision policy: parameters all-gathered in bfloat16, gradients
-    reduced in float32; each block compiled, trained."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(Block(), Block()).to(device())
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    backend = dump_backend(out, model_name="fsdp2_mp")
-    for block in model:
-        fully_shard(block, mp_policy=policy)
-        block.compile(backend=backend)
-    fully_shard(model, mp_policy=policy)
-    y = model(torch.randn(4, 16, device=device()) + rank)
-    y.float().sum().backward()
     return y
 
 
@@ -298,7 +284,8 @@ def run_tp_sp(rank, world, out, gather_in_hooks=True):
 
 
 PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer": run_ddp_python_reducer,
-            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp, "fsdp2_mp": run_fsdp2_mp,
+            "fsdp2": run_fsdp2, "fsdp2_whole": run_fsdp2_whole, "fsdp2_tp": run_fsdp2_tp,
+            "fsdp2_mp": lambda rank, world, out: run_fsdp2(rank, world, out, mixed_precision=True),
             "loss_parallel": run_loss_parallel,
             "tp": run_tp, "tp_sp": run_tp_sp, "sp": run_sp,
             "tp_sp_breaks": lambda rank, world, out: run_tp_sp(rank, world, out, gather_in_hooks=False),

@@ -83,6 +83,10 @@ KINDS = {"ddp": (2, "train", False),      # split at the buckets; the allreduce 
          "tp_sp_breaks": (9, "train", True)}
 
 
+# The weights whose gradients graph_0's backward graph returns, per kind that records one.
+BACKWARD_WEIGHTS = {"tp": ("up", "down"), "sp": ("up", "down"), "tp_sp": ("wq", "wo", "w1", "w2", "attention_norm")}
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks, kind):
     """Captured and replayed simulated; a kind whose graphs call collectives also for real, with
@@ -96,31 +100,28 @@ def test_each_program_kind_replays_simulated_and_for_real(parity_bin, two_ranks,
         assert bool(m["distributed"]["process_groups"]) == collectives, m
     r, report = replay(parity_bin, d)
     assert r.returncode == 0 and report["pass"], r.stdout + r.stderr
-    if kind == "tp_sp":  # one graph: the sequence gathered and reduce-scattered in it, every weight's gradient judged
-        m = json.load(open(d / "rank1" / "manifest.json"))
-        (bwd,) = [g for g in m["graphs"] if g.get("backward_of") == "graph_0"]
-        assert {f"grad/param/{w}.weight" for w in ("wq", "wo", "w1", "w2", "attention_norm")} <= set(bwd["output_names"]), bwd
-        ops = {n.get("target") for n in json.load(open(d / "rank1" / bwd["file"]))["nodes"]}
-        assert {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"} <= ops, ops
+    m1, gathered = m, {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"}
+
+    def ops(entry):
+        return {n.get("target") for n in json.load(open(d / "rank1" / entry["file"]))["nodes"]}
+    # The backward's graph: each parameter's gradient (its shard's, for TP) an output; SP's and
+    # TP+SP's with the collectives' backward (the all_gather's reduce_scatter and the other way).
+    if kind in BACKWARD_WEIGHTS:
+        (bwd,) = [g for g in m1["graphs"] if g.get("backward_of") == "graph_0"]
+        assert {f"grad/param/{w}.weight" for w in BACKWARD_WEIGHTS[kind]} <= set(bwd["output_names"]), bwd
+        if kind in ("sp", "tp_sp"):
+            assert gathered <= ops(bwd), ops(bwd)
     if kind == "tp_sp_breaks":
         # Every graph trained, and those taking DTensors have their backward recorded: the
         # gradient fed to a sharded output as the program's replicated or partial one, moved to
         # the output's placement as AOTAutograd moves it; an output no gradient reached, zeros.
-        m = json.load(open(d / "rank1" / "manifest.json"))
-        forward = [g for g in m["graphs"] if not g.get("backward_of")]
-        assert len(forward) == 9 and all(g["mode"] == "train" for g in forward), m["graphs"]
-        assert len([g for g in m["graphs"] if g.get("backward_of")]) >= 5, m["graphs"]
+        forward = [g for g in m1["graphs"] if not g.get("backward_of")]
+        assert len(forward) == 9 and all(g["mode"] == "train" for g in forward), m1["graphs"]
+        assert len([g for g in m1["graphs"] if g.get("backward_of")]) >= 5, m1["graphs"]
         # The recompiles at another width are symbolic graphs of a DTensor: its local tensor, and
         # its symbolic sizes and strides, taken and returned as AOTAutograd desugars them.
         symbolic = [g for g in forward if "symbols" in json.load(open(d / "rank1" / g["file"]))]
         assert len(symbolic) >= 2, [g["name"] for g in forward]
-    if kind in ("tp", "sp"):  # the backward's graph: each parameter's gradient (its shard's, for TP) an output
-        m = json.load(open(d / "rank1" / "manifest.json"))
-        (bwd,) = [g for g in m["graphs"] if g.get("backward_of") == "graph_0"]
-        assert {"grad/param/up.weight", "grad/param/down.weight"} <= set(bwd["output_names"]), bwd
-        if kind == "sp":  # the collectives' backward: the all_gather's reduce_scatter, the reduce_scatter's all_gather
-            ops = {n.get("target") for n in json.load(open(d / "rank1" / bwd["file"]))["nodes"]}
-            assert {"_c10d_functional::reduce_scatter_tensor", "_c10d_functional::all_gather_into_tensor"} <= ops, ops
     if collectives and kind != "tp_sp_breaks":  # (its collectives are tp_sp's, replayed for real there)
         r, report = replay(parity_bin, d, "--backend", "aot_eager")
         assert r.returncode == 0 and report["pass"] and report["replay"] == "real", r.stdout + r.stderr

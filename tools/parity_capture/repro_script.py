@@ -18,6 +18,15 @@ def _body(module: str) -> str:
         return "".join(line for line in f if not line.rstrip().endswith("# package-only"))
 
 
+def _inlined(*modules: str) -> str:
+    """The package's torch-free modules the script carries, each under a line naming it."""
+    return "\n".join(f"# ---- {m}.py ----\n" + _body(m) for m in modules)
+
+
+def _plugin_imports(imports) -> str:
+    return "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+
+
 def _culprit_hint(culprit) -> str:
     """Commented lines saying which part of the compiler the failure comes from (parity minify's
     compiler bisection) and the line that removes it: a config setting where one does, else the
@@ -47,14 +56,12 @@ def write_script(repro_dir: str, dynamo_backend: str, out: str, compiler_culprit
         "# Runs the graph in this directory eagerly, in float64 and with the backend, checks as\n"
         "# torch._dynamo.utils.same does, and exits 1 when the bug reproduces. Needs torch and safetensors.\n"
         + _culprit_hint(compiler_culprit)
-        + "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+        + _plugin_imports(imports)
         + f"DYNAMO_BACKEND = {json.dumps(dynamo_backend or None).replace('null', 'None')}\n\n")
     tail = ("\n\nif __name__ == \"__main__\":\n"
             "    import sys\n"
             "    sys.exit(main(os.path.dirname(os.path.abspath(__file__)), DYNAMO_BACKEND))\n")
-    text = (header + "# ---- same.py ----\n" + _body("same") + "\n# ---- standalone_graph.py ----\n" + _body("standalone_graph")
-            + "\n# ---- standalone.py ----\n" + _body("standalone") + tail)
-    return _write(out, text)
+    return _write(out, header + _inlined("same", "standalone_graph", "standalone") + tail)
 
 
 def write_world_script(out, dynamo_backend, options, tol, world_size, title, imports=(), compiler_culprit=None) -> str:
@@ -72,17 +79,14 @@ def write_world_script(out, dynamo_backend, options, tol, world_size, title, imp
         'Needs torch and safetensors."""\n'
         + _culprit_hint(compiler_culprit)
         + "import json\nimport os\n\n"
-        + "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+        + _plugin_imports(imports)
         + f"DYNAMO_BACKEND = {json.dumps(dynamo_backend)}\n"
         + f"OPTIONS = json.loads({json.dumps(json.dumps(options or {}))})\n"
         + f"TOL = {float(tol)!r}\n\n")
     tail = ("\n\nif __name__ == \"__main__\":\n"
             "    import sys\n"
             "    sys.exit(torchrun_main(os.path.join(os.path.dirname(os.path.abspath(__file__)), \"world\"), DYNAMO_BACKEND, OPTIONS, TOL))\n")
-    text = (header + "# ---- same.py ----\n" + _body("same") + "\n# ---- standalone_graph.py ----\n" + _body("standalone_graph")
-            + "\n# ---- standalone.py ----\n" + _body("standalone") + "\n# ---- standalone_ranks.py ----\n"
-            + _body("standalone_ranks") + tail)
-    return _write(out, text)
+    return _write(out, header + _inlined("same", "standalone_graph", "standalone", "standalone_ranks") + tail)
 
 
 def _write(out: str, text: str) -> str:
