@@ -2,6 +2,7 @@
 
 #include "compare/same.h"
 #include "experiment/shapes.h"
+#include "runtime/python_env.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -78,12 +79,7 @@ std::string CapturedDtype(const std::string& dtype, const nlohmann::json& fields
   return fields.is_object() && fields.contains("amp") && fields["amp"].is_string() ? "amp" : dtype;
 }
 
-std::filesystem::path DefaultCacheDir() {
-  if (const char* c = std::getenv("PARITY_CACHE_DIR"); c && *c) return c;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "parity";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "parity";
-  return std::filesystem::temp_directory_path() / "parity-cache";
-}
+std::filesystem::path DefaultCacheDir() { return runtime::ParityCacheDir(); }
 
 double DefaultTolerance(const std::string& suite, const std::string& test, const std::string& dtype) {
   const bool train = test == "train";

@@ -27,14 +27,6 @@ std::string WorkerPython() {
   return PARITY_PYTHON_DEFAULT;
 }
 
-std::string BuiltTorch() { return std::string(PARITY_TORCH_VERSION_BUILT) + " " + PARITY_TORCH_GIT_BUILT; }
-
-std::vector<std::string> PythonEnv() {
-  const char* pp = std::getenv("PYTHONPATH");
-  return {std::string("PYTHONPATH=") + PARITY_TOOLS_DIR + (pp && *pp ? std::string(":") + pp : ""),
-          "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
-}
-
 std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::string>& extra) {
   std::map<std::string, std::string> env;
   auto put = [&env](const std::string& kv) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/fork_server.h"
+#include "runtime/python_env.h"
 #include "runtime/worker_pool.h"
 #include "util/status.h"
 #include "util/subprocess.h"
@@ -20,20 +21,11 @@ namespace parity::runtime {
 
 // The Python interpreter parity uses: $PARITY_PYTHON, else the venv it was built against.
 std::string WorkerPython();
-// The environment parity's Python runs with: PYTHONPATH with the dir holding parity_capture first
-// (PARITY_TOOLS_DIR: the checkout's tools/, or the environment's site-packages after pip install), and
-// kTorchBuiltEnv: the torch build parity was built against, which the worker checks its own
-// torch against (a worker of another build answers every request but ping with TorchMismatch,
-// a kBadInput error naming both builds and what to rebuild).
-std::vector<std::string> PythonEnv();
 // The environment a worker started with the extra NAME=VALUE entries `extra` gets (this
 // process's, `extra` over it, PythonEnv() over that), as a map: what a worker's pool key digests
 // and a forked worker runs with.
 std::map<std::string, std::string> WorkerEnvironment(const std::vector<std::string>& extra);
-inline constexpr const char* kTorchBuiltEnv = "PARITY_TORCH_BUILT";
 inline constexpr const char* kTorchMismatch = "TorchMismatch";  // the worker's error type then
-// The torch build parity was built against: "<version> <git hash>", as the worker compares it.
-std::string BuiltTorch();
 
 class WorkerProcess {
  public:
