@@ -31,10 +31,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HF_FLOW = os.path.join(ROOT, "bench", "hf_flow.py")
 
 
-def _env(cache: str) -> dict:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, PYTHONPATH=os.path.join(ROOT, "tools"))
+def _env(cache: str, bytecode: str = "") -> dict:
+    """The environment of either side: its Inductor cache `cache`; parity's own cache (captures,
+    Python bytecode where it keeps it: runtime/python_env.h) beside it, so that a cold run is cold;
+    with `bytecode`, Python's bytecode kept in that dir."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, PYTHONPATH=os.path.join(ROOT, "tools"),
+               PARITY_CACHE_DIR=os.path.join(os.path.dirname(cache), "parity-cache"))
     env.pop("PARITY_KEEP_WORKERS", None)
+    if bytecode:
+        env.update(PYTHONPYCACHEPREFIX=bytecode, PYTHONDONTWRITEBYTECODE="")
     return env
+
+
+def torch_bytecode_cached(python: str) -> bool:
+    """Whether `python` imports torch from bytecode it has or writes beside the sources; when not
+    (PYTHONDONTWRITEBYTECODE set, torch installed without bytecode), every process compiles torch's
+    modules from source, and parity keeps its processes' bytecode in its own cache."""
+    code = ("import importlib.util, os, sys; d = os.path.dirname(importlib.util.find_spec('torch').origin); "
+            "c = os.path.join(d, '__pycache__'); "
+            "has = os.path.isdir(c) and any(n.startswith('__init__.') and n.endswith('.pyc') for n in os.listdir(c)); "
+            "print(int(has or not sys.dont_write_bytecode))")
+    p = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return p.stdout.strip() == "1"
 
 
 def _timed(cmd, env) -> tuple:
@@ -58,9 +76,9 @@ def capture(python: str, tmp: str, model: str, test: str, device: str, size: str
     return d
 
 
-def python_flow(python: str, model: str, test: str, device: str, size: str, cache: str) -> dict:
+def python_flow(python: str, model: str, test: str, device: str, size: str, cache: str, bytecode: str = "") -> dict:
     wall, p = _timed([python, HF_FLOW, "python", "--model", model, "--test", test, "--device", device, "--size", size],
-                     _env(cache))
+                     _env(cache, bytecode))
     if p.returncode != 0:
         raise RuntimeError(f"python flow {model} {test}:\n{p.stderr[-4000:]}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -86,6 +104,9 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
         tests=("train", "eval"), jobs: int = 1) -> dict:
     rows = []
     dirs = []
+    # Where this Python compiles torch from source in every process, the runner is also timed warm
+    # with a bytecode cache of its own (a first run fills it), as parity keeps one.
+    bytecode = "" if torch_bytecode_cached(python) else os.path.join(tmp, "python-bytecode")
     for model in models:
         for test in tests:
             d = capture(python, tmp, model, test, device, size)
@@ -96,6 +117,9 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
             pa_cold = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-cold"))
             py_warm = python_flow(python, model, test, device, size, pc)
             pa_warm = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-warm"))
+            if bytecode:
+                python_flow(python, model, test, device, size, pc, bytecode)
+                row["python_warm_bytecode_s"] = python_flow(python, model, test, device, size, pc, bytecode)["process_wall_s"]
             # The worker kept: a first run of another graph (the model's other test: the worker's
             # imports and Inductor warm, not this graph's compile in its memory) starts and keeps
             # it, the second (timed) adopts it.
@@ -116,6 +140,8 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
             row["ratio_cold"] = row["parity_cold_s"] / row["python_cold_s"]
             row["ratio_warm"] = row["parity_warm_s"] / row["python_warm_s"]
             row["ratio_kept"] = row["parity_kept_s"] / row["python_warm_s"]
+            if bytecode:
+                row["ratio_warm_bytecode"] = row["parity_warm_s"] / row["python_warm_bytecode_s"]
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("phases")}), file=sys.stderr, flush=True)
     # The matrix as CI runs it: one parity run over every dir (warm caches: each dir's own cache
@@ -124,7 +150,7 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
     parity_verify(parity, dirs, device, shared, os.path.join(tmp, "out-matrix-fill"), ["-j", str(jobs)])
     matrix = parity_verify(parity, dirs, device, shared, os.path.join(tmp, "out-matrix"), ["-j", str(jobs)])
     python_total = sum(r["python_warm_s"] for r in rows)
-    result = {"device": device, "size": size, "jobs": jobs, "rows": rows,
+    result = {"device": device, "size": size, "jobs": jobs, "rows": rows, "python_bytecode_cached": not bytecode,
               "matrix": {"experiments": len(dirs), "parity_wall_s": matrix["process_wall_s"],
                          "parity_per_model_s": matrix["process_wall_s"] / len(dirs),
                          "python_per_model_s": python_total / len(dirs),
@@ -166,6 +192,15 @@ def render(r: dict) -> list:
                      f"**{row['ratio_warm']:.2f}x** | {row['parity_kept_s']:.1f} s | **{row['ratio_kept']:.2f}x** | "
                      f"{row['python_verdict']} / {row['parity_verdict']} / {row['kept_verdict']} | "
                      f"{_fmt_split(row['parity_phases'])} |")
+    if not r.get("python_bytecode_cached", True):
+        lines += ["", "This Python compiles torch from source in every process (it may not write bytecode beside the "
+                  "sources, and torch was installed without it); parity's Python processes keep their bytecode in "
+                  "parity's cache (runtime/python_env.h). The runner given a bytecode cache of its own too (a first "
+                  "run fills it), warm:", "", "| model | test | Python warm, bytecode cached | parity warm | ratio |",
+                  "|---|---|---|---|---|"]
+        for row in r["rows"]:
+            lines.append(f"| {row['model']} | {row['test']} | {row['python_warm_bytecode_s']:.1f} s | "
+                         f"{row['parity_warm_s']:.1f} s | **{row['ratio_warm_bytecode']:.2f}x** |")
     m = r["matrix"]
     lines += ["", f"The matrix as a CI gate runs it (warm caches): all {m['experiments']} experiments in one `parity verify` "
               f"(`-j {r['jobs']}`) took {m['parity_wall_s']:.1f} s, {m['parity_per_model_s']:.1f} s per model, against "
