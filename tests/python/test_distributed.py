@@ -190,7 +190,10 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     s = json.load(open(out / "summary.json"))
     assert s["world"]["rank"] == 0 and s["world"]["world_size"] == 2 and s["world"]["collectives_cut"] >= 1, s["world"]
     ops = [c["target"] for c in s["culprit_ops"]]
-    assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", s["graph_text"]
+    # (Once, in a clean clone's suite, the minimum kept 6 ops: the log and every pass's counts say
+    # which candidates were rejected, should it happen again.)
+    assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", \
+        s["graph_text"] + "\n" + json.dumps(s["passes"]) + "\n" + r.stdout
     assert "_c10d_functional" not in s["graph_text"]
     p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True,
                        env=standalone_env(tmp_path))
