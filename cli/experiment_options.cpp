@@ -37,7 +37,8 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
     cmd->add_option("--jobs,-j", a.options.jobs,
                     "experiments at once, isolated processes (one GPU each with --device cuda and several GPUs; default " +
                         std::to_string(d.jobs) + ")");
-  if (has(kCacheDir)) cmd->add_option("--cache-dir", a.cache_dir, "captures and compiled artifacts (default ~/.cache/parity)");
+  if (has(kCacheDir)) cmd->add_option("--cache-dir", a.cache_dir, "captures and compiled artifacts (default " + runtime::ParityCacheDir().string() +
+                                                        ": $PARITY_CACHE_DIR, else ~/.cache/parity)");
   if (has(kShapes))
     cmd->add_option("--shapes", a.options.shapes,
                     "symbolic graphs: at the recorded shape (recorded), or at N more points of their symbols' ranges too "

@@ -31,8 +31,8 @@ struct Case {
 // (`fields` holds "amp", the manifest's or a graph's), else its floating dtype.
 std::string CapturedDtype(const std::string& dtype, const nlohmann::json& fields);
 
-// Where captures and compiled artifacts are cached: runtime::ParityCacheDir() ($PARITY_CACHE_DIR, else
-// $XDG_CACHE_HOME/parity, else ~/.cache/parity).
+// Where captures and compiled artifacts are cached when no --cache-dir is given: parity's cache
+// dir (runtime::ParityCacheDir(), runtime/python_env.h, the one rule of where it is).
 std::filesystem::path DefaultCacheDir();
 
 // Default tolerance as PyTorch's benchmark suites set it (docs/verify.md).
