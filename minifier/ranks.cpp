@@ -28,7 +28,7 @@ Expected<MinifyResult> MinifyRanks(const MinifyOptions& opts, std::ostream& log)
     auto result = Minify(one, log);
     if (!result.ok()) {
       if (result.error().exception_type != kDoesNotFail) return result.error().With("rank " + std::to_string(iso.rank));
-      log << "rank " << iso.rank << ": does not fail isolated\n";
+      log << "rank " << iso.rank << ": does not fail isolated: " << result.error().message << "\n";
       tried.push_back({{"rank", iso.rank}, {"fails", false}});
       continue;
     }

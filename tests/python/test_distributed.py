@@ -174,7 +174,9 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     r = run_parity(parity_bin, "minify", str(collectives2), "--backend", "eager", "--out", str(tmp_path / "m"))
     assert r.returncode == 1 and "no rank of" in r.stderr and "2 ranks tried" in r.stderr, r.stdout + r.stderr
     assert "does not fail with eager on its ranks together either" in r.stderr, r.stderr
-    assert "rank 0: does not fail isolated" in r.stdout and "rank 1: does not fail isolated" in r.stdout, r.stdout
+    # Each rank's log line says why (its isolated run's verdict).
+    assert all(f"rank {k}: does not fail isolated: the original does not fail with backend eager (3 runs; first: PASS" in r.stdout
+               for k in (0, 1)), r.stdout
 
 
 def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu(parity_bin, two_ranks, tmp_path):
@@ -188,10 +190,11 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
                    "--no-stage-bisect", "--confirm", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
-    assert s["world"]["rank"] == 0 and s["world"]["world_size"] == 2 and s["world"]["collectives_cut"] >= 1, s["world"]
+    # (Twice in the suite under load, never alone: once the minimum kept 6 ops, once no rank failed
+    # isolated and the ranks were reduced together. The minify's log says which runs passed.)
+    w = s["world"]
+    assert (w["rank"], w["world_size"]) == (0, 2) and w.get("collectives_cut", 0) >= 1, json.dumps(w) + "\n" + r.stdout
     ops = [c["target"] for c in s["culprit_ops"]]
-    # (Once, in a clean clone's suite, the minimum kept 6 ops: the log and every pass's counts say
-    # which candidates were rejected, should it happen again.)
     assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", \
         s["graph_text"] + "\n" + json.dumps(s["passes"]) + "\n" + r.stdout
     assert "_c10d_functional" not in s["graph_text"]
