@@ -1,11 +1,10 @@
 #include "compare/histogram.h"
 
-#include <ATen/Parallel.h>
-
 #include <array>
 #include <cmath>
 #include <vector>
 
+#include "compare/chunks.h"
 #include "compare/stats.h"
 
 namespace parity::compare {
@@ -27,20 +26,19 @@ Counts Bin(const T* t, const double* f, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<Counts> parts(static_cast<size_t>(chunks));
   constexpr double scale = kHistBins / (kHistHi - kHistLo);
-  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      Counts& p = parts[static_cast<size_t>(c)];
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-        const double e = std::abs(static_cast<double>(t[i]) - f[i]);
-        if (!std::isfinite(e)) {
-          ++p.nonfinite;
-        } else if (e == 0) {
-          ++p.zero;
-        } else {
-          const double x = std::min(std::max(std::log10(e), kHistLo), kHistHi - 1e-9);
-          const int64_t b = static_cast<int64_t>((x - kHistLo) * scale);
-          ++p.bins[static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(b, 0), kHistBins - 1))];
-        }
+  struct None {};
+  ForEachChunk<None>(chunks, [&](None&, int64_t c) {
+    Counts& p = parts[static_cast<size_t>(c)];
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      const double e = std::abs(static_cast<double>(t[i]) - f[i]);
+      if (!std::isfinite(e)) {
+        ++p.nonfinite;
+      } else if (e == 0) {
+        ++p.zero;
+      } else {
+        const double x = std::min(std::max(std::log10(e), kHistLo), kHistHi - 1e-9);
+        const int64_t b = static_cast<int64_t>((x - kHistLo) * scale);
+        ++p.bins[static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(b, 0), kHistBins - 1))];
       }
     }
   });

@@ -1,8 +1,8 @@
 #include "compare/stats.h"
 
+#include "compare/chunks.h"
 #include "compare/stream_kernel.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ops/_to_copy.h>
 
 #include <cmath>
@@ -39,22 +39,22 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
   constexpr int64_t kBlocksPerChunk = 16;
   const int64_t nchunks = (nblocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
   std::vector<Partial> parts(static_cast<size_t>(nchunks));
-  at::parallel_for(0, nchunks, 1, [&](int64_t c0, int64_t c1) {
-    double abs_floor = -1, rel_floor = -1;  // maxima of this thread's earlier chunks
-    for (int64_t c = c0; c < c1; ++c) {
-      Partial& p = parts[c];
-      p.abs_floor = abs_floor;
-      p.rel_floor = rel_floor;
-      for (int64_t blk = c * kBlocksPerChunk; blk < std::min(nblocks, (c + 1) * kBlocksPerChunk); ++blk) {
-        const int64_t start = blk * kBlock;
-        if (f)
-          detail::StreamBlock<A, B, true>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
-        else
-          detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
-      }
-      abs_floor = std::max(abs_floor, p.max_abs);
-      rel_floor = std::max(rel_floor, p.max_rel);
+  struct Floors {
+    double abs = -1, rel = -1;  // maxima of this thread's earlier chunks (before this one)
+  };
+  ForEachChunk<Floors>(nchunks, [&](Floors& floors, int64_t c) {
+    Partial& p = parts[c];
+    p.abs_floor = floors.abs;
+    p.rel_floor = floors.rel;
+    for (int64_t blk = c * kBlocksPerChunk; blk < std::min(nblocks, (c + 1) * kBlocksPerChunk); ++blk) {
+      const int64_t start = blk * kBlock;
+      if (f)
+        detail::StreamBlock<A, B, true>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
+      else
+        detail::StreamBlock<A, B, false>(a, b, f, start, std::min(kBlock, n - start), tol, equal_nan, p);
     }
+    floors.abs = std::max(floors.abs, p.max_abs);
+    floors.rel = std::max(floors.rel, p.max_rel);
   });
   Partial t;
   for (const Partial& p : parts) {
