@@ -145,12 +145,12 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   for (const GraphEntry& graph : s.repro->graphs())
     if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
   FillTimes(spec, f.c.run_times, f.r);
-  // The comparison has the slot's cores to itself (the backend's work is done); the calibration
-  // runs at the reference's own thread count.
+  // The comparison takes most of the slot's cores (the backend's work is done:
+  // runtime::ComparisonCpus); the calibration runs at the reference's own thread count.
   const int threads = at::get_num_threads();
   auto judge = [&] {
     f.clock.Enter("compare");
-    if (runtime::SlotCpus() > threads) at::set_num_threads(runtime::SlotCpus());
+    if (runtime::ComparisonCpus() > threads) at::set_num_threads(runtime::ComparisonCpus());
     ExperimentResult j = Judge(spec, f.r, f.c);
     at::set_num_threads(threads);
     return j;

@@ -87,6 +87,11 @@ int SlotCpus() {
   }
 }
 
+int ComparisonCpus() {
+  const int cpus = SlotCpus();
+  return cpus - cpus / 4;
+}
+
 struct JobRunner::Running {
   size_t index, slot;
   std::optional<Child> child;  // its own child; none when its slot's server runs it

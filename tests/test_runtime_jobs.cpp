@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+#include <utility>
+
 namespace parity::runtime {
 namespace {
 
@@ -23,6 +27,18 @@ TEST(Jobs, CudaSlotsGetAShareOfThreadsAtMostFour) {
   EXPECT_EQ(SlotEnvironments(4, true, 1, "", 16), Env(4, Cuda(4, 4)));
   EXPECT_EQ(SlotEnvironments(8, true, 1, "", 16), Env(8, Cuda(2, 2)));
   EXPECT_EQ(SlotEnvironments(4, true, 1, "", 2), Env(4, Cuda(1, 1)));
+}
+
+TEST(Jobs, TheComparisonTakesThreeQuartersOfTheSlotsCores) {
+  const char* before = std::getenv(kSlotCpusEnv);
+  const std::string saved = before ? before : "";
+  for (auto [cpus, want] : {std::pair{"16", 12}, {"8", 6}, {"4", 3}, {"2", 2}, {"1", 1}, {"", 0}, {"x", 0}}) {
+    ::setenv(kSlotCpusEnv, cpus, 1);
+    EXPECT_EQ(ComparisonCpus(), want) << cpus;
+  }
+  ::unsetenv(kSlotCpusEnv);
+  EXPECT_EQ(ComparisonCpus(), 0);
+  if (before) ::setenv(kSlotCpusEnv, saved.c_str(), 1);
 }
 
 TEST(Jobs, EachSlotGetsItsOwnGpu) {
