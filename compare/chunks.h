@@ -12,12 +12,11 @@ namespace parity::compare {
 // Calls body(state, c) once for every chunk c in [0, n), on ATen's threads: each thread takes the
 // next chunk no thread has taken yet (one shared counter) instead of a fixed 1/threads of the
 // range, so a thread slowed by another process on its core leaves its chunks to the others (a
-// fixed split waits for its slowest thread: measured on an H200's 16 cores while Inductor's
-// compile pool started, a BERT train step's comparison took 2.3-2.5 s with 16 threads and 1.2 s
-// with 8). Each thread has a `State` of its own (value-initialised) and takes its chunks in
-// increasing order, so what a thread learnt from its earlier chunks is about elements before the
-// current one. What a chunk computes must not depend on which thread runs it: results are then
-// those of a serial pass over the chunks.
+// fixed split waits for its slowest thread; docs/gpu.md, "The comparison's threads"). Each
+// thread has a `State` of its own (value-initialised) and takes its chunks in increasing order,
+// so what a thread learnt from its earlier chunks is about elements before the current one. What
+// a chunk computes must not depend on which thread runs it: results are then those of a serial
+// pass over the chunks.
 template <typename State, typename Body>
 void ForEachChunk(int64_t n, Body&& body) {
   if (n <= 0) return;

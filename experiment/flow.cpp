@@ -147,10 +147,10 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   FillTimes(spec, f.c.run_times, f.r);
   // The comparison takes most of the slot's cores (the backend's work is done:
   // runtime::ComparisonCpus); the calibration runs at the reference's own thread count.
-  const int threads = at::get_num_threads();
+  const int threads = at::get_num_threads(), compare_threads = runtime::ComparisonCpus();
   auto judge = [&] {
     f.clock.Enter("compare");
-    if (runtime::ComparisonCpus() > threads) at::set_num_threads(runtime::ComparisonCpus());
+    if (compare_threads > threads) at::set_num_threads(compare_threads);
     ExperimentResult j = Judge(spec, f.r, f.c);
     at::set_num_threads(threads);
     return j;

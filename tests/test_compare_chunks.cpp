@@ -47,7 +47,6 @@ TEST(Chunks, AThreadSlowedDownLeavesItsShareToTheOthers) {
   std::vector<int64_t> per_state;
   std::atomic<bool> slept{false};
   ForEachChunk<Seen>(100, [&](Seen& s, int64_t c) {
-    (void)c;
     if (s.taken++ == 0 && !slept.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (c == 99) {
       std::lock_guard<std::mutex> lock(m);
