@@ -1,6 +1,10 @@
 """warm.py: what a process prepares before its first Inductor compile."""
+import platform
 import sys
+import threading
+import time
 
+import pytest
 import torch
 
 from parity_capture import warm
@@ -34,3 +38,47 @@ def test_the_isa_chosen_with_caches_on_serves_a_compile_with_them_off(monkeypatc
     monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", no_build)
     with cfg.patch(force_disable_caches=True):
         assert cpu_vec_isa.pick_vec_isa()
+
+
+def _fresh_isa_answers():
+    """Inductor's ISA answers forgotten, as in a fresh process: the list's and each ISA's own."""
+    from torch._inductor import cpu_vec_isa
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    classes = [cpu_vec_isa.VecISA]
+    for cls in classes:
+        classes.extend(cls.__subclasses__())
+        for name in ("_VecISA__bool__impl", "__bool__"):
+            if hasattr(cls.__dict__.get(name), "cache_clear"):
+                cls.__dict__[name].cache_clear()
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="the list asks several ISAs on x86 only")
+def test_the_isa_probes_build_side_by_side_and_the_list_is_inductors(monkeypatch):
+    """A cold worker's ISA list builds a probe per ISA the CPU claims: asked a thread each, the
+    builds overlap, and the list is the one Inductor makes of the same answers one by one."""
+    from torch._inductor import cpu_vec_isa
+    warm.probe_isas_side_by_side()
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def slow_build(self, code):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return str(self) != "avx512"  # one ISA refused: the list leaves it out
+
+    monkeypatch.setattr(cpu_vec_isa, "x86_isa_checker", lambda: ["avx2", "avx512", "avx512_vnni"])
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", slow_build)
+    try:
+        _fresh_isa_answers()
+        one_by_one = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]
+        assert most[0] == 1
+        _fresh_isa_answers()
+        most[0] = 0
+        side_by_side = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+        assert most[0] >= 2
+        assert side_by_side == one_by_one and "avx512" not in side_by_side and "avx2" in side_by_side
+    finally:
+        _fresh_isa_answers()  # the next test's list is the real one's

@@ -397,7 +397,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     tune_malloc()
     deterministic_setup()
-    warm.remember_isa_probes()
+    warm.isa_probes()
     _IMPORT_ERRORS.update(host_ops.import_plugins())  # after the settings: a plugin may set its own
     if a.warm and not _TORCH_MISMATCH and not _IMPORT_ERRORS:
         # Before the socket appears: a slot takes jobs once its worker is warm. A worker that will
