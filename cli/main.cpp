@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "util/status.h"
+#include "util/zygote.h"
 
 namespace {
 // A crash of parity itself (not of a backend, which runs in a child) prints where it happened
@@ -50,11 +51,8 @@ void OnFatalSignal(int sig, siginfo_t* si, void* ctx) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  struct sigaction sa {};
-  sa.sa_sigaction = OnFatalSignal;
-  sa.sa_flags = SA_SIGINFO;
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+// The commands: what main runs, and what a child the zygote forks runs (util/zygote.h).
+int RunParity(int argc, char** argv) {
   CLI::App app{"parity: is the compiled model still computing the right numbers?"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand
@@ -91,4 +89,16 @@ int main(int argc, char** argv) {
     return 3;
   }
   return exit_code;
+}
+
+int main(int argc, char** argv) {
+  struct sigaction sa {};
+  sa.sa_sigaction = OnFatalSignal;
+  sa.sa_flags = SA_SIGINFO;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+  // Job children (`parity _experiment`) forked instead of exec'd. Their environment may differ from
+  // this process's in what parity reads only after it loaded: its own settings, a slot's GPU, its
+  // thread count for MKL (OpenMP's the zygote applies), cuBLAS's workspace (experiment/flow.cpp).
+  parity::StartZygote(argc, argv, RunParity, {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"});
+  return RunParity(argc, argv);
 }

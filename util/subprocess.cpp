@@ -1,7 +1,9 @@
 #include "util/subprocess.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+
+#include "util/zygote.h"
 
 extern char** environ;
 
@@ -54,6 +58,14 @@ Expected<Child> Child::Spawn(const std::vector<std::string>& argv, const SpawnOp
   if (options.stdout_path) out_fd = ::open(options.stdout_path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (options.stderr_path) err_fd = ::open(options.stderr_path->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (options.stdin_null) in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!options.outlive_parent && argv[0] == SelfExe()) {
+    auto forked = ZygoteSpawn(argv, env_store, in_fd >= 0 ? in_fd : 0, out_fd >= 0 ? out_fd : 1, err_fd >= 0 ? err_fd : 2);
+    if (forked) {
+      for (int fd : {out_fd, err_fd, in_fd})
+        if (fd >= 0) ::close(fd);
+      return Child(forked->pid, forked->status_fd);
+    }
+  }
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return Error::Runtime(std::string("fork failed: ") + std::strerror(errno));
@@ -81,26 +93,44 @@ Expected<Child> Child::Spawn(const std::vector<std::string>& argv, const SpawnOp
 Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
     Kill();
+    CloseStatus();
     pid_ = o.pid_;
+    status_fd_ = o.status_fd_;
+    reported_ = std::move(o.reported_);
     o.pid_ = -1;
+    o.status_fd_ = -1;
   }
   return *this;
 }
 
-Child::~Child() { Kill(); }
+Child::~Child() {
+  Kill();
+  CloseStatus();
+}
 
 pid_t Child::Release() {
   const pid_t pid = pid_;
   pid_ = -1;
+  CloseStatus();  // the zygote still reaps it
   return pid;
+}
+
+void Child::CloseStatus() {
+  if (status_fd_ >= 0) ::close(status_fd_);
+  status_fd_ = -1;
 }
 
 void Child::Kill() {
   if (pid_ <= 0) return;
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
-  int st = 0;
-  ::waitpid(pid_, &st, 0);
+  if (status_fd_ >= 0) {
+    (void)Reported(5000);  // the zygote reaps it at once
+    CloseStatus();
+  } else {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
   pid_ = -1;
 }
 
@@ -117,8 +147,44 @@ ExitInfo FromStatus(int st) {
 }
 }  // namespace
 
+std::optional<ExitInfo> Child::Reported(int wait_ms) {
+  if (status_fd_ < 0) return ExitInfo{};
+  while (true) {
+    const auto nl = reported_.find('\n');
+    if (nl != std::string::npos) {
+      const std::string line = reported_.substr(0, nl);
+      CloseStatus();
+      ExitInfo info;
+      if (line.rfind("exit ", 0) == 0) {
+        info.exited = true;
+        info.code = std::atoi(line.c_str() + 5);
+      } else if (line.rfind("signal ", 0) == 0) {
+        info.signal = std::atoi(line.c_str() + 7);
+      }
+      return info;
+    }
+    pollfd p{status_fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, wait_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return std::nullopt;
+    char buf[64];
+    const ssize_t n = r < 0 ? -1 : ::recv(status_fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // the zygote died before saying: its death signal ended the child
+      CloseStatus();
+      return ExitInfo{};
+    }
+    reported_.append(buf, static_cast<size_t>(n));
+  }
+}
+
 std::optional<ExitInfo> Child::Poll() {
   if (pid_ <= 0) return ExitInfo{};
+  if (status_fd_ >= 0) {
+    auto ended = Reported(0);
+    if (ended) pid_ = -1;
+    return ended;
+  }
   int st = 0;
   pid_t r = ::waitpid(pid_, &st, WNOHANG);
   if (r == 0) return std::nullopt;
@@ -130,6 +196,22 @@ std::optional<ExitInfo> Child::Poll() {
 ExitInfo Child::Wait(std::optional<std::chrono::milliseconds> timeout) {
   if (pid_ <= 0) return ExitInfo{};
   const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+  if (status_fd_ >= 0) {
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (auto ended = Reported(timeout ? static_cast<int>(std::max<int64_t>(0, left.count())) : -1)) {
+        ::kill(-pid_, SIGKILL);  // the group may hold grandchildren, as below
+        pid_ = -1;
+        return *ended;
+      }
+      if (timeout && std::chrono::steady_clock::now() >= deadline) break;
+    }
+    Kill();
+    ExitInfo info;
+    info.timed_out = true;
+    info.signal = SIGKILL;
+    return info;
+  }
   auto sleep = std::chrono::milliseconds(1);
   while (true) {
     int st = 0;

@@ -30,10 +30,16 @@ struct SpawnOptions {
   bool outlive_parent = false;
 };
 
+// A child of this binary itself (argv[0] == SelfExe(), not outliving this process) is forked by
+// the zygote (util/zygote.h) when there is one: it then is the zygote's child, and how it ended
+// comes on the zygote's status socket instead of from waitpid; the rest is the same.
 class Child {
  public:
   [[nodiscard]] static Expected<Child> Spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
-  Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Child(Child&& o) noexcept : pid_(o.pid_), status_fd_(o.status_fd_), reported_(std::move(o.reported_)) {
+    o.pid_ = -1;
+    o.status_fd_ = -1;
+  }
   Child& operator=(Child&& o) noexcept;
   ~Child();  // kills a child still running
 
@@ -48,8 +54,14 @@ class Child {
   pid_t Release();
 
  private:
-  explicit Child(pid_t pid) : pid_(pid) {}
+  explicit Child(pid_t pid, int status_fd = -1) : pid_(pid), status_fd_(status_fd) {}
+  // A zygote child's end as the zygote said it, waiting up to `wait_ms` (-1: until it says);
+  // nullopt while it has not. An unknown end (the zygote died first) reads as ExitInfo{}.
+  std::optional<ExitInfo> Reported(int wait_ms);
+  void CloseStatus();
   pid_t pid_ = -1;
+  int status_fd_ = -1;    // a zygote child's status socket; -1: a child of this process
+  std::string reported_;  // what came on it and is not a whole line yet
 };
 
 std::string SignalName(int sig);

@@ -1,0 +1,188 @@
+// util/zygote.h: each case runs in a fresh process (a fork of this test: one thread) that starts a
+// zygote whose entry is Entry below and checks its children; a check that fails exits with its
+// line number, which the test reports.
+#include "util/zygote.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "util/subprocess.h"
+
+extern char** environ;
+
+namespace parity {
+namespace {
+
+// A child's program: argv[1] says what it does.
+int Entry(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "";
+  if (what == "exit") return std::atoi(argv[2]);
+  if (what == "crash") ::kill(::getpid(), SIGSEGV);
+  if (what == "hang") ::pause();
+  if (what == "report") {  // what it was given and where it runs
+    using MaxThreads = int (*)();
+    auto omp = reinterpret_cast<MaxThreads>(::dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    const char* value = std::getenv("PARITY_ZYGOTE_TEST");
+    char cwd[4096];
+    std::printf("%s %d %d %d %s %s\n", value ? value : "-", omp ? omp() : -1, static_cast<int>(::getppid()),
+                static_cast<int>(::getpgrp() == ::getpid()), ::getcwd(cwd, sizeof cwd), argc > 2 ? argv[2] : "-");
+    return 0;
+  }
+  return 99;
+}
+
+#define CHECK_OR_EXIT(cond)                                                  \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      std::fprintf(stderr, "zygote check failed: %s (line %d)\n", #cond, __LINE__); \
+      std::_Exit(__LINE__ % 200 + 1);                                        \
+    }                                                                        \
+  } while (0)
+
+// `body` in a fresh process that started a zygote first (after `before`); its exit code: 0 when
+// every check passed.
+int InFreshProcess(const std::function<void()>& body, const std::function<void()>& before = [] {}) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("GTEST_FILTER", "-*", 1);  // an exec of this binary instead of a fork runs no test, and the checks fail
+    ::unsetenv("PARITY_ZYGOTE");
+    before();
+    static char args[] = "zygote-test\0case\0";
+    static char* argv[] = {args, args + 12, nullptr};
+    StartZygote(2, argv, Entry, {"PARITY_ZYGOTE_TEST"});
+    body();
+    std::_Exit(0);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 200 + WTERMSIG(st);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Zygote, ChildrenRunTheEntryWithTheirArgvEnvironmentAndThreads) {
+  char tmpl[] = "/tmp/parity_zygote_XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ::close(fd);
+  const std::string out = tmpl;
+  EXPECT_EQ(InFreshProcess([&] {
+              SpawnOptions so;
+              so.env = {"PARITY_ZYGOTE_TEST=42", "OMP_NUM_THREADS=3"};
+              so.stdout_path = out;
+              auto child = Child::Spawn({SelfExe(), "report", "arg"}, so);
+              CHECK_OR_EXIT(child.ok());
+              const ExitInfo e = child->Wait(std::chrono::seconds(20));
+              CHECK_OR_EXIT(e.exited && e.code == 0);
+              std::istringstream line(Slurp(out));
+              std::string value, cwd, arg;
+              int threads = 0, ppid = 0, own_group = 0;
+              line >> value >> threads >> ppid >> own_group >> cwd >> arg;
+              char here[4096];
+              CHECK_OR_EXIT(value == "42" && arg == "arg" && own_group == 1);
+              CHECK_OR_EXIT(::getcwd(here, sizeof here) && cwd == here);
+              CHECK_OR_EXIT(ppid != ::getpid());  // the zygote's child: no exec of the binary
+              CHECK_OR_EXIT(threads == 3 || threads == -1);  // OpenMP's count applied where it is loaded
+            }),
+            0);
+  std::remove(tmpl);
+}
+
+TEST(Zygote, ExitCodesSignalsAndDeadlinesAsAnExecdChildsAre) {
+  EXPECT_EQ(InFreshProcess([] {
+              auto a = Child::Spawn({SelfExe(), "exit", "7"});
+              CHECK_OR_EXIT(a.ok());
+              ExitInfo e = a->Wait(std::chrono::seconds(20));
+              CHECK_OR_EXIT(e.exited && e.code == 7);
+              auto b = Child::Spawn({SelfExe(), "crash"});
+              CHECK_OR_EXIT(b.ok());
+              e = b->Wait(std::nullopt);
+              CHECK_OR_EXIT(!e.exited && e.signal == SIGSEGV);
+              auto c = Child::Spawn({SelfExe(), "hang"});
+              CHECK_OR_EXIT(c.ok());
+              const pid_t hung = c->pid();
+              CHECK_OR_EXIT(!c->Poll());
+              e = c->Wait(std::chrono::milliseconds(300));
+              CHECK_OR_EXIT(e.timed_out);
+              CHECK_OR_EXIT(::kill(hung, 0) != 0);  // killed and reaped by the zygote
+            }),
+            0);
+}
+
+TEST(Zygote, RefusesAnEnvironmentItsLibrariesReadAtLoad) {
+  EXPECT_EQ(InFreshProcess([] {
+              std::vector<std::string> env;
+              for (char** e = environ; *e; ++e) env.emplace_back(*e);
+              auto same = ZygoteSpawn({SelfExe(), "exit", "0"}, env, 0, 1, 2);
+              CHECK_OR_EXIT(same && same->pid > 0);
+              ::close(same->status_fd);
+              env.push_back("PARITY_ZYGOTE_TEST=1");  // named by the binary: read later
+              auto named = ZygoteSpawn({SelfExe(), "exit", "0"}, env, 0, 1, 2);
+              CHECK_OR_EXIT(named && named->pid > 0);
+              ::close(named->status_fd);
+              env.push_back("GLIBC_TUNABLES=glibc.malloc.check=0");  // read as the binary loaded
+              CHECK_OR_EXIT(!ZygoteSpawn({SelfExe(), "exit", "0"}, env, 0, 1, 2));
+              env.pop_back();
+              env.push_back("OMP_NUM_THREADS=2,1");  // not a count the zygote can apply again
+              CHECK_OR_EXIT(!ZygoteSpawn({SelfExe(), "exit", "0"}, env, 0, 1, 2));
+            }),
+            0);
+}
+
+TEST(Zygote, NoneInAProcessWithAnotherThreadOrWhenTurnedOff) {
+  std::thread* other = nullptr;
+  EXPECT_EQ(InFreshProcess([] { CHECK_OR_EXIT(!ZygoteSpawn({SelfExe(), "exit", "0"}, {}, 0, 1, 2)); },
+                           [&] { other = new std::thread([] { ::pause(); }); }),
+            0);
+  EXPECT_EQ(InFreshProcess([] { CHECK_OR_EXIT(!ZygoteSpawn({SelfExe(), "exit", "0"}, {}, 0, 1, 2)); },
+                           [] { ::setenv("PARITY_ZYGOTE", "0", 1); }),
+            0);
+}
+
+TEST(Zygote, ItsChildrenDieWithTheProcessThatStartedIt) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  EXPECT_EQ(InFreshProcess([&] {
+              auto c = Child::Spawn({SelfExe(), "hang"});
+              CHECK_OR_EXIT(c.ok());
+              const pid_t pid = c->Release();
+              CHECK_OR_EXIT(::write(pipe_fds[1], &pid, sizeof pid) == sizeof pid);
+              std::_Exit(0);  // without killing it
+            }),
+            0);
+  pid_t hung = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &hung, sizeof hung), static_cast<ssize_t>(sizeof hung));
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  auto gone = [&] {
+    std::ifstream stat("/proc/" + std::to_string(hung) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const auto close = text.rfind(')');
+    return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(gone()) << "pid " << hung;
+  if (!gone()) ::kill(hung, SIGKILL);
+}
+
+}  // namespace
+}  // namespace parity

@@ -1,0 +1,56 @@
+// The zygote: a copy of this process made as it starts, which runs this binary's entry for a child
+// that would otherwise be an exec of the binary (SelfExe()), so that such a child costs a fork, not
+// the binary's start again. Nothing parity-specific; the binary says what its entry is and which of
+// the environment it reads only after it has loaded.
+//
+// Why: a parity process spends 0.22 CPU-s starting, nearly all of it libtorch's static
+// initialisation (the dispatcher's registrations; perf on a 2-core CPU), and every `parity verify`
+// starts a job server per slot, every `parity minify` more.
+//
+// StartZygote forks it from main before anything else ran: one thread (checked), no OpenMP pool,
+// no CUDA (a fork of a process that initialised CUDA cannot use it). It waits for requests on a
+// socket only this process holds; per request (argv, the environment, the working dir, the child's
+// stdin, stdout and stderr, and a status socket) it forks the child into a process group of its
+// own, answers `pid N` on the status socket and, once the child ended, `exit N` or `signal N`. The
+// child dies with the zygote (PR_SET_PDEATHSIG), which dies with this process: a killed driver
+// leaves no child behind, as with an exec'd child. The child takes the request's environment and
+// working dir, calls the entry with argv and exits with what it returns.
+//
+// What the binary's libraries read of the environment as they loaded (glibc its tunables, OpenMP
+// its thread count) is the zygote's: this process's as it started. OpenMP's count the child applies
+// again (omp_set_num_threads, where OpenMP is loaded: a request may set OMP_NUM_THREADS to any
+// count). A request whose environment differs from the start in another variable not named in
+// `may_differ` (what the binary reads only later) is refused, and the caller execs instead.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+// The binary's entry as a child runs it: argv as main gets it; its return value is the exit code.
+using ZygoteEntry = int (*)(int argc, char** argv);
+
+// Forks the zygote unless $PARITY_ZYGOTE is "0", this process has another thread, or one was
+// started already. `argc`, `argv`: main's (a child's command line is shown where ps reads them,
+// as far as it fits). `may_differ`: variable names (a trailing '*' a prefix) a request's
+// environment may set otherwise than this process's.
+void StartZygote(int argc, char** argv, ZygoteEntry entry, std::vector<std::string> may_differ);
+
+// A child the zygote forked: its pid (its own process group) and the socket on which the zygote
+// says how it ended (one line: `exit N` or `signal N`; EOF when the zygote died first).
+struct ZygoteChild {
+  pid_t pid = -1;
+  int status_fd = -1;
+};
+
+// Asks the zygote for a child running the entry with `argv` and the whole environment `env`
+// (NAME=VALUE), its stdin, stdout and stderr these fds (duplicated). nullopt, and the caller
+// execs, when there is no zygote, the zygote refused (the environment) or did not answer.
+std::optional<ZygoteChild> ZygoteSpawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in_fd,
+                                       int out_fd, int err_fd);
+
+}  // namespace parity
