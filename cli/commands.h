@@ -23,6 +23,11 @@ void set_profile_command(CLI::App& app, int& exit_code);
 void set_workers_command(CLI::App& app, int& exit_code);
 void set_import_command(CLI::App& app, int& exit_code);
 
+// The zygote the job children of this process are forked from (util/zygote.h; main.cpp says with
+// what entry and environment), started by a command whose experiments run as job children
+// (AddExperimentOptions) as the command is found, before anything else ran.
+void StartJobZygote();
+
 // Throws Failure when `e` holds an error, else returns the value.
 template <typename T>
 T Unwrap(Expected<T> e) {

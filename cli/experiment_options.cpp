@@ -15,6 +15,8 @@ namespace parity::cli {
 void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
   const experiment::ExperimentOptions& d = a.options;
   auto has = [which](ExperimentFlag f) { return (which & f) != 0; };
+  // A command whose experiments have a deadline runs them as job children: forked, not exec'd.
+  if (has(kTimeout)) cmd->preparse_callback([](std::size_t) { StartJobZygote(); });
   if (has(kBackendOptions))
     cmd->add_option("--backend-option", a.backend_options,
                     "KEY=VALUE passed to the backend (inductor: config keys; a repro dir: its own for its backend)");

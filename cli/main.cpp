@@ -52,6 +52,20 @@ void OnFatalSignal(int sig, siginfo_t* si, void* ctx) {
 }  // namespace
 
 // The commands: what main runs, and what a child the zygote forks runs (util/zygote.h).
+int RunParity(int argc, char** argv);
+
+namespace {
+int g_argc = 0;
+char** g_argv = nullptr;  // main's, for the zygote (what ps shows of its children)
+}  // namespace
+
+void parity::cli::StartJobZygote() {
+  // Job children (`parity _experiment`) forked instead of exec'd. Their environment may differ from
+  // this process's in what parity reads only after it loaded: its own settings, a slot's GPU, its
+  // thread count for MKL (OpenMP's the zygote applies), cuBLAS's workspace (experiment/flow.cpp).
+  parity::StartZygote(g_argc, g_argv, RunParity, {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"});
+}
+
 int RunParity(int argc, char** argv) {
   CLI::App app{"parity: is the compiled model still computing the right numbers?"};
   app.require_subcommand(1);
@@ -96,9 +110,7 @@ int main(int argc, char** argv) {
   sa.sa_sigaction = OnFatalSignal;
   sa.sa_flags = SA_SIGINFO;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
-  // Job children (`parity _experiment`) forked instead of exec'd. Their environment may differ from
-  // this process's in what parity reads only after it loaded: its own settings, a slot's GPU, its
-  // thread count for MKL (OpenMP's the zygote applies), cuBLAS's workspace (experiment/flow.cpp).
-  parity::StartZygote(argc, argv, RunParity, {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"});
+  g_argc = argc;
+  g_argv = argv;
   return RunParity(argc, argv);
 }

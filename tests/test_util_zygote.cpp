@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,6 +183,36 @@ TEST(Zygote, ItsChildrenDieWithTheProcessThatStartedIt) {
   while (!gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(gone()) << "pid " << hung;
   if (!gone()) ::kill(hung, SIGKILL);
+}
+
+// Ended processes this process adopted (as a subreaper) and reaped, up to `most` within `wait`:
+// what an init would have had to reap.
+int Adopted(int most, std::chrono::milliseconds wait) {
+  int n = 0;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (n < most && std::chrono::steady_clock::now() < deadline) {
+    int st = 0;
+    if (::waitpid(-1, &st, WNOHANG) > 0) ++n;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return n;
+}
+
+TEST(Zygote, TheProcessThatStartedItReapsItAtExit) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // what it leaves behind comes here instead of to init
+  auto ran_a_child = [] {
+    auto c = Child::Spawn({SelfExe(), "exit", "0"});
+    CHECK_OR_EXIT(c.ok() && c->Wait(std::chrono::seconds(20)).exited);
+  };
+  EXPECT_EQ(InFreshProcess([&] {
+              ran_a_child();
+              std::exit(0);  // atexit: the zygote reaped
+            }),
+            0);
+  EXPECT_EQ(Adopted(1, std::chrono::milliseconds(500)), 0);
+  EXPECT_EQ(InFreshProcess(ran_a_child), 0);  // _Exit: no atexit, the zygote left to its adopter
+  EXPECT_EQ(Adopted(1, std::chrono::seconds(10)), 1);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
 }  // namespace

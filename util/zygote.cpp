@@ -27,6 +27,7 @@ namespace parity {
 namespace {
 
 std::atomic<int> g_socket{-1};  // this process's end of the zygote's request socket; -1: none
+pid_t g_zygote = 0;             // the zygote, in the process that started it
 constexpr int kFds = 4;         // a request's status socket, stdin, stdout, stderr
 constexpr size_t kMaxRequest = 1 << 20;
 constexpr int kAnswerMs = 10000;  // the zygote answers at once; past this it is not used again
@@ -287,6 +288,24 @@ void Disable() {
   if (fd >= 0) ::close(fd);
 }
 
+// At this process's exit: the zygote told to end (its socket closed) and reaped, so that it is not
+// left to an init that may never reap it (a container's first process). Its children ended before.
+void StopZygote() {
+  if (g_zygote <= 0) return;
+  Disable();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int st = 0;
+  while (::waitpid(g_zygote, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(g_zygote, SIGKILL);
+      ::waitpid(g_zygote, &st, 0);
+      break;
+    }
+    ::usleep(1000);
+  }
+  g_zygote = 0;
+}
+
 // The zygote's first line on a status socket, read a byte at a time (what follows is the caller's).
 std::optional<std::string> FirstLine(int fd) {
   std::string line;
@@ -340,6 +359,8 @@ void StartZygote(int argc, char** argv, ZygoteEntry entry, std::vector<std::stri
   }
   ::close(sv[1]);
   g_socket.store(sv[0]);
+  g_zygote = pid;
+  std::atexit(StopZygote);
 }
 
 std::optional<ZygoteChild> ZygoteSpawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in_fd,

@@ -13,7 +13,8 @@
 // stdin, stdout and stderr, and a status socket) it forks the child into a process group of its
 // own, answers `pid N` on the status socket and, once the child ended, `exit N` or `signal N`. The
 // child dies with the zygote (PR_SET_PDEATHSIG), which dies with this process: a killed driver
-// leaves no child behind, as with an exec'd child. The child takes the request's environment and
+// leaves no child behind, as with an exec'd child. At this process's exit (atexit) the zygote is
+// told to end and reaped. The child takes the request's environment and
 // working dir, calls the entry with argv and exits with what it returns.
 //
 // What the binary's libraries read of the environment as they loaded (glibc its tunables, OpenMP
