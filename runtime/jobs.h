@@ -1,6 +1,7 @@
 // Jobs in isolated child processes, and the job slots that run them: each job runs in a fresh
-// exec of the parity binary (`parity _experiment --dir DIR`, in its own process group, killed at
-// its deadline and when the driver dies); `jobs` slots keep a job each running, every slot with
+// process of the parity binary (`parity _experiment --dir DIR`, forked by the zygote where the
+// command started one (util/zygote.h), else exec'd; in its own process group, killed at its
+// deadline and when the driver dies); `jobs` slots keep a job each running, every slot with
 // its own persistent Python worker (started when a job needs one, restarted when a job crashed or
 // hung in it) and its own environment (its GPU, its share of CPU threads: SlotEnvironments).
 // Knows nothing of what a job computes: a job is a JSON spec in, a JSON result out.
