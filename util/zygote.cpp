@@ -260,6 +260,10 @@ void Reap(Zygote& z) {
 
 [[noreturn]] void ZygoteMain(Zygote& z) {
   ::prctl(PR_SET_NAME, "parity-zygote");
+  // 0, 1 and 2 open (on /dev/null where the process started without one): the descriptors a
+  // request passes then come above them, and a child's dup2 onto 0-2 cannot overwrite one of them.
+  for (int fd = 0; fd < 3; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && ::open("/dev/null", O_RDWR) != fd) ::_exit(0);
   z.start_env = EnvMap(environ);
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
