@@ -17,6 +17,7 @@
 #include "runtime/worker.h"
 #include "runtime/worker_pool.h"
 #include "util/files.h"
+#include "util/socket.h"
 #include "util/subprocess.h"
 
 namespace parity::runtime {
@@ -69,15 +70,9 @@ Expected<int> StartServerAndConnect(const std::string& base, const std::vector<s
   return fd;
 }
 
-Status SendAll(int fd, const std::string& bytes) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Error::Runtime(std::string("fork server: send: ") + std::strerror(errno));
-    off += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+Status Send(int fd, const std::string& bytes) {
+  if (SendAll(fd, bytes)) return Status::Ok();
+  return Error::Runtime(std::string("fork server: send: ") + std::strerror(errno));
 }
 
 }  // namespace
@@ -157,7 +152,7 @@ Expected<int> SendRequest(const std::string& server_base, nlohmann::json request
   std::error_code ec;
   request["env"] = WorkerEnvironment(env);
   request["cwd"] = fs::current_path(ec).string();
-  if (auto sent = SendAll(fd, request.dump() + "\n"); !sent.ok()) {
+  if (auto sent = Send(fd, request.dump() + "\n"); !sent.ok()) {
     ::close(fd);
     return sent.error();
   }

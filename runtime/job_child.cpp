@@ -13,6 +13,7 @@
 #include "runtime/jobs.h"
 #include "runtime/worker.h"
 #include "util/files.h"
+#include "util/socket.h"
 
 // The child's side of a job: one job from its dir (JobChildMain), or a job server running one job
 // after another for its driver (JobServerMain).
@@ -20,21 +21,6 @@ namespace parity::runtime {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace job_dir;
-
-namespace job_dir {
-
-bool SendAll(int fd, const std::string& bytes) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace job_dir
 
 int JobChildMain(const fs::path& dir, const JobFn& run) {
   auto text = ReadFile(dir / kSpec);

@@ -21,7 +21,4 @@ inline std::string Tail(const std::filesystem::path& file, size_t max_chars) {
   return t->size() > max_chars ? t->substr(t->size() - max_chars) : *t;
 }
 
-// Writes all of `bytes` to the socket `fd`; false when the peer is gone.
-bool SendAll(int fd, const std::string& bytes);
-
 }  // namespace parity::runtime::job_dir

@@ -21,6 +21,7 @@
 
 #include "runtime/job_dir.h"
 #include "util/files.h"
+#include "util/socket.h"
 
 namespace parity::runtime {
 namespace fs = std::filesystem;

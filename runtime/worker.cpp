@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "util/digest.h"
+#include "util/socket.h"
 
 extern char** environ;
 
@@ -302,16 +303,8 @@ std::optional<uint32_t> PlanRepeat(const nlohmann::json& request) {
 }  // namespace
 
 Status WorkerClient::Send(const std::string& bytes) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      return Lost("connection lost while sending");
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  if (SendAll(fd_, bytes)) return Status::Ok();
+  return Lost("connection lost while sending");
 }
 
 Status WorkerClient::Fill(size_t at_least) {

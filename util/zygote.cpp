@@ -20,6 +20,9 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
+
+#include "util/socket.h"
 
 extern char** environ;
 
@@ -47,16 +50,12 @@ void CloseAll(const int* fds, int n) {
     if (fds[i] >= 0) ::close(fds[i]);
 }
 
-bool SendLine(int fd, const std::string& line) {
-  return ::send(fd, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
-}
-
-std::map<std::string, std::string> EnvMap(char** env) {
+// NAME=VALUE entries as a map (the first of a name kept).
+template <typename Entries>
+std::map<std::string, std::string> EnvMap(const Entries& env) {
   std::map<std::string, std::string> m;
-  for (char** e = env; e && *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) m.emplace(std::string(*e, static_cast<size_t>(eq - *e)), eq + 1);
-  }
+  for (std::string_view e : env)
+    if (const auto eq = e.find('='); eq != std::string_view::npos) m.emplace(e.substr(0, eq), e.substr(eq + 1));
   return m;
 }
 
@@ -129,10 +128,7 @@ bool MayDiffer(const Zygote& z, const std::string& name) {
 
 // The first variable the request sets otherwise than the zygote's start and may not; "" when none.
 std::string Differs(const Zygote& z, const std::vector<std::string>& env) {
-  std::vector<char*> ptrs;
-  for (const auto& e : env) ptrs.push_back(const_cast<char*>(e.c_str()));
-  ptrs.push_back(nullptr);
-  const auto want = EnvMap(ptrs.data());
+  const auto want = EnvMap(env);
   for (const auto& [k, v] : want) {
     auto it = z.start_env.find(k);
     const bool reapplied = k == kOmpThreads && PositiveCount(v) > 0;
@@ -220,7 +216,7 @@ bool Serve(Zygote& z) {
   else if (std::string name = Differs(z, r.env); !name.empty())
     refused = "the environment's " + name + " differs from what the binary read as it loaded";
   if (!refused.empty()) {
-    if (fds[0] >= 0) SendLine(fds[0], "refused " + refused + "\n");
+    if (fds[0] >= 0) SendAll(fds[0], "refused " + refused + "\n");
     CloseAll(fds, kFds);
     return true;
   }
@@ -228,12 +224,12 @@ bool Serve(Zygote& z) {
   const pid_t pid = ::fork();
   if (pid == 0) RunChild(z, zygote, fds, r);
   if (pid < 0) {
-    SendLine(fds[0], std::string("refused fork: ") + std::strerror(errno) + "\n");
+    SendAll(fds[0], std::string("refused fork: ") + std::strerror(errno) + "\n");
     CloseAll(fds, kFds);
     return true;
   }
   ::setpgid(pid, pid);  // also here, so that the group exists when the caller may kill it
-  SendLine(fds[0], "pid " + std::to_string(pid) + "\n");
+  SendAll(fds[0], "pid " + std::to_string(pid) + "\n");
   CloseAll(fds + 1, kFds - 1);
   z.children[pid] = fds[0];
   return true;
@@ -252,7 +248,7 @@ void Reap(Zygote& z) {
     const std::string line = WIFEXITED(st)     ? "exit " + std::to_string(WEXITSTATUS(st))
                              : WIFSIGNALED(st) ? "signal " + std::to_string(WTERMSIG(st))
                                                : "exit 255";
-    SendLine(it->second, line + "\n");
+    SendAll(it->second, line + "\n");
     ::close(it->second);
     z.children.erase(it);
   }
@@ -264,7 +260,9 @@ void Reap(Zygote& z) {
   // request passes then come above them, and a child's dup2 onto 0-2 cannot overwrite one of them.
   for (int fd = 0; fd < 3; ++fd)
     if (::fcntl(fd, F_GETFD) < 0 && ::open("/dev/null", O_RDWR) != fd) ::_exit(0);
-  z.start_env = EnvMap(environ);
+  std::vector<std::string_view> start;
+  for (char** e = environ; *e; ++e) start.emplace_back(*e);
+  z.start_env = EnvMap(start);
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   for (int i = 0; i < 4; ++i) ::sigaction(kQuiet[i], &ignore, &z.quiet[i]);
