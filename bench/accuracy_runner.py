@@ -134,6 +134,7 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
                        parity_kept_s=pa_kept["process_wall_s"], kept_verdict=pa_kept["records"][0]["verification_code"],
                        kept_phases=pa_kept["records"][0]["metrics"].get("phase_seconds", {}),
                        python_verdict=py_warm["verdict"], parity_verdict=rec["verification_code"],
+                       parity_cold_phases=pa_cold["records"][0]["metrics"].get("phase_seconds", {}),
                        python_phases=py_warm["phases"], parity_phases=rec["metrics"].get("phase_seconds", {}),
                        python_peak_bytes=py_warm.get("peak_bytes", 0),
                        parity_peak_bytes=rec["metrics"].get("peak_memory_bytes", {}))
@@ -184,14 +185,14 @@ def render(r: dict) -> list:
         "graph (the model's other test) kept (`--keep-workers`; the runner has no such thing: its process "
         "imports torch each time). "
         "Ratios are parity's time over Python's: below 1 parity is faster.", "",
-        "| model | test | Python cold | parity cold | ratio | Python warm | parity warm | ratio | parity, kept worker | ratio | verdicts (Python / parity / kept) | where parity's warm time went |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "| model | test | Python cold | parity cold | ratio | Python warm | parity warm | ratio | parity, kept worker | ratio | verdicts (Python / parity / kept) | where parity's warm time went | where its cold time went |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["rows"]:
         lines.append(f"| {row['model']} | {row['test']} | {row['python_cold_s']:.1f} s | {row['parity_cold_s']:.1f} s | "
                      f"{row['ratio_cold']:.2f}x | {row['python_warm_s']:.1f} s | {row['parity_warm_s']:.1f} s | "
                      f"**{row['ratio_warm']:.2f}x** | {row['parity_kept_s']:.1f} s | **{row['ratio_kept']:.2f}x** | "
                      f"{row['python_verdict']} / {row['parity_verdict']} / {row['kept_verdict']} | "
-                     f"{_fmt_split(row['parity_phases'])} |")
+                     f"{_fmt_split(row['parity_phases'])} | {_fmt_split(row.get('parity_cold_phases', {}))} |")
     if not r.get("python_bytecode_cached", True):
         lines += ["", "This Python compiles torch from source in every process (it may not write bytecode beside the "
                   "sources, and torch was installed without it); parity's Python processes keep their bytecode in "
