@@ -7,7 +7,10 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 
 namespace parity::compare {
 namespace {
@@ -49,6 +52,55 @@ TEST(Histogram, OnePassCountsWhatTheDefinitionCounts) {
     }
     EXPECT_EQ(h["res_nonfinite"].get<int64_t>(), 2);
   }
+}
+
+// The bin of one error e > 0 as the histogram defines it, in scalars.
+int BinOf(double e) {
+  const double x = std::min(std::max(std::log10(e), kHistLo), kHistHi - 1e-9);
+  const int64_t b = static_cast<int64_t>((x - kHistLo) * (kHistBins / (kHistHi - kHistLo)));
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(b, 0), kHistBins - 1));
+}
+
+// Where ErrorHistogram puts the one error e (against an fp64 value of 0, so the error is e).
+int BinnedAt(double e) {
+  const at::Tensor f = at::zeros({1}, at::kDouble);
+  const auto h = ErrorHistogram(at::full({1}, e, at::kDouble), at::full({1}, e, at::kDouble), f);
+  const auto counts = h["res"].get<std::vector<int64_t>>();
+  for (int k = 0; k < kHistBins; ++k)
+    if (counts[static_cast<size_t>(k)] == 1) return k;
+  return -1;
+}
+
+TEST(Histogram, EveryErrorLandsInTheBinItsLog10Says) {
+  // The one pass bins without a logarithm (a table of each binade's bin edges): at every edge, a
+  // few ulps either side and at the margin where it falls back to log10, at binade boundaries,
+  // at the ends of the double range and at random doubles, each error where log10 puts it.
+  std::vector<double> values = {std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::min(),
+                                std::numeric_limits<double>::max(), 1e-300, 1e-13, 1e-12, 99.9999999, 100, 1e300};
+  for (int q = -4; q <= kHistBins + 4; ++q) {
+    const double edge = std::pow(10.0, kHistLo + q / 4.0);
+    for (double at_ : {edge, edge * (1 + 1e-9), edge * (1 - 1e-9), edge * (1 + 2e-9), edge * (1 - 2e-9)}) {
+      double up = at_, down = at_;
+      for (int u = 0; u < 8; ++u) {
+        values.push_back(up);
+        values.push_back(down);
+        up = std::nextafter(up, 1e308);
+        down = std::nextafter(down, 0.0);
+      }
+    }
+  }
+  for (int k = -60; k <= 10; ++k) {  // binade boundaries
+    const double two = std::ldexp(1.0, k);
+    values.insert(values.end(), {two, std::nextafter(two, 0.0), std::nextafter(two, 1e308)});
+  }
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t bits = (rng() & ((uint64_t{1} << 52) - 1)) | (uint64_t{rng() % 0x7ff} << 52);
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (d > 0) values.push_back(d);
+  }
+  for (double e : values) ASSERT_EQ(BinnedAt(e), BinOf(e)) << "error " << e;
 }
 
 TEST(Histogram, NothingToBinIsNull) {
