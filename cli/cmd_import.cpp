@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "runtime/python_env.h"
 #include "runtime/worker.h"
 #include "util/subprocess.h"
 
@@ -20,7 +21,8 @@ struct ImportArgs {
 // 0 with the dir written; a script that is not such a repro, does not run or cannot be captured
 // is bad input (exit 2) naming it and how its import ended (its own error above, on stderr).
 int RunImport(const ImportArgs& a) {
-  std::vector<std::string> argv = {runtime::WorkerPython(), "-m", "parity_capture.import_repro", a.script, "--out", a.out};
+  std::vector<std::string> argv = runtime::PackageModuleCommand(runtime::WorkerPython(), "import_repro");
+  argv.insert(argv.end(), {a.script, "--out", a.out});
   for (const auto& [flag, value] : {std::pair{"--save-dir", a.save_dir}, {"--device", a.device}, {"--name", a.name}})
     if (!value.empty()) argv.insert(argv.end(), {flag, value});
   SpawnOptions so;

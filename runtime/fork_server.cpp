@@ -1,3 +1,4 @@
+#include "runtime/python_env.h"
 #include "runtime/fork_server.h"
 
 #include <fcntl.h>
@@ -51,9 +52,10 @@ Expected<int> StartServerAndConnect(const std::string& base, const std::vector<s
   so.stdout_path = base + ".log";
   so.stderr_path = base + ".log";
   so.outlive_parent = true;
-  auto child = Child::Spawn({WorkerPython(), "-m", "parity_capture.forkserver", "--socket", base + ".sock", "--lock", base + ".lock",
-                             "--keep-idle", std::to_string(KeepWorkers())},
-                            so);
+  std::vector<std::string> argv = PackageModuleCommand(WorkerPython(), "forkserver");
+  const std::vector<std::string> args = {"--socket", base + ".sock", "--lock", base + ".lock", "--keep-idle", std::to_string(KeepWorkers())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto child = Child::Spawn(argv, so);
   if (!child.ok()) return child.error();
   const auto deadline = std::chrono::steady_clock::now() + kListenSeconds;
   int fd;

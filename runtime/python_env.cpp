@@ -63,14 +63,30 @@ fs::path LoadedTorchPackage() {
   return {};
 }
 
+namespace {
+// BytecodeCacheEnv's entries for this process's torch, decided once.
+const std::vector<std::string>& KeptBytecodeEnv() {
+  static const std::vector<std::string> bytecode = BytecodeCacheEnv(LoadedTorchPackage(), Getenv, ParityCacheDir());
+  return bytecode;
+}
+}  // namespace
+
 std::vector<std::string> PythonEnv() {
   const char* pp = std::getenv("PYTHONPATH");
   std::vector<std::string> env = {
       std::string("PYTHONPATH=") + PARITY_TOOLS_DIR + (pp && *pp ? std::string(":") + pp : ""),
       "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
-  static const std::vector<std::string> bytecode = BytecodeCacheEnv(LoadedTorchPackage(), Getenv, ParityCacheDir());
-  env.insert(env.end(), bytecode.begin(), bytecode.end());
+  env.insert(env.end(), KeptBytecodeEnv().begin(), KeptBytecodeEnv().end());
   return env;
+}
+
+std::vector<std::string> PackageModuleCommand(const std::string& python, const std::string& module, bool bytecode_kept) {
+  if (!bytecode_kept) return {python, "-m", "parity_capture." + module};
+  return {python, (fs::path(PARITY_TOOLS_DIR) / "parity_capture" / "bytecode.py").string(), "parity_capture." + module};
+}
+
+std::vector<std::string> PackageModuleCommand(const std::string& python, const std::string& module) {
+  return PackageModuleCommand(python, module, !KeptBytecodeEnv().empty());
 }
 
 }  // namespace parity::runtime

@@ -1,3 +1,4 @@
+#include "runtime/python_env.h"
 #include "runtime/python_run.h"
 
 #include <fstream>
@@ -28,7 +29,7 @@ Status PythonRun::Spawn() {
   for (auto& e : PythonEnv()) so.env.push_back(e);
   so.stdout_path = log_;
   so.stderr_path = log_;
-  std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture." + module_};
+  std::vector<std::string> argv = PackageModuleCommand(WorkerPython(), module_);
   argv.insert(argv.end(), args_.begin(), args_.end());
   PARITY_ASSIGN_OR_RETURN(Child child, Child::Spawn(argv, so));
   child_.emplace(std::move(child));

@@ -1,3 +1,4 @@
+#include "runtime/python_env.h"
 #include "runtime/worker.h"
 #include "runtime/worker_requests.h"
 
@@ -195,7 +196,7 @@ Status WorkerProcess::LaunchSpawned() {
   so.stdout_path = log_path_;
   so.stderr_path = log_path_;
   for (auto& e : PythonEnv()) so.env.push_back(e);
-  std::vector<std::string> argv{WorkerPython(), "-m", "parity_capture.worker"};
+  std::vector<std::string> argv = PackageModuleCommand(WorkerPython(), "worker");
   for (auto& a : WorkerArgs()) argv.push_back(a);
   std::error_code ec;
   if (claim_) {

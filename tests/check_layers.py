@@ -20,7 +20,7 @@ OUTSIDE = {"tests", "fuzz", "bench"}  # may include any room
 PY_PACKAGE = os.path.join("tools", "parity_capture")
 PY_LAYERS = [
     # the format's graph reader (standalone_graph, inlined into repro.py), errors, leaves
-    ["errors", "ending", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm", "distributed",
+    ["errors", "ending", "bytecode", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm", "distributed",
      "compiled_autograd",
      "profiling", "profiling.categories", "profiling.timing", "profiling.trace"],
     ["standalone", "functionalized", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)

@@ -66,5 +66,15 @@ TEST(PythonEnv, ParityCacheDirFollowsItsVariable) {
     ::unsetenv("PARITY_CACHE_DIR");
 }
 
+TEST(PythonEnv, PackageModulesRunThroughTheBytecodeScriptOnlyWhereParityKeepsTheBytecode) {
+  EXPECT_EQ(PackageModuleCommand("py", "worker", false), (std::vector<std::string>{"py", "-m", "parity_capture.worker"}));
+  const auto kept = PackageModuleCommand("py", "forkserver", true);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0], "py");
+  EXPECT_EQ(std::filesystem::path(kept[1]).filename(), "bytecode.py");
+  EXPECT_TRUE(std::filesystem::exists(kept[1])) << kept[1];  // the package's own script, run as a file
+  EXPECT_EQ(kept[2], "parity_capture.forkserver");
+}
+
 }  // namespace
 }  // namespace parity::runtime
