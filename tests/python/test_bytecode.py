@@ -52,6 +52,13 @@ def test_compiled_once_per_torch_into_the_prefix_and_only_on_enough_cores(tmp_pa
     assert again.stdout.strip() == "False", again.stderr  # the marker names this torch: nothing to do
 
 
+def test_a_cache_it_cannot_write_is_logged_and_nothing_else(tmp_path, pkg):
+    (tmp_path / "a-file").write_text("")
+    r = _python(ENSURE, tmp_path / "a-file" / "pycache", tmp_path, "4", os.path.dirname(SCRIPT))
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+    assert "compiling the bytecode cache failed" in r.stderr
+
+
 def test_the_module_runs_as_dash_m_would(tmp_path):
     (tmp_path / "shown.py").write_text(
         "import os, sys\nprint(__name__, sys.argv[1:], sys.path[0] == os.getcwd(), os.path.basename(sys.argv[0]))\n")

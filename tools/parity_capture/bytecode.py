@@ -60,10 +60,19 @@ def compile_packages(names=PACKAGES, workers: int = 0) -> int:
 
 def ensure_compiled(cores: int, names=PACKAGES) -> bool:
     """Compiles the packages `names` once per torch into the cache PYTHONPYCACHEPREFIX names,
-    unless this machine has fewer than MIN_CORES cores. True when this call compiled them."""
+    unless this machine has fewer than MIN_CORES cores. True when this call compiled them; a
+    failure (a cache it cannot write, a compile that raised) is logged and answers False."""
     prefix = sys.pycache_prefix
     if not prefix or cores < MIN_CORES:
         return False
+    try:
+        return _compile_once(prefix, cores, names)
+    except Exception as e:  # noqa: BLE001 (the imports compile what they need instead)
+        print(f"parity: compiling the bytecode cache failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return False
+
+
+def _compile_once(prefix: str, cores: int, names) -> bool:
     stamp = torch_stamp()
     marker = marker_path(prefix)
 
@@ -82,11 +91,7 @@ def ensure_compiled(cores: int, names=PACKAGES) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process compiling: its result is ours
         if current():
             return False
-        try:
-            compile_packages(names, workers=cores)
-        except Exception as e:  # noqa: BLE001 (the imports compile what they need instead)
-            print(f"parity: compiling the bytecode cache failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-            return False
+        compile_packages(names, workers=cores)
         tmp = f"{marker}.{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(stamp)
