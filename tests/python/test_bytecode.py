@@ -64,7 +64,9 @@ def test_the_module_runs_as_dash_m_would(tmp_path):
         "import os, sys\nprint(__name__, sys.argv[1:], sys.path[0] == os.getcwd(), os.path.basename(sys.argv[0]))\n")
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{TOOLS}")
     env.pop("PYTHONPYCACHEPREFIX", None)  # no cache of parity's: nothing compiled before the run
-    p = subprocess.run([sys.executable, SCRIPT, "shown", "--flag", "v"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["__main__", "['--flag',", "'v']", "True", "shown.py"]
+    (tmp_path / "linked").symlink_to(os.path.realpath(TOOLS))  # a tools dir reached through a link
+    for script in (SCRIPT, str(tmp_path / "linked" / "parity_capture" / "bytecode.py")):
+        p = subprocess.run([sys.executable, script, "shown", "--flag", "v"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["__main__", "['--flag',", "'v']", "True", "shown.py"], script

@@ -105,7 +105,8 @@ def main(argv) -> None:
     ensure_compiled(os.cpu_count() or 1)
     # As `python -m` starts: the working dir first on sys.path instead of this script's dir (whose
     # modules would shadow top-level ones of the same name), the module's file as argv[0].
-    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    here = os.path.dirname(os.path.realpath(__file__))  # Python puts the script's real dir there
+    if sys.path and os.path.realpath(sys.path[0]) == here:
         sys.path[0] = os.getcwd()
     sys.argv = argv[1:]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
