@@ -45,17 +45,13 @@ def torch_stamp() -> str:
     return f"{spec.origin} {st.st_size} {st.st_mtime_ns}\n"
 
 
-def compile_packages(names=PACKAGES, workers: int = 0) -> int:
+def compile_packages(names=PACKAGES, workers: int = 0) -> None:
     """Compiles every module of the packages `names` into this interpreter's bytecode cache
-    (sys.pycache_prefix), `workers` processes at once (0: one per core). Returns the number of
-    package dirs compiled."""
-    done = 0
+    (sys.pycache_prefix), `workers` processes at once (0: one per core)."""
     for name in names:
         spec = importlib.util.find_spec(name)
         for d in (spec.submodule_search_locations or []) if spec else []:
             compileall.compile_dir(d, quiet=2, workers=workers or os.cpu_count() or 1, rx=SKIPPED)
-            done += 1
-    return done
 
 
 def ensure_compiled(cores: int, names=PACKAGES) -> bool:
