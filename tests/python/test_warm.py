@@ -24,6 +24,20 @@ def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
         assert "warm-up for cuda failed" in capsys.readouterr().err
 
 
+def test_the_kernel_header_prepared_beside_the_imports_is_the_one_a_kernel_build_asks_for():
+    """warm_up prepares Inductor's precompiled CPU kernel header in a thread beside its imports,
+    with the call a kernel's build makes: a kernel compiled after it finds that call answered
+    (Inductor's cache of it hit, the header not preprocessed again). A torch that changes the call
+    fails here (cpu_kernel_header follows it)."""
+    from torch._inductor import codecache
+    codecache._precompile_header.cache_clear()  # as in a fresh process
+    warm.cpu_kernel_header()
+    assert codecache._precompile_header.cache_info().misses == 1
+    torch.compile(lambda t: torch.sigmoid(t) * 3 + 1, backend="inductor", fullgraph=True)(torch.randn(64))
+    info = codecache._precompile_header.cache_info()
+    assert info.misses == 1 and info.hits >= 1, info
+
+
 def test_the_isa_chosen_with_caches_on_serves_a_compile_with_them_off(monkeypatch):
     """The profiling child compiles with Inductor's caches off; the ISA chosen before (caches on)
     is what that compile gets, with no probe built again."""
