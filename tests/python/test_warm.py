@@ -1,5 +1,7 @@
 """warm.py: what a process prepares before its first Inductor compile."""
+import os
 import platform
+import subprocess
 import sys
 import threading
 import time
@@ -8,6 +10,8 @@ import pytest
 import torch
 
 from parity_capture import warm
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
 
 
 def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
@@ -26,16 +30,27 @@ def test_warm_up_prepares_the_first_compile_and_only_logs_a_failure(capsys):
 
 def test_the_kernel_header_prepared_beside_the_imports_is_the_one_a_kernel_build_asks_for():
     """warm_up prepares Inductor's precompiled CPU kernel header in a thread beside its imports,
-    with the call a kernel's build makes: a kernel compiled after it finds that call answered
-    (Inductor's cache of it hit, the header not preprocessed again). A torch that changes the call
-    fails here (cpu_kernel_header follows it)."""
-    from torch._inductor import codecache
-    codecache._precompile_header.cache_clear()  # as in a fresh process
-    warm.cpu_kernel_header()
-    assert codecache._precompile_header.cache_info().misses == 1
-    torch.compile(lambda t: torch.sigmoid(t) * 3 + 1, backend="inductor", fullgraph=True)(torch.randn(64))
-    info = codecache._precompile_header.cache_info()
-    assert info.misses == 1 and info.hits >= 1, info
+    with the call a kernel's build makes: in a fresh process, the thread imports nothing beyond
+    KERNEL_HEADER_IMPORTS (imported before it starts, so no two threads import at once), and a
+    kernel compiled after it finds that call answered (Inductor's cache of it hit, the header not
+    preprocessed again). A torch that changes the call or the imports fails here."""
+    code = """if True:
+        import importlib, sys, torch
+        from parity_capture import warm
+        for m in warm.KERNEL_HEADER_IMPORTS:
+            importlib.import_module(m)
+        before = set(sys.modules)
+        warm.cpu_kernel_header()
+        assert set(sys.modules) == before, sorted(set(sys.modules) - before)
+        from torch._inductor import codecache
+        assert codecache._precompile_header.cache_info().misses == 1
+        torch.compile(lambda t: torch.sigmoid(t) * 3 + 1, backend="inductor", fullgraph=True)(torch.randn(64))
+        info = codecache._precompile_header.cache_info()
+        assert info.misses == 1 and info.hits >= 1, info
+        print("ok")
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=TOOLS))
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
 def test_the_isa_chosen_with_caches_on_serves_a_compile_with_them_off(monkeypatch):

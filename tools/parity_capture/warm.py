@@ -116,7 +116,7 @@ def warm_up(device: str) -> None:
     import time
     t0 = time.perf_counter()
     try:
-        beside = None if device.startswith("cuda") else _beside(cpu_kernel_header)
+        beside = None if device.startswith("cuda") or not _imported(KERNEL_HEADER_IMPORTS) else _beside(cpu_kernel_header)
         importlib.import_module("torch._dynamo")
         importlib.import_module("torch._inductor.compile_fx")
         if beside is not None:
@@ -133,6 +133,23 @@ def warm_up(device: str) -> None:
         print(f"parity worker: warm-up for {device} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return
     print(f"parity worker: warmed up for {device} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
+
+
+# What cpu_kernel_header imports, warm or cold (test_warm.py holds it so), imported before its
+# thread starts: two threads importing modules that import each other can deadlock, and importlib
+# then raises in one of them. The header's own thread imports nothing.
+KERNEL_HEADER_IMPORTS = ("torch._inductor.codecache", "torch._inductor.cpp_builder", "torch._inductor.cpu_vec_isa",
+                         "torch.utils._filelock", "torch.utils.cpp_extension")
+
+
+def _imported(modules) -> bool:
+    """Whether each of `modules` imports (a torch without one of them gets no header thread)."""
+    try:
+        for m in modules:
+            importlib.import_module(m)
+    except ImportError:
+        return False
+    return True
 
 
 def _beside(step):
