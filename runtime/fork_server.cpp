@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// How long a started server may take to listen (it listens before its imports).
+// How long a started server may take to listen (it listens before its own preparation, after
+// the package's imports: parity_capture/forkserver.py).
 constexpr std::chrono::seconds kListenSeconds{20};
 
 int ConnectUnix(const std::string& path) {
