@@ -100,6 +100,34 @@ def parity_verify(parity: str, dirs: list, device: str, cache: str, out: str, ex
     return {"process_wall_s": wall, "records": recs}
 
 
+class device_memory:  # noqa: N801 (a context manager)
+    """The most memory in use on the GPUs while the block runs, less what was in use before it, in
+    MiB (`mib`): nvidia-smi's memory.used every 50 ms, summed over the GPUs, so every process and
+    its CUDA context counts (parity's reference and its worker side by side; the runner's one
+    process). None off CUDA or without nvidia-smi."""
+
+    QUERY = ["--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+
+    def __init__(self, device: str):
+        self.smi = shutil.which("nvidia-smi") if device.startswith("cuda") else None
+        self.mib = None
+
+    def __enter__(self):
+        if self.smi:
+            now = subprocess.run([self.smi, *self.QUERY], capture_output=True, text=True).stdout.split()
+            self.gpus, self.base = max(1, len(now)), sum(int(v) for v in now if v.isdigit())
+            self.proc = subprocess.Popen([self.smi, *self.QUERY, "-lms", "50"], stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.smi:
+            self.proc.terminate()
+            values = [int(v) for v in self.proc.communicate()[0].split() if v.isdigit()]
+            sums = [sum(values[i:i + self.gpus]) for i in range(0, len(values) - self.gpus + 1, self.gpus)]
+            self.mib = max(sums) - self.base if sums else None
+        return False
+
+
 def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "small", models=("bert", "gpt2", "t5"),
         tests=("train", "eval"), jobs: int = 1) -> dict:
     rows = []
@@ -115,8 +143,12 @@ def run(parity: str, python: str, tmp: str, device: str = "cpu", size: str = "sm
             row = {"model": model, "test": test}
             py_cold = python_flow(python, model, test, device, size, pc)
             pa_cold = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-cold"))
-            py_warm = python_flow(python, model, test, device, size, pc)
-            pa_warm = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-warm"))
+            with device_memory(device) as py_mem:
+                py_warm = python_flow(python, model, test, device, size, pc)
+            with device_memory(device) as pa_mem:
+                pa_warm = parity_verify(parity, [d], device, qc, os.path.join(tmp, "out-warm"))
+            if py_mem.mib is not None and pa_mem.mib is not None:
+                row["device_used_mib"] = {"python": py_mem.mib, "parity": pa_mem.mib}
             if bytecode:
                 python_flow(python, model, test, device, size, pc, bytecode)
                 row["python_warm_bytecode_s"] = python_flow(python, model, test, device, size, pc, bytecode)["process_wall_s"]
@@ -209,12 +241,17 @@ def render(r: dict) -> list:
               f"(verdicts: {', '.join(m['verdicts'])}).", ""]
     if any(row.get("python_peak_bytes") for row in r["rows"]):
         lines += ["Peak device memory (warm run): Python's `max_memory_allocated` against parity's reference (its "
-                  "process) and backend (the worker), which run side by side:", "",
-                  "| model | test | Python | parity reference + backend |", "|---|---|---|---|"]
+                  "process) and backend (the worker), which run side by side; and the most in use on the device "
+                  "while each ran (nvidia-smi every 50 ms, every process and its CUDA context):", "",
+                  "| model | test | Python | parity reference + backend | device, Python | device, parity |",
+                  "|---|---|---|---|---|---|"]
         for row in r["rows"]:
             p = row.get("parity_peak_bytes") or {}
+            used = row.get("device_used_mib") or {}
+            shown = [f"{used[k]} MiB" if k in used else "-" for k in ("python", "parity")]
             lines.append(f"| {row['model']} | {row['test']} | {row['python_peak_bytes'] / 2**30:.2f} GiB | "
-                         f"{p.get('reference', 0) / 2**30:.2f} + {p.get('backend', 0) / 2**30:.2f} GiB |")
+                         f"{p.get('reference', 0) / 2**30:.2f} + {p.get('backend', 0) / 2**30:.2f} GiB | "
+                         f"{shown[0]} | {shown[1]} |")
         lines.append("")
     return lines
 
