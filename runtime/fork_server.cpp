@@ -1,4 +1,3 @@
-#include "runtime/python_env.h"
 #include "runtime/fork_server.h"
 
 #include <fcntl.h>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "runtime/python_env.h"
 #include "runtime/worker.h"
 #include "runtime/worker_pool.h"
 #include "util/files.h"
@@ -54,8 +54,7 @@ Expected<int> StartServerAndConnect(const std::string& base, const std::vector<s
   so.stderr_path = base + ".log";
   so.outlive_parent = true;
   std::vector<std::string> argv = PackageModuleCommand(WorkerPython(), "forkserver");
-  const std::vector<std::string> args = {"--socket", base + ".sock", "--lock", base + ".lock", "--keep-idle", std::to_string(KeepWorkers())};
-  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--socket", base + ".sock", "--lock", base + ".lock", "--keep-idle", std::to_string(KeepWorkers())});
   auto child = Child::Spawn(argv, so);
   if (!child.ok()) return child.error();
   const auto deadline = std::chrono::steady_clock::now() + kListenSeconds;

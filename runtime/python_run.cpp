@@ -1,9 +1,9 @@
-#include "runtime/python_env.h"
 #include "runtime/python_run.h"
 
 #include <fstream>
 #include <thread>
 
+#include "runtime/python_env.h"
 #include "runtime/worker.h"
 #include "runtime/worker_pool.h"
 

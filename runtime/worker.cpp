@@ -1,4 +1,3 @@
-#include "runtime/python_env.h"
 #include "runtime/worker.h"
 #include "runtime/worker_requests.h"
 
@@ -16,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/python_env.h"
 #include "util/digest.h"
 #include "util/socket.h"
 
