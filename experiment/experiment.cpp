@@ -50,6 +50,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
   if (rule != "same") j["rule"] = rule;  // likewise
   j["noise_budgets"] = ToString(noise_budgets);
   if (while_limit > 0) j["while_limit"] = while_limit;  // absent when 0: fingerprints of earlier runs stay the same
+  if (!verified_tensors.empty()) j["verified_tensors"] = verified_tensors;
   if (rank >= 0) j["distributed"] = {{"rank", rank}, {"world_size", world_size}};  // likewise, absent for a plain dir
   return j;
 }
@@ -76,6 +77,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
     s.sweep = j.value("sweep", 0);
     s.rule = j.value("rule", std::string("same"));
     s.while_limit = j.value("while_limit", int64_t{0});
+    s.verified_tensors = j.value("verified_tensors", std::string());
     if (j.contains("distributed")) {
       s.rank = j.at("distributed").at("rank");
       s.world_size = j.at("distributed").at("world_size");
@@ -91,7 +93,7 @@ Expected<ExperimentSpec> ExperimentSpec::FromJson(const nlohmann::json& j) {
 std::string ExperimentSpec::Fingerprint() const {
   // Everything ToJson says except where things live and how failures are filtered.
   nlohmann::json j = ToJson();
-  for (const char* where : {"repro", "cache_dir", "work_dir", "imports", "ignore_non_fp", "noise_budgets"}) j.erase(where);
+  for (const char* where : {"repro", "verified_tensors", "cache_dir", "work_dir", "imports", "ignore_non_fp", "noise_budgets"}) j.erase(where);
   return Sha256Hex(j.dump()).substr(0, 32);
 }
 

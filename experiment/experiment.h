@@ -38,6 +38,9 @@ struct ExperimentSpec {
   std::string model;  // suite name or repro dir's model
   std::string suite;
   std::string repro;  // the captured repro dir
+  // Its tensors file as the driver checked its digest (ReproDir::verified_tensors): the child
+  // trusts it instead of hashing the file again; "" the child checks. Not in the fingerprint.
+  std::string verified_tensors;
   std::string backend;
   nlohmann::json backend_options = nlohmann::json::object();
   std::string test = "eval";  // eval | train

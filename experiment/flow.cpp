@@ -93,6 +93,7 @@ struct Setup {
 Stop Prepare(Flow& f, Setup& s) {
   const ExperimentSpec& spec = f.spec;
   f.clock.Enter("load");
+  ReproDir::TrustVerifiedTensors(spec.verified_tensors);  // the driver hashed it
   auto repro = ReproDir::Load(spec.repro);
   if (!repro.ok()) return Early(f, Code::kEagerFailed, repro.error().message);
   s.repro.emplace(std::move(*repro));

@@ -182,30 +182,39 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const Manifest& m, const fs:
   return e;
 }
 
-// The tensors file is the one captured (a flipped bit would otherwise pass: the fp64 reference
-// is recomputed from the same data). Checked once per process per (path, size, mtime).
-Status CheckDigest(const Manifest& m, const safetensors::File& tensors, const std::string& mw) {
-  const char* skip = std::getenv("PARITY_NO_VERIFY_DIGESTS");
-  if (m.tensors_sha256.empty() || (skip && *skip && std::string(skip) != "0")) return Status::Ok();
-  static std::mutex mu;
-  static std::set<std::string> verified;
+// The tensors files whose digest this process checked, or was told another of parity's processes
+// checked (ReproDir::TrustVerifiedTensors), each as DigestKey says it.
+std::mutex verified_mu;
+std::set<std::string> verified_files;
+
+// A tensors file as checked: where it is, its size and mtime, and the digest it was checked against.
+std::string DigestKey(const Manifest& m, const safetensors::File& tensors) {
   std::error_code ec;
   const auto size = fs::file_size(tensors.path(), ec);
   const auto mtime = fs::last_write_time(tensors.path(), ec).time_since_epoch().count();
-  const std::string key = fs::weakly_canonical(tensors.path(), ec).string() + "|" + std::to_string(size) + "|" +
-                          std::to_string(mtime) + "|" + m.tensors_sha256;
+  return fs::weakly_canonical(tensors.path(), ec).string() + "|" + std::to_string(size) + "|" + std::to_string(mtime) + "|" +
+         m.tensors_sha256;
+}
+
+// The tensors file is the one captured (a flipped bit would otherwise pass: the fp64 reference
+// is recomputed from the same data). Checked once per process per (path, size, mtime); returns
+// the file's DigestKey, "" when it is not checked.
+Expected<std::string> CheckDigest(const Manifest& m, const safetensors::File& tensors, const std::string& mw) {
+  const char* skip = std::getenv("PARITY_NO_VERIFY_DIGESTS");
+  if (m.tensors_sha256.empty() || (skip && *skip && std::string(skip) != "0")) return std::string();
+  std::string key = DigestKey(m, tensors);
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (verified.count(key)) return Status::Ok();
+    std::lock_guard<std::mutex> lock(verified_mu);
+    if (verified_files.count(key)) return key;
   }
   const std::string got = tensors.Sha256();
   if (got != m.tensors_sha256)
     return Error::BadInput(tensors.path().string() + ": SHA-256 " + got + " does not match " + mw +
                            " field \"tensors_sha256\" (" + m.tensors_sha256 +
                            "): the tensors changed since capture (parity --no-verify-digests loads them anyway)");
-  std::lock_guard<std::mutex> lock(mu);
-  verified.insert(key);
-  return Status::Ok();
+  std::lock_guard<std::mutex> lock(verified_mu);
+  verified_files.insert(key);
+  return key;
 }
 
 // Every tensor the graph reads exists and agrees with the captured metadata; every input names
@@ -315,8 +324,15 @@ Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
     PARITY_RETURN_IF_ERROR(CheckGraphTensors(e, *r.tensors_, dir, gw));
     r.graphs_.push_back(std::move(e));
   }
-  PARITY_RETURN_IF_ERROR(CheckDigest(r.manifest_, *r.tensors_, mw));  // last: structural errors are named first
+  // last: structural errors are named first
+  PARITY_ASSIGN_OR_RETURN(r.verified_tensors_, CheckDigest(r.manifest_, *r.tensors_, mw));
   return r;
+}
+
+void ReproDir::TrustVerifiedTensors(const std::string& verified) {
+  if (verified.empty()) return;
+  std::lock_guard<std::mutex> lock(verified_mu);
+  verified_files.insert(verified);
 }
 
 Expected<std::map<std::string, at::Tensor>> ReproDir::Inputs(const GraphEntry& g) const {

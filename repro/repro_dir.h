@@ -85,6 +85,13 @@ class ReproDir {
   // is set (`parity --no-verify-digests`); a file already checked in this process (same path,
   // size and mtime) is not hashed again.
   [[nodiscard]] static Expected<ReproDir> Load(const std::filesystem::path& dir);
+  // The tensors file as this load checked its digest (its path, size and mtime, and the manifest's
+  // digest), "" when it was not checked. A process handing the dir to another one of parity's
+  // (the driver to an experiment's child, in its spec) passes it along; the other calls
+  // TrustVerifiedTensors with it, and its Load does not hash the file again while its path, size
+  // and mtime are those (a big dir's hash is most of its read).
+  const std::string& verified_tensors() const { return verified_tensors_; }
+  static void TrustVerifiedTensors(const std::string& verified);
 
   const std::filesystem::path& root() const { return root_; }
   const Manifest& manifest() const { return manifest_; }
@@ -104,6 +111,7 @@ class ReproDir {
   Manifest manifest_;
   std::vector<GraphEntry> graphs_;
   std::optional<safetensors::File> tensors_;
+  std::string verified_tensors_;
 };
 
 // Writes a repro dir: graph JSON files, the manifest and `tensors` (key -> tensor). Existing

@@ -12,7 +12,11 @@ TEST(Experiment, FingerprintIgnoresScratchPaths) {
   ExperimentSpec b = a;
   b.work_dir = "/elsewhere";
   b.repro = "/other/capture";
+  b.verified_tensors = "/other/capture/tensors.safetensors|123|456|abc";
   EXPECT_EQ(a.Fingerprint(), b.Fingerprint());
+  auto b_back = ExperimentSpec::FromJson(b.ToJson());
+  ASSERT_TRUE(b_back.ok());
+  EXPECT_EQ(b_back->verified_tensors, b.verified_tensors);  // what the child is told the driver hashed
   b.backend_options["max_autotune"] = "True";
   EXPECT_NE(a.Fingerprint(), b.Fingerprint());
   auto back = ExperimentSpec::FromJson(a.ToJson());

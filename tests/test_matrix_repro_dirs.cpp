@@ -27,6 +27,27 @@ TEST(ReproDirs, ABadDirIsSetAsideAndTheOthersLoad) {
   EXPECT_EQ(dirs.Find(bad.path().string()), nullptr);
 }
 
+TEST(ReproDirs, ManyDirsReadAtOnceKeepTheOrderGiven) {
+  // Read on several threads: each dir's outcome is its own, both lists in the order given.
+  std::vector<testing::TempDir> dirs(7);
+  MatrixOptions o;
+  for (size_t k = 0; k < dirs.size(); ++k) {
+    testing::WriteSmallRepro(dirs[k].path());
+    if (k % 3 == 1) testing::Spit(dirs[k] / "manifest.json", "{}");
+    o.repro_dirs.push_back(dirs[k].path().string());
+  }
+  const LoadedDirs read = LoadReproDirs(o);
+  ASSERT_EQ(read.good.size(), 5u);
+  ASSERT_EQ(read.bad.size(), 2u);
+  const std::vector<size_t> good = {0, 2, 3, 5, 6}, bad = {1, 4};
+  for (size_t k = 0; k < good.size(); ++k) {
+    EXPECT_EQ(read.good[k].dir, o.repro_dirs[good[k]]);
+    EXPECT_EQ(read.good[k].repro->root(), dirs[good[k]].path());
+    EXPECT_FALSE(read.good[k].repro->verified_tensors().empty());  // its digest checked, for the experiments' children
+  }
+  for (size_t k = 0; k < bad.size(); ++k) EXPECT_EQ(read.bad[k].dir, o.repro_dirs[bad[k]]);
+}
+
 TEST(ReproDirs, ADirAskedForAnotherTestIsBadInputNamingTheField) {
   testing::TempDir dir;
   testing::WriteSmallRepro(dir.path());  // an eval, float32 capture

@@ -3,6 +3,8 @@
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <functional>
 #include <regex>
@@ -375,6 +377,45 @@ TEST(ReproDir, TheTensorsDigestCatchesFlippedBits) {
   EXPECT_TRUE(loads);
   EditManifest(dir.path(), [](json& j) { j["tensors_sha256"] = "xyz"; });
   EXPECT_TRUE(testing::FailsWith(ReproDir::Load(dir.path()), {"tensors_sha256", "hex"}));
+}
+
+TEST(ReproDir, ADigestAnotherProcessCheckedIsTrustedWhileTheFileKeepsItsSizeAndMtime) {
+  TempDir dir;
+  testing::WriteSmallRepro(dir.path());
+  const fs::path file = dir / "tensors.safetensors";
+  // Another process (a child: this one's checks stay its own) loads the dir and says what it checked.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto r = ReproDir::Load(dir.path());
+    const std::string said = r.ok() ? r->verified_tensors() : "";
+    (void)!::write(fds[1], said.data(), said.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string verified;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) verified.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_NE(verified.find("tensors.safetensors"), std::string::npos) << verified;
+  // The data changes behind it, its size and mtime kept: this process, never told, hashes and refuses it.
+  const auto mtime = fs::last_write_time(file);
+  std::string bytes = Slurp(file);
+  bytes[bytes.size() - 3] ^= 0x40;
+  Spit(file, bytes);
+  fs::last_write_time(file, mtime);
+  EXPECT_TRUE(FailsWith(ReproDir::Load(dir.path()), {"SHA-256"}));
+  // Told, it trusts the other's check and does not hash the file again.
+  ReproDir::TrustVerifiedTensors(verified);
+  auto trusted = ReproDir::Load(dir.path());
+  ASSERT_TRUE(trusted.ok()) << trusted.error().message;
+  EXPECT_EQ(trusted->verified_tensors(), verified);
+  // Only while the file keeps them: another mtime is another file, hashed again.
+  fs::last_write_time(file, mtime + std::chrono::seconds(1));
+  EXPECT_TRUE(FailsWith(ReproDir::Load(dir.path()), {"SHA-256"}));
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ void Prepare(std::vector<Item>& items, Session& s) {
       item.early = r;
     }
   }
+  for (Item& item : items)  // read here, its digest checked: the experiment's child need not hash it again
+    if (item.repro) item.spec.verified_tensors = item.repro->verified_tensors();
 }
 
 results::Record Record(const Item& item, Session& s) {
