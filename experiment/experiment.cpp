@@ -118,7 +118,8 @@ nlohmann::json ExperimentResult::ToJson() const {
           {"justification", justification},
           {"calibration_time_s", calibration_time_s},
           {"phase_seconds", phase_seconds},
-          {"peak_memory_bytes", peak_memory_bytes}};
+          {"peak_memory_bytes", peak_memory_bytes},
+          {"device_name", device_name}};
 }
 
 ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
@@ -145,6 +146,7 @@ ExperimentResult ExperimentResult::FromJson(const nlohmann::json& j) {
   r.calibration_time_s = j.value("calibration_time_s", 0.0);
   r.phase_seconds = j.value("phase_seconds", std::map<std::string, double>{});
   r.peak_memory_bytes = j.value("peak_memory_bytes", std::map<std::string, int64_t>{});
+  r.device_name = j.value("device_name", std::string());
   return r;
 }
 

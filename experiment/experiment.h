@@ -100,6 +100,9 @@ struct ExperimentResult {
   // On an accelerator, the most device memory each side held at once: "reference" (parity's
   // interpreter runs) and "backend" (the worker's compile and runs); empty on the CPU.
   std::map<std::string, int64_t> peak_memory_bytes;
+  // On an accelerator, its name as the experiment's worker says it ("NVIDIA H200"); "" where the
+  // experiment never asked its worker anything (the driver asks a worker of its own then).
+  std::string device_name;
   nlohmann::json ToJson() const;
   static ExperimentResult FromJson(const nlohmann::json& j);
 };

@@ -2,6 +2,8 @@
 
 #include "experiment/backend.h"
 #include "experiment/devices.h"
+#include "runtime/worker.h"
+#include "runtime/worker_requests.h"
 
 #include <ATen/Context.h>
 
@@ -68,11 +70,22 @@ std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
 }
 
 namespace {
+// The accelerator's name, as this process's worker says it (asked once per process, and only of
+// a worker the experiment already talked to: never waiting for one to start); "" otherwise.
+std::string DeviceName(const ExperimentSpec& spec) {
+  static std::string name;
+  if (!name.empty() || spec.device.rfind("cpu", 0) == 0 || !runtime::WorkerConnected()) return name;
+  if (auto pong = runtime::AskWorker(runtime::requests::Ping()); pong.ok()) name = pong->value("device_name", std::string());
+  return name;
+}
+
 // One experiment of a job dir: DIR/spec.json's, run in DIR (a rerun runs in its own dir).
 Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase) {
   PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
   spec.work_dir = fs::absolute(dir).string();
-  nlohmann::json result = RunExperiment(spec, on_phase).ToJson();
+  ExperimentResult r = RunExperiment(spec, on_phase);
+  r.device_name = DeviceName(spec);  // the driver's record names it without asking a worker while jobs run
+  nlohmann::json result = r.ToJson();
   try {
     ReleaseCachedMemory(c10::Device(spec.device));  // a job server's next experiment gets it all
   } catch (const std::exception&) {

@@ -424,4 +424,6 @@ Status ConnectWorker() {
 
 void ReleaseWorker() { ProcessClient().reset(); }
 
+bool WorkerConnected() { return ProcessClient().has_value(); }
+
 }  // namespace parity::runtime

@@ -135,6 +135,9 @@ inline constexpr int kWorkerStartSeconds = 300;
 // serves one connection at a time: a job server releases its own after each job, so the worker
 // serves its driver between jobs.
 void ReleaseWorker();
+// Whether this process holds a connection to its worker (it asked it something since it last
+// released it): asking it more then waits for no worker to start.
+bool WorkerConnected();
 
 // `wanted`, or a short path in the temp dir unique to this process and `wanted` when it does not
 // fit a Unix socket address (108 bytes).

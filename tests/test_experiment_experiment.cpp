@@ -44,5 +44,13 @@ TEST(Experiment, ResultKeepsTheWorkerExceptionApart) {
   EXPECT_EQ(back.traceback, r.traceback);
 }
 
+TEST(Experiment, ResultCarriesTheDeviceItsChildRanOn) {
+  ExperimentResult r;
+  r.code = Code::kPass;
+  r.device_name = "NVIDIA H200";
+  EXPECT_EQ(ExperimentResult::FromJson(r.ToJson()).device_name, "NVIDIA H200");
+  EXPECT_EQ(ExperimentResult::FromJson(ExperimentResult().ToJson()).device_name, "");
+}
+
 }  // namespace
 }  // namespace parity::experiment

@@ -9,8 +9,11 @@ namespace parity::verify {
 
 namespace {
 
-std::string AcceleratorModel(Session& s, const std::string& device) {
+// The experiment's device as records name it: the CPU's model, else the name its child reported,
+// else slot 0's worker is asked (once; it may be serving a job then, and the driver waits).
+std::string AcceleratorModel(Session& s, const std::string& device, const experiment::ExperimentResult& r) {
   if (device.rfind("cuda", 0) != 0) return matrix::CpuModel();
+  if (!r.device_name.empty()) return r.device_name;
   if (!s.accelerator.empty()) return s.accelerator;
   auto resp = s.runner.Ask(runtime::requests::Ping());
   return s.accelerator = resp.ok() ? resp->value("device_name", std::string("cuda")) : std::string("cuda");
@@ -56,7 +59,7 @@ results::Record Record(const Item& item, Session& s) {
   const experiment::ExperimentSpec& spec = item.spec;
   const experiment::ExperimentResult& r = item.attempts.front();
   RecordContext ctx;
-  ctx.accelerator_model = AcceleratorModel(s, spec.device);
+  ctx.accelerator_model = AcceleratorModel(s, spec.device, r);
   ctx.job_wall_s = item.wall_s;
   ctx.capture_s = item.capture_s;
   ctx.batch_size = spec.batch_size;
