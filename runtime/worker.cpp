@@ -123,6 +123,11 @@ WorkerProcess::~WorkerProcess() {
   Stop();
 }
 
+void WorkerProcess::SignalEnd() {
+  if (claim_ && (child_ || pid_ > 0) && !Check()) return;  // the pool's next user takes it
+  if (child_) child_->Signal();
+}
+
 std::optional<ExitInfo> WorkerProcess::Check() {
   if (forking_) {
     if (!Settle(std::chrono::milliseconds(0)).ok()) return ExitInfo{};

@@ -33,6 +33,22 @@ TEST(Subprocess, KillsAtTheDeadlineWithItsChildren) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
+TEST(Subprocess, SignalEndsItsGroupWithoutWaiting) {
+  // Several children signalled first end side by side; each is waited for afterwards.
+  std::vector<Child> children;
+  for (int k = 0; k < 3; ++k) {
+    auto c = Child::Spawn({"/bin/sh", "-c", "sleep 100 & sleep 100"});
+    ASSERT_TRUE(c.ok());
+    children.push_back(std::move(*c));
+  }
+  for (Child& c : children) c.Signal();
+  for (Child& c : children) {
+    ExitInfo e = c.Wait(std::chrono::seconds(10));
+    EXPECT_FALSE(e.timed_out);
+    EXPECT_EQ(e.signal, SIGKILL);
+  }
+}
+
 TEST(Subprocess, PassesEnvironmentAndRedirects) {
   char tmpl[] = "/tmp/parity_sp_XXXXXX";
   int fd = ::mkstemp(tmpl);

@@ -120,10 +120,15 @@ void Child::CloseStatus() {
   status_fd_ = -1;
 }
 
-void Child::Kill() {
+void Child::Signal() {
   if (pid_ <= 0) return;
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
+}
+
+void Child::Kill() {
+  if (pid_ <= 0) return;
+  Signal();
   if (status_fd_ >= 0) {
     (void)Reported(5000);  // the zygote reaps it at once
     CloseStatus();

@@ -49,6 +49,11 @@ class Child {
   // Non-blocking: set when the child has ended.
   std::optional<ExitInfo> Poll();
   void Kill();
+  // Sends what Kill sends (SIGKILL to its process group) without waiting for its end, which a
+  // later Kill, Wait or the destructor waits for: a caller ending several children signals them
+  // all first, so that their ends overlap (a process holding a CUDA context takes about a second
+  // to end).
+  void Signal();
   // Forgets the child without killing it (it lives on; once it ends it stays a zombie until this
   // process ends). Returns its pid.
   pid_t Release();
