@@ -101,7 +101,9 @@ int ExperimentServerMain(const std::string& socket) { return runtime::JobServerM
 std::vector<std::vector<std::string>> SlotEnvironmentsHere(int jobs, bool cuda) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const int gpus = cuda && jobs > 1 && at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
-  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()));
+  const char* compile_threads = std::getenv(runtime::kCompileThreadsEnv);
+  return runtime::SlotEnvironments(jobs, cuda, gpus, visible ? visible : "", static_cast<int>(std::thread::hardware_concurrency()),
+                                   compile_threads && *compile_threads);
 }
 
 bool PoisonsItsProcess(const ExperimentResult& r) {

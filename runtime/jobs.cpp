@@ -52,9 +52,15 @@ Expected<Child> SpawnJob(const Job& job, const fs::path& dir, const std::string&
 }  // namespace
 
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
-                                                       int cpus) {
+                                                       int cpus, bool compile_threads_given) {
   jobs = std::max(1, jobs);
   std::vector<std::vector<std::string>> env(static_cast<size_t>(jobs));
+  const std::string compile_threads = std::string(kCompileThreadsEnv) + "=" + std::to_string(std::max(1, cpus / jobs));
+  auto with_compile_threads = [&] {
+    if (jobs > 1 && !compile_threads_given)
+      for (auto& e : env) e.push_back(compile_threads);
+    return env;
+  };
   if (cuda) {
     // A CUDA run's host-side work is small; a runner and its worker each with a thread per core
     // made it 20x slower on a 16-core H100 host (a scan's noise-budget calibration 6.3 s, against
@@ -70,12 +76,12 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
       for (int i = 0; i < gpus; ++i) ids.push_back(std::to_string(i));
     if (ids.size() > 1 && jobs > 1)
       for (size_t i = 0; i < env.size(); ++i) env[i].push_back("CUDA_VISIBLE_DEVICES=" + ids[i % ids.size()]);
-    return env;
+    return with_compile_threads();
   }
   if (jobs == 1) return env;
   const std::string threads = std::to_string(std::max(1, cpus / jobs));
   for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
-  return env;
+  return with_compile_threads();
 }
 
 int SlotCpus() {

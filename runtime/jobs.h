@@ -54,8 +54,14 @@ inline constexpr const char* kJobCommand = "_experiment";
 // threads. One CPU slot gets nothing.
 // On CUDA each slot also gets kSlotCpusEnv: its share of the cores (cpus/jobs), for host work
 // once the backend is done (the comparison: ComparisonCpus).
+// With several slots each worker's Inductor compiles on its share of the cores too
+// (TORCHINDUCTOR_COMPILE_THREADS=cpus/jobs), unless `compile_threads_given` (the user's own
+// $TORCHINDUCTOR_COMPILE_THREADS, which every slot then inherits): otherwise every slot's worker
+// starts a compile pool of a process per core, each importing torch, all at once at the first
+// compiles of a run.
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
-                                                       int cpus);
+                                                       int cpus, bool compile_threads_given = false);
+inline constexpr const char* kCompileThreadsEnv = "TORCHINDUCTOR_COMPILE_THREADS";
 inline constexpr const char* kSlotCpusEnv = "PARITY_SLOT_CPUS";
 // This process's slot's share of the cores ($PARITY_SLOT_CPUS), 0 when none was given.
 int SlotCpus();

@@ -11,19 +11,21 @@ namespace {
 
 using Env = std::vector<std::vector<std::string>>;
 
-// A CUDA slot's environment: its share of threads (at most 4), its share of the cores, then its
-// GPU when pinned.
+// A CUDA slot's environment among several: its share of threads (at most 4), its share of the
+// cores, its GPU when pinned, then its compile threads (its share of the cores).
 std::vector<std::string> Cuda(int threads, int cores, const std::string& gpu = "") {
   std::vector<std::string> e = {"OMP_NUM_THREADS=" + std::to_string(threads), "MKL_NUM_THREADS=" + std::to_string(threads),
                                 "PARITY_SLOT_CPUS=" + std::to_string(cores)};
   if (!gpu.empty()) e.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
+  e.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(cores));
   return e;
 }
 
 TEST(Jobs, OneCpuSlotGetsNothing) { EXPECT_EQ(SlotEnvironments(1, false, 0, "", 16), Env(1)); }
 
 TEST(Jobs, CudaSlotsGetAShareOfThreadsAtMostFour) {
-  EXPECT_EQ(SlotEnvironments(1, true, 8, "", 16), Env{Cuda(4, 16)});  // one slot: no GPU pinned
+  // One slot: no GPU pinned, Inductor's compile threads its own.
+  EXPECT_EQ(SlotEnvironments(1, true, 8, "", 16), (Env{{"OMP_NUM_THREADS=4", "MKL_NUM_THREADS=4", "PARITY_SLOT_CPUS=16"}}));
   EXPECT_EQ(SlotEnvironments(4, true, 1, "", 16), Env(4, Cuda(4, 4)));
   EXPECT_EQ(SlotEnvironments(8, true, 1, "", 16), Env(8, Cuda(2, 2)));
   EXPECT_EQ(SlotEnvironments(4, true, 1, "", 2), Env(4, Cuda(1, 1)));
@@ -61,9 +63,18 @@ TEST(Jobs, EightGpusAndMoreSlotsThanGpus) {
 }
 
 TEST(Jobs, CpuSlotsSplitTheThreads) {
-  EXPECT_EQ(SlotEnvironments(2, false, 0, "", 16),
-            (Env{{"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8"}, {"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8"}}));
-  EXPECT_EQ(SlotEnvironments(4, false, 0, "", 2)[3], (std::vector<std::string>{"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1"}));
+  const std::vector<std::string> half = {"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8", "TORCHINDUCTOR_COMPILE_THREADS=8"};
+  EXPECT_EQ(SlotEnvironments(2, false, 0, "", 16), (Env{half, half}));
+  EXPECT_EQ(SlotEnvironments(4, false, 0, "", 2)[3],
+            (std::vector<std::string>{"OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "TORCHINDUCTOR_COMPILE_THREADS=1"}));
+}
+
+TEST(Jobs, CompileThreadsTheUserSetAreInheritedAsTheyAre) {
+  EXPECT_EQ(SlotEnvironments(2, false, 0, "", 16, /*compile_threads_given=*/true),
+            (Env(2, {"OMP_NUM_THREADS=8", "MKL_NUM_THREADS=8"})));
+  Env cuda = SlotEnvironments(2, true, 2, "", 16, /*compile_threads_given=*/true);
+  for (auto& e : cuda) e.push_back("TORCHINDUCTOR_COMPILE_THREADS=8");  // what Cuda() expects beside
+  EXPECT_EQ(cuda, (Env{Cuda(4, 8, "0"), Cuda(4, 8, "1")}));
 }
 
 // Three runs of one experiment and two others on two slots: the three in the slot the first took,
