@@ -116,15 +116,17 @@ std::unique_ptr<WorkerProcess> WorkerProcess::ForSlot(std::string socket_path, s
 WorkerProcess::~WorkerProcess() {
   (void)TakeFork(std::chrono::milliseconds(0));
   forking_.reset();  // still unanswered: dropped, never forked
-  if (claim_ && (child_ || pid_ > 0) && !Check()) {
+  if (KeptForPool()) {
     if (child_) child_->Release();  // it lives on, for the pool's next user
     return;                         // claim_ releases the entry
   }
   Stop();
 }
 
+bool WorkerProcess::KeptForPool() { return claim_ && (child_ || pid_ > 0) && !Check(); }
+
 void WorkerProcess::SignalEnd() {
-  if (claim_ && (child_ || pid_ > 0) && !Check()) return;  // the pool's next user takes it
+  if (KeptForPool()) return;
   if (child_) child_->Signal();
 }
 

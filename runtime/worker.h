@@ -62,6 +62,8 @@ class WorkerProcess {
   bool adopted() const { return pid_ > 0 && !forked_; }
 
  private:
+  // A live pool entry's worker: left running for the pool's next user when this object ends.
+  bool KeptForPool();
   // worker.py's arguments for this worker.
   std::vector<std::string> WorkerArgs() const;
   // A pool entry's worker forked by its key's fork server (runtime/fork_server.h); false when
