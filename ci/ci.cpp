@@ -69,7 +69,10 @@ Expected<GateScope> ScopeOf(const CiOptions& o) {
   return scope;
 }
 
-void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& out) {
+// Each row's verdict by configuration, then the gate's counts and outcome; while the baseline is
+// being updated (`updating`) the counts are against the baseline as it was, which the update
+// then brings in step, so no outcome is claimed.
+void PrintVerdicts(const GateResult& g, const Baseline& baseline, bool updating, std::ostream& out) {
   std::string config;
   for (const auto& row : g.rows) {
     if (row.config != config) {
@@ -92,7 +95,10 @@ void PrintVerdicts(const GateResult& g, const Baseline& baseline, std::ostream& 
     out << sep << n << " " << results::ToString(v);
     sep = ", ";
   }
-  out << (g.failed ? " -> FAILED\n" : " -> passed\n");
+  if (updating)
+    out << " (against the baseline before this update)\n";
+  else
+    out << (g.failed ? " -> FAILED\n" : " -> passed\n");
 }
 
 // What --minify reduces for a failing row: its failure's repro dir, or for a rank of a
@@ -192,7 +198,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
   PARITY_RETURN_IF_ERROR(baseline.LoadConfigs(configs));
   for (const auto& w : baseline.Warnings()) out << "warning: " << w << "\n";
   outcome.gate = Gate(outcome.records, baseline, o.gate, scope);
-  PrintVerdicts(outcome.gate, baseline, out);
+  PrintVerdicts(outcome.gate, baseline, o.update_expected, out);
   if (o.update_expected) {
     std::set<ConfigModel> missing;
     for (const auto& row : outcome.gate.rows)

@@ -36,9 +36,14 @@ TEST_F(CiTest, UpdateThenGateRoundTrips) {
   auto bad = RunCi(o, log);
   EXPECT_TRUE(testing::FailsWith(bad, {"--update-expected"}));  // no baseline yet
   o.update_expected = true;
-  auto updated = RunCi(o, log);
+  std::ostringstream update_log;
+  auto updated = RunCi(o, update_log);
   ASSERT_TRUE(updated.ok()) << updated.error().message;
   EXPECT_EQ(updated->exit_code, 0);
+  // Every row NEW against the empty baseline: counted, but an update claims no gate outcome.
+  EXPECT_NE(update_log.str().find("gate: 3 NEW (against the baseline before this update)"), std::string::npos)
+      << update_log.str();
+  EXPECT_EQ(update_log.str().find("FAILED"), std::string::npos) << update_log.str();
   EXPECT_EQ(testing::Slurp(dir_ / "expected" / (std::string(kConfig) + ".csv")),
             "name,accuracy,graph_breaks\na,pass,0\nb,fail_accuracy,0\nc,pass,0\n");
   o.update_expected = false;
