@@ -2,6 +2,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <dlfcn.h>
 
 namespace parity::experiment {
 
@@ -36,6 +37,24 @@ std::string DeviceUnavailable(const std::string& device) {
   if (count == 0) return "this machine has no " + type + " device";
   if (d.has_index() && d.index() >= count) return "this machine has " + std::to_string(count) + " " + type + " device(s), no index " + std::to_string(d.index());
   return "";
+}
+
+std::string DriverDeviceName(c10::Device device) {
+  if (device.type() != c10::kCUDA) return "";
+  void* lib = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!lib) return "";
+  // The driver API's C signatures (CUresult and CUdevice are ints; 0 is CUDA_SUCCESS), so that no
+  // CUDA header is needed: a CPU-only torch builds this too.
+  using DeviceGet = int (*)(int*, int);
+  using DeviceGetName = int (*)(char*, int, int);
+  auto get = reinterpret_cast<DeviceGet>(::dlsym(lib, "cuDeviceGet"));
+  auto get_name = reinterpret_cast<DeviceGetName>(::dlsym(lib, "cuDeviceGetName"));
+  std::string name;
+  int handle = 0;
+  char buffer[256] = {};
+  if (get && get_name && get(&handle, IndexOf(device)) == 0 && get_name(buffer, sizeof buffer - 1, handle) == 0) name = buffer;
+  ::dlclose(lib);
+  return name;
 }
 
 void ResetPeakMemory(c10::Device device) {

@@ -15,6 +15,12 @@ namespace parity::experiment {
 // type this torch build has no backend for, or one with no such device on this machine.
 std::string DeviceUnavailable(const std::string& device);
 
+// A CUDA device's name as its driver gives it ("NVIDIA H200": what torch.cuda.get_device_name
+// says, both asking the driver), for a process that already runs on CUDA: the driver library is
+// looked up among those loaded, nothing is loaded or initialised here. "" for another device
+// type, or where the driver is not loaded or does not answer (the caller then asks a worker).
+std::string DriverDeviceName(c10::Device device);
+
 void ResetPeakMemory(c10::Device device);
 int64_t PeakMemory(c10::Device device);
 // Hands the device memory the allocator caches but no tensor holds back to the device: a job

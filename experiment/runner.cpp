@@ -70,11 +70,17 @@ std::vector<ExperimentResult> IsolatedRunner::RunMany(ExperimentBatch batch) {
 }
 
 namespace {
-// The accelerator's name, as this process's worker says it (asked once per process, and only of
-// a worker the experiment already talked to: never waiting for one to start); "" otherwise.
+// The accelerator's name, found once per process: as its driver gives it (DriverDeviceName), else
+// as this process's worker says it (only a worker the experiment already talked to: never waiting
+// for one to start); "" otherwise, and the driver asks a worker.
 std::string DeviceName(const ExperimentSpec& spec) {
   static std::string name;
-  if (!name.empty() || spec.device.rfind("cpu", 0) == 0 || !runtime::WorkerConnected()) return name;
+  if (!name.empty() || spec.device.rfind("cpu", 0) == 0) return name;
+  try {
+    name = DriverDeviceName(c10::Device(spec.device));
+  } catch (const std::exception&) {  // a device string torch does not know: the experiment said so
+  }
+  if (!name.empty() || !runtime::WorkerConnected()) return name;
   if (auto pong = runtime::AskWorker(runtime::requests::Ping()); pong.ok()) name = pong->value("device_name", std::string());
   return name;
 }
