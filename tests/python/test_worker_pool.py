@@ -36,6 +36,12 @@ def pool(tmp_path, monkeypatch):
             os.kill(w["pid"], signal.SIGKILL)
 
 
+def with_host_op(parity_bin, *args):
+    """`parity *args --import custom_op_model`, the module importable: a run of the `custom` dir."""
+    return subprocess.run([parity_bin, *args, "--import", "custom_op_model"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=HERE))
+
+
 def workers(parity_bin):
     r = run_parity(parity_bin, "workers", "--json")
     assert r.returncode == 0, r.stderr
@@ -73,22 +79,6 @@ def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
     assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 10)
 
 
-def test_a_kept_worker_ends_after_its_idle_seconds(parity_bin, pool, tmp_path, test_data):
-    # A C++ backend with an --import: the experiment's child talks to the slot's worker.
-    r = run_parity(parity_bin, "verify", os.path.join(test_data, "models", "mlp"), "--backend", "fault", "--backend-option",
-                   "op=aten::gelu", "--backend-option", "kind=perturb", "--import", "json", "--output-dir",
-                   str(tmp_path / "v"), "--keep-workers", "2")
-    assert r.returncode == 1, r.stdout + r.stderr
-    # Two: the one that checked --import's modules at the start (the process's own) and the slot's.
-    kept = workers(parity_bin)
-    assert [w["live"] for w in kept] == [True, True], kept
-    # The slot's worker starts with the run and was never asked anything (no host op in mlp): its
-    # idle seconds count from when it listens, after its imports, which on a busy 2-core machine
-    # (a CI run with three entries at once) took more than 13 s. Hence a generous bound: what
-    # fails here is a worker that never ends.
-    assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 60), workers(parity_bin)
-
-
 @pytest.fixture(scope="module")
 def custom(tmp_path_factory):
     """A program with a host op (custom_op_model's scaled_gelu): its experiment's child runs the op
@@ -97,14 +87,26 @@ def custom(tmp_path_factory):
     return capture_custom(str(tmp_path_factory.mktemp("cop") / "cop"))
 
 
+def test_a_kept_worker_ends_after_its_idle_seconds(parity_bin, pool, tmp_path, custom):
+    # A C++ backend and a host op: the experiment's child runs the op in the slot's worker.
+    r = with_host_op(parity_bin, "verify", custom, "--backend", "fault", "--backend-option", "op=aten::tanh",
+                     "--backend-option", "kind=perturb", "--output-dir", str(tmp_path / "v"), "--keep-workers", "2")
+    assert r.returncode == 1, r.stdout + r.stderr
+    # Two: the one that checked --import's modules at the start (the process's own) and the slot's.
+    kept = workers(parity_bin)
+    assert [w["live"] for w in kept] == [True, True], kept
+    # Idle seconds count once a worker has listened, after its imports, which on a busy 2-core
+    # machine (a CI run with three entries at once) took more than 13 s. Hence a generous bound:
+    # what fails here is a worker that never ends.
+    assert wait_until(lambda: not any(w["live"] for w in workers(parity_bin)), 60), workers(parity_bin)
+
+
 @pytest.mark.parametrize("kind,poisons", [("oom", True), ("perturb", False)])
 def test_a_poisoned_worker_is_never_handed_back(parity_bin, pool, tmp_path, custom, kind, poisons):
     # kind=oom: the result says the process is out of memory; the slot's worker goes with it (what
     # is left is a fresh one, started for what verify asked after: launches 2, or none).
-    r = subprocess.run([parity_bin, "verify", custom, "--backend", "fault", "--backend-option", "op=aten::tanh",
-                        "--backend-option", f"kind={kind}", "--import", "custom_op_model", "--output-dir",
-                        str(tmp_path / "v"), "--keep-workers", "120"],
-                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=HERE))
+    r = with_host_op(parity_bin, "verify", custom, "--backend", "fault", "--backend-option", "op=aten::tanh",
+                     "--backend-option", f"kind={kind}", "--output-dir", str(tmp_path / "v"), "--keep-workers", "120")
     assert r.returncode == 1, r.stdout + r.stderr
     # Entry 0 holds the worker that checked --import's modules at the start (never given a job),
     # entry 1 the slot's.
@@ -132,20 +134,20 @@ def test_a_malformed_keep_workers_variable_is_bad_input(parity_bin, pool, tmp_pa
     assert r.returncode == 2 and "PARITY_KEEP_WORKERS=ten" in r.stderr, r.stderr
 
 
-def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_path, test_data):
-    # A gate that regresses (mlp was a pass; the fault backend perturbs its gelu), minified in the
-    # same run: the minification adopts the worker the gate's verify used (--import: the
-    # experiments talk to it) and names the culprit.
+def test_ci_minify_adopts_the_workers_its_verify_warmed(parity_bin, pool, tmp_path, custom):
+    # A gate that regresses (the program was a pass; the fault backend perturbs its tanh), minified
+    # in the same run: the minification adopts the worker the gate's verify used (its host op ran
+    # there) and names the culprit.
     exp = tmp_path / "expected"
     exp.mkdir()
-    (exp / "cpu_fault_repro_inference.csv").write_text("name,accuracy,graph_breaks\nmlp,pass,0\n")
-    r = run_parity(parity_bin, "ci", "--expected", str(exp), "--output-dir", str(tmp_path / "out"),
-                   os.path.join(test_data, "models", "mlp"), "--backend", "fault", "--backend-option", "op=aten::gelu",
-                   "--backend-option", "kind=perturb", "--import", "json", "--minify", "--keep-workers", "60")
-    assert r.returncode == 1 and "culprit: aten::gelu" in r.stdout, r.stdout + r.stderr
+    (exp / "cpu_fault_repro_inference.csv").write_text("name,accuracy,graph_breaks\ncustom_op_net,pass,0\n")
+    r = with_host_op(parity_bin, "ci", "--expected", str(exp), "--output-dir", str(tmp_path / "out"), custom,
+                     "--backend", "fault", "--backend-option", "op=aten::tanh", "--backend-option", "kind=perturb",
+                     "--minify", "--keep-workers", "60")
+    assert r.returncode == 1 and "culprit: aten::tanh" in r.stdout, r.stdout + r.stderr
     row = json.load(open(tmp_path / "out" / "gate.json"))["rows"][0]
     summary = json.load(open(os.path.join(os.path.dirname(row["minified_dir"]), "summary.json")))
-    assert summary["workers_adopted"] == 1 and summary["culprit"]["target"] == "aten::gelu", summary
+    assert summary["workers_adopted"] == 1 and summary["culprit"]["target"] == "aten::tanh", summary
     assert [w["live"] for w in workers(parity_bin)] == [True, True]  # the slot's, and the --import check's
 
 
