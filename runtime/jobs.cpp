@@ -55,19 +55,14 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
                                                        int cpus, bool compile_threads_given) {
   jobs = std::max(1, jobs);
   std::vector<std::vector<std::string>> env(static_cast<size_t>(jobs));
-  const std::string compile_threads = std::string(kCompileThreadsEnv) + "=" + std::to_string(std::max(1, cpus / jobs));
-  auto with_compile_threads = [&] {
-    if (jobs > 1 && !compile_threads_given)
-      for (auto& e : env) e.push_back(compile_threads);
-    return env;
-  };
+  const int share = std::max(1, cpus / jobs);  // a slot's share of the cores
   if (cuda) {
     // A CUDA run's host-side work is small; a runner and its worker each with a thread per core
     // made it 20x slower on a 16-core H100 host (a scan's noise-budget calibration 6.3 s, against
     // 0.28 s with one thread; measured, docs/gpu.md). Each slot gets its share, at most 4.
-    const std::string threads = std::to_string(std::clamp(cpus / jobs, 1, 4));
-    const std::string share = std::to_string(std::max(1, cpus / jobs));
-    for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads, std::string(kSlotCpusEnv) + "=" + share};
+    const std::string threads = std::to_string(std::min(share, 4));
+    for (auto& e : env)
+      e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads, std::string(kSlotCpusEnv) + "=" + std::to_string(share)};
     std::vector<std::string> ids;
     std::stringstream in(visible_devices);
     for (std::string id; std::getline(in, id, ',');)
@@ -76,12 +71,13 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
       for (int i = 0; i < gpus; ++i) ids.push_back(std::to_string(i));
     if (ids.size() > 1 && jobs > 1)
       for (size_t i = 0; i < env.size(); ++i) env[i].push_back("CUDA_VISIBLE_DEVICES=" + ids[i % ids.size()]);
-    return with_compile_threads();
+  } else if (jobs > 1) {
+    const std::string threads = std::to_string(share);
+    for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
   }
-  if (jobs == 1) return env;
-  const std::string threads = std::to_string(std::max(1, cpus / jobs));
-  for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};
-  return with_compile_threads();
+  if (jobs > 1 && !compile_threads_given)
+    for (auto& e : env) e.push_back(std::string(kCompileThreadsEnv) + "=" + std::to_string(share));
+  return env;
 }
 
 int SlotCpus() {
