@@ -23,7 +23,7 @@ PY_LAYERS = [
     ["errors", "ending", "bytecode", "lowered", "standalone_graph", "same", "shm", "models", "report", "checkpointed", "backends.exported", "warm", "distributed",
      "compiled_autograd",
      "profiling", "profiling.categories", "profiling.timing", "profiling.trace"],
-    ["standalone", "functionalized", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)
+    ["standalone", "functionalized", "differentiable", "host_ops", "profiling.provenance"],  # the standalone runs (repro.py's check)
     ["standalone_ranks"],  # a rank for real, standalone (the group; a multi-rank minimum's repro.py under torchrun)
     ["loops", "reader", "contract", "repro_script", "replay_check"],  # what both sides share; the package's reader
     ["serialize", "runs", "profiling.compile", "profiling.kineto"],  # the writer; a stored graph run

@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 from .checkpointed import restore as checkpoint_calls
 from .errors import CaptureError
+from .differentiable import differentiable_calls
 from .functionalized import mutating_calls
 from .standalone_graph import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, SYM_TARGET_ALIASES, save_tensors
 
@@ -260,8 +261,8 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
     """`attr_keys` maps a placeholder name to a tensor key: such placeholders (parameters,
     buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
     {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
-    (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa).
-    The graph modules its higher-order ops take (a cond's branches, a flex_attention's score and
+    (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa),
+    calls autograd cannot differentiate as calls it can (differentiable_calls). The graph modules its higher-order ops take (a cond's branches, a flex_attention's score and
     mask functions) are its "subgraphs", written the same way (format version 3)."""
     symbols = _with_subgraph_symbols(gm, symbols)
     unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
@@ -311,6 +312,7 @@ def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[st
     checkpoint_calls(gm)
     attention_as_sdpa(gm)
     mutating_calls(gm)
+    differentiable_calls(gm)
     # get_attr nodes of graph modules are subgraphs: not nodes, named by the arguments reading them
     subgraph_of = {n.name: str(n.target) for n in gm.graph.nodes
                    if n.op == "get_attr" and isinstance(_attr(gm, n.target), fx.GraphModule)}
