@@ -115,7 +115,13 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   at::AutoGradMode enable(true);
   PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
   PARITY_RETURN_IF_ERROR(Backward(r.outputs, repro, g, ro, moved, out));
-  auto grad = [](const at::Tensor& t) { return t.grad().defined() ? t.grad().detach() : at::zeros_like(t).detach(); };
+  // A gradient is reported dense (a sparse one, nn.Embedding(sparse=True)'s, as its dense value):
+  // the contract standalone.train_results shares.
+  auto grad = [](const at::Tensor& t) {
+    const at::Tensor& g = t.grad();
+    if (!g.defined()) return at::zeros_like(t).detach();
+    return (g.is_sparse() ? g.to_dense() : g).detach();
+  };
   for (auto& [key, p] : ordered) out.emplace_back("grad/" + key, grad(p));
   for (auto& [name, x] : grad_inputs) out.emplace_back("grad/input/" + name, grad(x));
   at::NoGradGuard no_grad;

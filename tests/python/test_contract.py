@@ -56,3 +56,28 @@ def test_one_set_of_inductor_settings_for_every_accuracy_run():
     import torch._inductor.config as cfg
     with _inductor_patch({}, {}):  # the profiling child compiles as verify does
         assert cfg.fallback_random is True
+
+
+class SparseBag(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.EmbeddingBag(20, 6, mode="sum", sparse=True)
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, ids, offsets):
+        return self.head(self.emb(ids, offsets))
+
+
+def test_a_sparse_gradient_is_reported_as_its_dense_value_on_both_sides(parity_bin, tmp_path):
+    """nn.EmbeddingBag(sparse=True): autograd makes the weight's gradient a sparse tensor, on
+    parity's reference and in the worker alike; both report it dense (it used to end the
+    reference's experiment with exit 3 in the comparison)."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    step = torch.compile(SparseBag(), backend=dump_backend(str(tmp_path / "bag")))
+    step(torch.randint(0, 20, (9,)), torch.tensor([0, 4])).sum().backward()
+    torch._dynamo.reset()
+    for backend in ("eager", "torch_compile:eager"):
+        r, records = verify(parity_bin, tmp_path / backend.replace(":", "-"), tmp_path / "bag", "--backend", backend)
+        assert records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+        assert "grad/param/emb.weight" in [o["path"] for o in records[0]["outputs"]]

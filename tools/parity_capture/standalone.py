@@ -263,15 +263,19 @@ def train_results(gm, tangents, input_names, out, inputs, sgd_lr):
         res["loss"] = loss.detach()
     keys = _attr_keys(gm)
     params = list(gm.named_parameters())
-    grad = lambda t: (t.grad if t.grad is not None else torch.zeros_like(t)).detach()  # noqa: E731
+
+    def grad_of(t):  # None -> zeros; a sparse gradient (nn.Embedding(sparse=True)'s) as its dense value
+        g = t.grad if t.grad is not None else torch.zeros_like(t)
+        return (g.to_dense() if g.is_sparse else g).detach()
+
     for attr, p in params:
-        res[f"grad/{keys[attr]}"] = grad(p)
+        res[f"grad/{keys[attr]}"] = grad_of(p)
     for name, x in zip(input_names, inputs):
         if isinstance(x, torch.Tensor) and x.requires_grad:
-            res[f"grad/input/{name}"] = grad(x)
+            res[f"grad/input/{name}"] = grad_of(x)
     with torch.no_grad():
         for attr, p in params:
-            res[f"sgd/{keys[attr]}"] = (p - sgd_lr * grad(p)).detach()
+            res[f"sgd/{keys[attr]}"] = (p - sgd_lr * grad_of(p)).detach()
     return res
 
 
