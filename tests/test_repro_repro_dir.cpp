@@ -223,6 +223,18 @@ INSTANTIATE_TEST_SUITE_P(
                 Corruption{"bad_graph_mode",
                            [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["mode"] = "fit"; }); },
                            {"graphs[0]", "\"mode\" is \"fit\""}},
+                Corruption{"bad_dtype",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["dtype"] = "float99"; }); },
+                           {"manifest.json", "\"dtype\" is \"float99\", not a torch dtype name"}},
+                Corruption{"bad_graph_dtype",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["dtype"] = "fp32"; }); },
+                           {"graphs[0]", "\"dtype\" is \"fp32\""}},
+                Corruption{"bad_amp",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["amp"] = "int8"; }); },
+                           {"manifest.json", "\"amp\" is \"int8\", not a floating dtype"}},
+                Corruption{"bad_graph_amp",
+                           [](const fs::path& d) { EditManifest(d, [](json& j) { j["graphs"][0]["amp"] = "bf16"; }); },
+                           {"graphs[0]", "\"amp\" is \"bf16\", not a torch dtype name"}},
                 Corruption{"backward_of_itself",
                            [](const fs::path& d) {
                              EditManifest(d, [](json& j) { j["graphs"][0]["backward_of"] = j["graphs"][0]["name"]; });
