@@ -345,6 +345,39 @@ def test_two_modules_parameters_of_one_name_keep_apart_keys(parity_bin, tmp_path
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
 
 
+def test_gradients_and_parameters_a_step_reads_keep_apart_and_a_graph_of_parameters_only_runs(parity_bin, tmp_path):
+    # A compiled gradient clip reads every parameter's .grad: each was recorded under its
+    # parameter's key (param/fc.bias, the source `..._parameters['bias'].grad`), so a graph that
+    # read the parameter too held two values under one name. An EMA update reads parameters
+    # only: a graph without placeholders, whose aot_eager run lost its lifted attributes
+    # ("referenced nonexistent value").
+    torch.manual_seed(0)
+    model, ema = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    model(torch.randn(3, 4)).square().sum().backward()
+
+    def clip():
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1, foreach=False)
+        return norm + model.weight.sum()
+
+    def ema_update():
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.lerp_(p, 0.1)
+
+    dump(clip, lambda f: f(), tmp_path / "clip")
+    dump(ema_update, lambda f: f(), tmp_path / "ema")
+    (entry,) = manifest(tmp_path / "clip")["graphs"]
+    graph = json.load(open(tmp_path / "clip" / entry["file"]))
+    attrs = sorted(n["target"] for n in graph["nodes"] if n["op"] == "get_attr")
+    assert attrs == ["param/weight"], attrs  # the parameter; its gradients are inputs
+    assert len([n for n in graph["nodes"] if n["op"] == "placeholder"]) == 2
+    graph = json.load(open(tmp_path / "ema" / manifest(tmp_path / "ema")["graphs"][0]["file"]))
+    assert not [n for n in graph["nodes"] if n["op"] == "placeholder"]
+    for name in ("clip", "ema"):
+        r, records = verify(parity_bin, tmp_path / f"v-{name}", tmp_path / name, "--backend", "aot_eager")
+        assert r.returncode == 0 and [x["verification_code"] for x in records] == ["PASS"], r.stdout + r.stderr
+
+
 def test_torch_func_transforms_inside_compiled_code_are_recorded(parity_bin, tmp_path):
     # vmap(grad(...)) traced by dynamo: its graph runs the transforms' level bookkeeping itself.
     # torch.export fails on it part-way, which left a vmap level pushed: the dump then wrote

@@ -55,10 +55,10 @@ def attr_key(node: torch.fx.Node, qualified: bool = False) -> Optional[str]:
     `qualified`: the fqn starts with the module's own name where it is not `self` (a compiled
     function's global or local `m1`: `G['m1']._parameters['weight']` is `m1.weight`)."""
     source = _source_name(node)
+    if not re.search(r"_(parameters|buffers)\['[^']*'\]$", source):
+        return None  # not a parameter or buffer itself (an attribute of one: `....grad`, a gradient)
     parts = re.findall(r"_(modules|parameters|buffers)\['([^']*)'\]", source)
-    kind = parts[-1][0] if parts else None
-    if kind not in ("parameters", "buffers"):
-        return None
+    kind = parts[-1][0]
     root = re.match(r"[GL]\['([^']*)'\]", source) if qualified else None
     fqn = ".".join(([root.group(1)] if root and root.group(1) != "self" else []) + [p for _, p in parts])
     return f"{'param' if kind == 'parameters' else 'buffer'}/{fqn}"

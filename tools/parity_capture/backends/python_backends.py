@@ -277,8 +277,11 @@ def _lift_attrs(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     graph modules of its higher-order ops stay attributes."""
     import copy
     g2 = copy.deepcopy(gm.graph)
-    first = next(iter(g2.nodes))
     attrs = [n for n in g2.nodes if n.op == "get_attr" and "parity_target" in n.meta]
+    # before the first node that stays (a graph reading only attributes has no placeholder, and
+    # a node erased below is no place to insert before)
+    lifted = set(attrs)
+    first = next(n for n in g2.nodes if n not in lifted)
     root = torch.nn.Module()
     for n in g2.nodes:
         if n.op == "get_attr" and "parity_target" not in n.meta:
