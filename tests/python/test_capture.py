@@ -97,6 +97,26 @@ def test_unsupported_values_are_reported():
         encode_arg(object())
 
 
+def _fused_kernel(x_ptr, out_ptr, n):  # stands in for a user's @triton.jit kernel (no Triton on the CPU)
+    pass
+
+
+def test_a_triton_kernel_launched_directly_is_refused_naming_it_and_the_way_to_record_it():
+    """dynamo records a Triton kernel the model launches itself as triton_kernel_wrapper_* with the
+    kernel's index in torch's side table, which only the program's process holds; it was written
+    as a dir no parity could load ("getitem takes (node, int)")."""
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
+    from parity_capture.serialize import graph_to_json
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    call = g.call_function(triton_kernel_wrapper_functional, (), {
+        "kernel_idx": kernel_side_table.add_kernel(_fused_kernel), "constant_args_idx": 0, "grid": [(1, 1, 1)],
+        "tma_descriptor_metadata": {}, "kwargs": {"x_ptr": x, "out_ptr": x}, "tensors_to_clone": ["out_ptr"]})
+    g.output(g.call_function(__import__("operator").getitem, (call, "out_ptr")))
+    with pytest.raises(CaptureError, match=r"launches the Triton kernel test_capture\._fused_kernel directly.*triton_op"):
+        graph_to_json(torch.fx.GraphModule(torch.nn.Module(), g), "graph_0", {})
+
+
 def test_suite_models_build_and_run():
     for name in models.names():
         spec, model, args, kwargs = models.build(name)

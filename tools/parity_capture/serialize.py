@@ -38,6 +38,30 @@ def target_name(target: Any) -> str:
     raise CaptureError(f"call_function target {target!r} is not an ATen operator")
 
 
+# Higher-order ops whose arguments name objects of the program's own process (a user's Triton
+# kernel by its index in torch's kernel side table): no other process can run such a graph.
+_PROCESS_LOCAL_HOPS = ("triton_kernel_wrapper_functional", "triton_kernel_wrapper_mutation")
+
+
+def _refuse_process_local(n: fx.Node) -> None:
+    """A CaptureError for a call no recorded graph can hold (_PROCESS_LOCAL_HOPS), naming the kernel
+    and the way to record it."""
+    if not isinstance(n.target, torch._ops.HigherOrderOperator) or n.target.name() not in _PROCESS_LOCAL_HOPS:
+        return
+    kernel = "?"
+    try:
+        from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+        k = kernel_side_table.get_kernel(n.kwargs["kernel_idx"])
+        fn = getattr(k, "fn", k)
+        fn = getattr(fn, "fn", fn)  # an autotuner's JIT function's Python function
+        kernel = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    except Exception:  # noqa: BLE001 - only the message's name
+        pass
+    raise CaptureError(f"node {n.name}: launches the Triton kernel {kernel} directly ({n.target.name()}), a kernel only the "
+                       "program's process holds; launched through an op of its own (torch.library.triton_op with "
+                       "wrap_triton) it is recorded as a host op the worker runs (parity verify --import MODULE)")
+
+
 def encode_arg(a: Any, subgraph_of: Optional[Dict[str, str]] = None) -> Any:
     """An FX argument as JSON (docs/format.md). `subgraph_of`: get_attr nodes of graph modules
     (node name -> attribute), written as {"subgraph": attribute}."""
@@ -336,6 +360,7 @@ def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[st
                 raise CaptureError(f"node {n.name}: a subgraph reads the tensor attribute {n.target} (not lifted to an operand)")
             entry.update(op="get_attr", target=attr_keys.get(n.name, str(n.target)))
         elif n.op == "call_function":
+            _refuse_process_local(n)
             entry.update(op="call_function", target=target_name(n.target))
             entry["args"] = [enc(a) for a in n.args]
             if n.kwargs:
