@@ -57,9 +57,9 @@ def _refuse_process_local(n: fx.Node) -> None:
         kernel = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     except Exception:  # noqa: BLE001 - only the message's name
         pass
-    raise CaptureError(f"node {n.name}: launches the Triton kernel {kernel} directly ({n.target.name()}), a kernel only the "
-                       "program's process holds; launched through an op of its own (torch.library.triton_op with "
-                       "wrap_triton) it is recorded as a host op the worker runs (parity verify --import MODULE)")
+    # one line of under 200 characters (what a capture warning keeps), the way to record it first
+    raise CaptureError(f"node {n.name}: Triton kernel {kernel} launched directly; launched through "
+                       "torch.library.triton_op it is recorded (a host op: verify --import MODULE)")
 
 
 def encode_arg(a: Any, subgraph_of: Optional[Dict[str, str]] = None) -> Any:
