@@ -30,19 +30,18 @@ Expected<std::string> GetString(const json& j, const char* key, const std::strin
 constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxGraphBytes = uint64_t{4} << 30;
 
-// A path from the manifest must be relative and stay inside the repro dir.
-// A field naming the dtype a capture ran in (`dtype`) or under autocast (`amp`): a dtype torch
-// knows, a floating one for `amp`. Both choose the tolerance, so a name that is not one is bad
-// input, never a silent float32.
-Status CheckDtypeField(const std::string& value, const std::string& where, const char* key) {
-  if (value.empty() && std::string(key) == "amp") return Status::Ok();
+// A field naming the dtype a capture ran in (`dtype`) or under autocast (`amp`, `autocast`): a
+// dtype torch knows, a floating one under autocast. Both choose the tolerance, so a name that is
+// not one is bad input, never a silent float32.
+Status CheckDtypeName(const std::string& value, const std::string& where, const char* key, bool autocast) {
   auto t = ir::ParseTorchDtype(value);
   if (!t.ok()) return Error::BadInput(where + ": field \"" + key + "\" is \"" + value + "\", not a torch dtype name");
-  if (std::string(key) == "amp" && !c10::isFloatingType(*t))
-    return Error::BadInput(where + ": field \"amp\" is \"" + value + "\", not a floating dtype (autocast's: bfloat16, float16)");
+  if (autocast && !c10::isFloatingType(*t))
+    return Error::BadInput(where + ": field \"" + key + "\" is \"" + value + "\", not a floating dtype (autocast's: bfloat16, float16)");
   return Status::Ok();
 }
 
+// A path from the manifest must be relative and stay inside the repro dir.
 Status CheckInside(const fs::path& root, const std::string& rel, const std::string& where) {
   fs::path p(rel);
   if (p.is_absolute())
@@ -109,10 +108,10 @@ Expected<Manifest> ReadManifestFields(const json& j, const std::string& mw) {
   if (m.mode != "eval" && m.mode != "train")
     return Error::BadInput(mw + ": field \"mode\" is \"" + m.mode + "\", expected \"eval\" or \"train\"");
   PARITY_ASSIGN_OR_RETURN(m.dtype, GetString(j, "dtype", mw, false, "float32"));
-  PARITY_RETURN_IF_ERROR(CheckDtypeField(m.dtype, mw, "dtype"));
+  PARITY_RETURN_IF_ERROR(CheckDtypeName(m.dtype, mw, "dtype", false));
   if (j.contains("amp")) {
     PARITY_ASSIGN_OR_RETURN(std::string amp, GetString(j, "amp", mw, false));
-    PARITY_RETURN_IF_ERROR(CheckDtypeField(amp, mw, "amp"));
+    if (!amp.empty()) PARITY_RETURN_IF_ERROR(CheckDtypeName(amp, mw, "amp", true));
   }
   PARITY_ASSIGN_OR_RETURN(m.device, GetString(j, "device", mw, false, "cpu"));
   PARITY_ASSIGN_OR_RETURN(m.tensors_file, GetString(j, "tensors", mw, false, "tensors.safetensors"));
@@ -171,11 +170,11 @@ Expected<GraphEntry> ReadGraphEntry(const json& jg, const Manifest& m, const fs:
   if (e.mode != "eval" && e.mode != "train")
     return Error::BadInput(gw + ": field \"mode\" is \"" + e.mode + "\", expected \"eval\" or \"train\"");
   PARITY_ASSIGN_OR_RETURN(e.dtype, GetString(jg, "dtype", gw, false, m.dtype));
-  PARITY_RETURN_IF_ERROR(CheckDtypeField(e.dtype, gw, "dtype"));
+  PARITY_RETURN_IF_ERROR(CheckDtypeName(e.dtype, gw, "dtype", false));
   PARITY_ASSIGN_OR_RETURN(e.device, GetString(jg, "device", gw, false, m.device));
   const std::string top_amp = m.extra.contains("amp") && m.extra["amp"].is_string() ? m.extra["amp"].get<std::string>() : "";
   PARITY_ASSIGN_OR_RETURN(e.amp, GetString(jg, "amp", gw, false, top_amp));
-  PARITY_RETURN_IF_ERROR(CheckDtypeField(e.amp, gw, "amp"));
+  if (!e.amp.empty()) PARITY_RETURN_IF_ERROR(CheckDtypeName(e.amp, gw, "amp", true));
   if (jg.contains("tangents")) {
     if (!jg["tangents"].is_array()) return Error::BadInput(gw + ": field \"tangents\" is not an array");
     for (const auto& t : jg["tangents"]) {

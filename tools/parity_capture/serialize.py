@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 from .checkpointed import restore as checkpoint_calls
-from .errors import CaptureError
 from .differentiable import differentiable_calls
+from .errors import CaptureError
 from .functionalized import mutating_calls
 from .standalone_graph import FORMAT_VERSION, GETITEM, SYM_FUNCTIONS, SYM_TARGET_ALIASES, save_tensors
 
@@ -286,8 +286,9 @@ def graph_to_json(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str],
     buffers, constants) become get_attr nodes reading that key. `symbols`: a symbolic graph's
     {"symbols": {...}, "guards": [...]} (symbolic_facts). Prims ops are written as ATen
     (prims_as_aten), the attention kernels dispatch picked as the attention (attention_as_sdpa),
-    calls autograd cannot differentiate as calls it can (differentiable_calls). The graph modules its higher-order ops take (a cond's branches, a flex_attention's score and
-    mask functions) are its "subgraphs", written the same way (format version 3)."""
+    calls autograd cannot differentiate as calls it can (differentiable_calls). The graph
+    modules its higher-order ops take (a cond's branches, a flex_attention's score and mask
+    functions) are its "subgraphs", written the same way (format version 3)."""
     symbols = _with_subgraph_symbols(gm, symbols)
     unbacked = {k: s["hint"] for k, s in (symbols or {}).get("symbols", {}).items() if s.get("unbacked")}
     out = {"format": "parity.graph", "version": FORMAT_VERSION, "name": name}
