@@ -37,7 +37,8 @@ Status CheckDtypeName(const std::string& value, const std::string& where, const 
   auto t = ir::ParseTorchDtype(value);
   if (!t.ok()) return Error::BadInput(where + ": field \"" + key + "\" is \"" + value + "\", not a torch dtype name");
   if (autocast && !c10::isFloatingType(*t))
-    return Error::BadInput(where + ": field \"" + key + "\" is \"" + value + "\", not a floating dtype (autocast's: bfloat16, float16)");
+    return Error::BadInput(where + ": field \"" + key + "\" is \"" + value +
+                           "\", not a floating dtype (autocast's: bfloat16, float16)");
   return Status::Ok();
 }
 
