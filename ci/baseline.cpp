@@ -161,10 +161,34 @@ const json* Baseline::Stats(const std::string& config, const std::string& name) 
   return it == stats_.end() ? nullptr : &it->second;
 }
 
+std::map<ConfigModel, const results::Record*> LatestPerRow(const std::vector<results::Record>& records) {
+  std::map<ConfigModel, const results::Record*> latest;
+  for (const auto& r : records) latest[{results::ConfigOf(r), r.model}] = &r;
+  return latest;
+}
+
+Status OneProgramPerRow(const std::vector<results::Record>& records) {
+  // A program is its repro dir (as a normal path, no trailing separator), or the suite model of its name.
+  auto program = [](const results::Record& r) {
+    if (r.repro_input.empty()) return "the suite model " + r.model;
+    const fs::path p = fs::path(r.repro_input).lexically_normal();
+    return (p.has_filename() ? p : p.parent_path()).string();
+  };
+  std::map<ConfigModel, std::string> first;
+  for (const auto& r : records) {
+    const ConfigModel row{results::ConfigOf(r), r.model};
+    auto [it, added] = first.emplace(row, program(r));
+    if (!added && it->second != program(r))
+      return Error::BadInput("the baseline row \"" + r.model + "\" of " + row.first + " would hold two programs, " + it->second +
+                             " and " + program(r) + ": a row is one program; capture each under a name of its own "
+                             "(dump_backend(out, \"name\"), capture(..., name=...), or the manifest's \"model\")");
+  }
+  return Status::Ok();
+}
+
 Expected<std::vector<std::string>> Baseline::Update(const std::vector<results::Record>& records,
                                                    const std::set<ConfigModel>& missing) {
-  std::map<ConfigModel, const results::Record*> latest;  // one row per model: the last record wins, as in the gate
-  for (const auto& r : records) latest[{results::ConfigOf(r), r.model}] = &r;
+  const auto latest = LatestPerRow(records);
   std::map<std::string, std::vector<const results::Record*>> by_config;
   for (const auto& [key, r] : latest) by_config[key.first].push_back(r);
   if (single_file_ && by_config.size() > 1) {
@@ -238,10 +262,7 @@ Expected<std::vector<std::string>> Baseline::Update(const std::vector<results::R
 }
 
 Status Baseline::WriteStats(const std::vector<results::Record>& records) {
-  for (const auto& r : records) {
-    const std::string config = results::ConfigOf(r);
-    stats_[{config, r.model}] = StatsLine(config, r);
-  }
+  for (const auto& [row, r] : LatestPerRow(records)) stats_[row] = StatsLine(row.first, *r);
   std::string text;
   for (const auto& [key, line] : stats_) text += line.dump() + "\n";
   return WriteFileAtomic(StatsPath(), text);

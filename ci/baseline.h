@@ -28,6 +28,15 @@ inline constexpr const char* kStatsFile = "expected_stats.jsonl";
 
 using ConfigModel = std::pair<std::string, std::string>;  // (configuration, model name)
 
+// The record each baseline row (configuration, model name) is judged and rewritten by: the last
+// of that row's records (a rerun, a resumed or merged run). The gate, the update and the stats
+// all ask this.
+std::map<ConfigModel, const results::Record*> LatestPerRow(const std::vector<results::Record>& records);
+// kBadInput where one row's records come from different programs (two repro dirs, or a repro dir
+// and a suite model, under one model name: captures left with one default name): the last would
+// hide the others' statuses. Names the row, its file's configuration and the programs.
+[[nodiscard]] Status OneProgramPerRow(const std::vector<results::Record>& records);
+
 class Baseline {
  public:
   // `path`: a directory of expected files, or one CSV file that is the baseline of every

@@ -193,6 +193,7 @@ Expected<CiOutcome> RunCi(const CiOptions& o, std::ostream& out) {
   } else {
     PARITY_ASSIGN_OR_RETURN(outcome.records, ReadAll(o.results));
   }
+  PARITY_RETURN_IF_ERROR(OneProgramPerRow(outcome.records));
   std::set<std::string> configs;
   for (const auto& r : outcome.records) configs.insert(results::ConfigOf(r));
   PARITY_RETURN_IF_ERROR(baseline.LoadConfigs(configs));

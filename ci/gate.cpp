@@ -105,8 +105,7 @@ GateRow Judge(const std::string& config, const results::Record& r, const Baselin
 }  // namespace
 
 GateResult Gate(const std::vector<results::Record>& records, const Baseline& b, const GateOptions& o, const GateScope& scope) {
-  std::map<ConfigModel, const results::Record*> latest;
-  for (const auto& r : records) latest[{results::ConfigOf(r), r.model}] = &r;
+  const auto latest = LatestPerRow(records);
   GateResult g;
   std::set<std::string> configs;
   for (const auto& [key, r] : latest) {

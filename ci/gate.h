@@ -37,7 +37,7 @@ struct GateResult {
   bool failed = false;  // exit 1: some row fails
 };
 
-// One record per (configuration, model): the last one wins. A drift is an output's error vs
+// One record per (configuration, model): the last one wins (LatestPerRow). A drift is an output's error vs
 // fp64 (RMSE) or max abs error grown past `drift_factor` times the baseline's, with a floor of
 // kDriftFloor x the tolerance (a bit-exact baseline does not make every ulp a drift).
 inline constexpr double kDriftFloor = 1e-4;

@@ -98,6 +98,27 @@ TEST(Baseline, TwoRecordsOfOneModelMakeOneRow) {
   EXPECT_EQ(testing::Slurp(dir / (std::string(kConfig) + ".csv")), "name,accuracy,graph_breaks\na,pass,0\n");
 }
 
+TEST(Baseline, ARowIsOneProgram) {
+  // Two repro dirs captured under one name (dump_backend's old default, "program"): the last
+  // record would have hidden the other's status (a FAIL gated as PASS). A rerun of one dir, the
+  // same dir by another spelling, and one name in two configurations are one program per row.
+  auto from = [](const std::string& dir, const char* code, const char* backend = "fault") {
+    results::Record r = Rec("program", code, "", 0, backend);
+    r.repro_input = dir;
+    return r;
+  };
+  EXPECT_TRUE(OneProgramPerRow({from("/caps/a", "FAIL"), from("/caps/a/", "PASS"), from("/caps/b", "PASS", "eager")}).ok());
+  const auto st = OneProgramPerRow({from("/caps/a", "FAIL"), from("/caps/b", "PASS")});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind, ErrorKind::kBadInput);
+  for (const char* needle : {"\"program\"", kConfig, "/caps/a and /caps/b", "dump_backend(out, \"name\")"})
+    EXPECT_NE(st.error().message.find(needle), std::string::npos) << st.error().message;
+  const auto suite_and_dir = OneProgramPerRow({Rec("program", "PASS"), from("/caps/a", "PASS")});
+  ASSERT_FALSE(suite_and_dir.ok());
+  EXPECT_NE(suite_and_dir.error().message.find("the suite model program and /caps/a"), std::string::npos);
+  EXPECT_EQ(LatestPerRow({from("/caps/a", "FAIL"), from("/caps/a", "PASS")}).size(), 1u);
+}
+
 TEST(Baseline, OneFileHoldsOneConfiguration) {
   testing::TempDir dir;
   auto b = Baseline::Load(dir / "mine.csv", true);

@@ -366,6 +366,7 @@ def test_gradients_and_parameters_a_step_reads_keep_apart_and_a_graph_of_paramet
 
     dump(clip, lambda f: f(), tmp_path / "clip")
     dump(ema_update, lambda f: f(), tmp_path / "ema")
+    assert manifest(tmp_path / "clip")["model"] == "clip"  # named after its dir: a baseline row of its own
     (entry,) = manifest(tmp_path / "clip")["graphs"]
     graph = json.load(open(tmp_path / "clip" / entry["file"]))
     attrs = sorted(n["target"] for n in graph["nodes"] if n["op"] == "get_attr")

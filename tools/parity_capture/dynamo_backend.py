@@ -17,6 +17,7 @@ eagerly as if nothing happened, and is listed in the manifest's `skipped_graphs`
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
@@ -114,13 +115,17 @@ def _joint_inputs(gm: torch.fx.GraphModule, args: List[Any], facts: _CompileFact
     return copies, labels
 
 
-def dump_backend(out_dir: str, model_name: str = "program", max_graphs: Optional[int] = None, imports=(),
+def dump_backend(out_dir: str, model_name: Optional[str] = None, max_graphs: Optional[int] = None, imports=(),
                  suite: Optional[str] = None):
     """A dynamo backend recording each graph's first call into the repro dir `out_dir`.
+    `model_name`: the name records and `parity ci`'s baseline rows know the program by (default:
+    `out_dir`'s own name, so programs captured into dirs of their own gate as rows of their own).
     `imports`: modules that register the program's non-ATen ops, when capture cannot find them.
     `suite`: the benchmark suite the program's model belongs to (huggingface, timm, torchbench):
     its tolerances apply and `parity ci` gates it against that suite's expected file, under
     `model_name` (default suite "repro")."""
+    if model_name is None:
+        model_name = os.path.basename(os.path.normpath(os.path.abspath(out_dir))) or "program"
     dump = _Dump(out_dir, model_name, max_graphs, imports, suite)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: List[Any]):
