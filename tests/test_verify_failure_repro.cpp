@@ -27,7 +27,8 @@ TEST(FailureRepro, KeepsTheDeviceItFailedOnAndTheFailure) {
   r.error = "y: RMSE ...";
   r.tol = 1e-4;
   r.outputs = {{{"path", "y"}, {"pass", false}}, {{"path", "s"}, {"pass", true}}};
-  auto written = WriteFailureRepro(dir / "out", FailedOn("cuda:1", dir / "capture"), r);
+  const auto spec_on_cuda = FailedOn("cuda:1", dir / "capture");
+  auto written = WriteFailureRepro(dir / "out", FailureReproNames({&spec_on_cuda})[0], spec_on_cuda, r);
   ASSERT_TRUE(written.ok()) << written.error().message;
   EXPECT_EQ(written->filename(), "small-fault-eval-float32-cuda_1");
   auto repro = ReproDir::Load(*written);
@@ -43,6 +44,22 @@ TEST(FailureRepro, KeepsTheDeviceItFailedOnAndTheFailure) {
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->device, "cuda:1");
   EXPECT_DOUBLE_EQ(*spec->tol, 1e-4);
+}
+
+TEST(FailureRepro, TwoCapturesUnderOneNameGetDirsOfTheirOwn) {
+  // Two repro dirs captured under one model name: each failure keeps its own dir (the second
+  // overwrote the first). A spec alone under its name, or two of one repro dir, keep the name.
+  const auto a = FailedOn("cpu", "/caps/run1/cap"), b = FailedOn("cpu", "/caps/run2/cap"), c = FailedOn("cuda", "/caps/run1/cap");
+  auto eval_of_a = a;
+  eval_of_a.backend = "eager";
+  const auto names = FailureReproNames({&a, &b, &c, &eval_of_a, &a});
+  ASSERT_EQ(names.size(), 5u);
+  EXPECT_EQ(names[0].rfind("small-fault-eval-float32-cpu-", 0), 0u) << names[0];
+  EXPECT_EQ(names[0].size(), std::string("small-fault-eval-float32-cpu-").size() + 8);
+  EXPECT_NE(names[0], names[1]);
+  EXPECT_EQ(names[0], names[4]);  // one experiment, one dir
+  EXPECT_EQ(names[2], "small-fault-eval-float32-cuda");
+  EXPECT_EQ(names[3], "small-eager-eval-float32-cpu");
 }
 
 }  // namespace

@@ -52,6 +52,10 @@ void Prepare(std::vector<Item>& items, Session& s) {
   }
   for (Item& item : items)  // read here, its digest checked: the experiment's child need not hash it again
     if (item.repro) item.spec.verified_tensors = item.repro->verified_tensors();
+  std::vector<const experiment::ExperimentSpec*> specs;
+  for (const Item& item : items) specs.push_back(&item.spec);
+  const std::vector<std::string> names = FailureReproNames(specs);
+  for (size_t i = 0; i < items.size(); ++i) items[i].failure_name = names[i];
 }
 
 results::Record Record(const Item& item, Session& s) {
@@ -68,7 +72,7 @@ results::Record Record(const Item& item, Session& s) {
     ctx.graphs = static_cast<int>(item.repro->graphs().size());
   }
   if ((r.code == results::Code::kFail || r.code == results::Code::kExceptionRaised) && !spec.repro.empty())
-    if (auto dir = WriteFailureRepro(s.o.output_dir, spec, r); dir.ok()) ctx.repro_dir = dir->string();
+    if (auto dir = WriteFailureRepro(s.o.output_dir, item.failure_name, spec, r); dir.ok()) ctx.repro_dir = dir->string();
   if (item.from_repro) ctx.repro_input = spec.repro;
   ctx.attempts = item.attempts;
   ctx.reports_s = std::chrono::duration<double>(Item::Clock::now() - started).count();

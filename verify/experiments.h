@@ -35,6 +35,7 @@ struct Item {
   experiment::ExperimentSpec spec;
   std::shared_ptr<const ReproDir> repro;  // spec.repro, read (once per dir and run)
   bool from_repro = false;                // a repro dir given by the user, not a capture
+  std::string failure_name;               // its failure repro dir's name in this run (FailureReproNames)
   std::optional<experiment::ExperimentResult> early;  // decided before it could run
   std::vector<experiment::ExperimentResult> attempts;
   Clock::time_point started = Clock::now();

@@ -1,6 +1,10 @@
 #include "verify/failure_repro.h"
 
+#include <map>
+#include <set>
+
 #include "repro/repro_dir.h"
+#include "util/digest.h"
 #include "util/files.h"
 #include "experiment/shapes.h"
 
@@ -30,9 +34,21 @@ std::optional<std::pair<const GraphEntry*, sym::Bindings>> SweptFailure(const Re
 
 }  // namespace
 
-Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const experiment::ExperimentSpec& spec, const experiment::ExperimentResult& r) {
-  const fs::path dst = output_dir / "repros" /
-                       FileNameSlug(spec.model + "-" + spec.backend + "-" + spec.test + "-" + spec.dtype + "-" + spec.device);
+std::vector<std::string> FailureReproNames(const std::vector<const experiment::ExperimentSpec*>& specs) {
+  std::vector<std::string> names;
+  std::map<std::string, std::set<std::string>> sources;  // a name's repro dirs
+  for (const auto* spec : specs) {
+    names.push_back(FileNameSlug(spec->model + "-" + spec->backend + "-" + spec->test + "-" + spec->dtype + "-" + spec->device));
+    sources[names.back()].insert(spec->repro);
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (sources[names[i]].size() > 1) names[i] += "-" + Sha256Hex(specs[i]->repro).substr(0, 8);
+  return names;
+}
+
+Expected<fs::path> WriteFailureRepro(const fs::path& output_dir, const std::string& name, const experiment::ExperimentSpec& spec,
+                                     const experiment::ExperimentResult& r) {
+  const fs::path dst = output_dir / "repros" / name;
   std::error_code ec;
   RemoveAll(dst);
   fs::create_directories(dst.parent_path(), ec);
