@@ -13,6 +13,7 @@
 #include "results/statuses.h"
 #include "util/files.h"
 #include "experiment/experiment.h"
+#include "util/subprocess.h"
 #include "verify/record.h"
 
 namespace parity::ci {
@@ -178,9 +179,9 @@ void MinifyFailures(const CiOptions& o, GateResult& g, const std::vector<results
 }  // namespace
 
 std::string UpdateCommand(const CiOptions& o) {
-  std::string cmd = "parity ci --expected " + o.expected.string() + " --results";
-  if (o.results.empty()) cmd += " " + (o.verify.output_dir / "results.jsonl").string();
-  for (const auto& r : o.results) cmd += " " + r.string();
+  std::string cmd = "parity ci --expected " + ShellWord(o.expected.string()) + " --results";
+  if (o.results.empty()) cmd += " " + ShellWord((o.verify.output_dir / "results.jsonl").string());
+  for (const auto& r : o.results) cmd += " " + ShellWord(r.string());
   return cmd + " --update-expected";
 }
 

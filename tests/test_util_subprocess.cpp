@@ -6,6 +6,15 @@
 namespace parity {
 namespace {
 
+TEST(Subprocess, ShellWordQuotesWhatAShellWouldSplit) {
+  // A command parity prints for a person to copy (ci's update command): paths as one word each.
+  EXPECT_EQ(ShellWord("/tmp/out/results.jsonl"), "/tmp/out/results.jsonl");
+  EXPECT_EQ(ShellWord("/tmp/dir with space/x"), "'/tmp/dir with space/x'");
+  EXPECT_EQ(ShellWord("it's"), "'it'\"'\"'s'");
+  EXPECT_EQ(ShellWord(""), "''");
+  EXPECT_EQ(ShellWord("$HOME"), "'$HOME'");
+}
+
 TEST(Subprocess, ReportsExitCodes) {
   auto c = Child::Spawn({"/bin/sh", "-c", "exit 3"});
   ASSERT_TRUE(c.ok());

@@ -251,4 +251,13 @@ std::string SelfExe() {
   return buf;
 }
 
+std::string ShellWord(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789@%+=:,./_-") == std::string::npos;
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\"'\"'") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace parity

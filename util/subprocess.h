@@ -74,4 +74,8 @@ std::string SignalName(int sig);
 // Path of the running executable (/proc/self/exe).
 std::string SelfExe();
 
+// `word` as one word of a shell command a person copies (a path with spaces or quotes
+// single-quoted, as Python's shlex.quote does); a plain word stays as it is.
+std::string ShellWord(const std::string& word);
+
 }  // namespace parity

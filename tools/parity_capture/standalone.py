@@ -8,6 +8,7 @@ parity judge results alike. Lines marked `package-only` are left out of the scri
 import copy
 import json
 import os
+import shlex
 
 import torch
 import torch.fx as fx
@@ -320,7 +321,8 @@ def main(here, dynamo_backend):
     d = ReproDirGraph(here)
     backend = d.manifest.get("backend", {})
     if not dynamo_backend:
-        print(f"backend {backend.get('name')} runs in parity's C++ runtime: parity repro run {here} --backend {backend.get('name')}")
+        print(f"backend {backend.get('name')} runs in parity's C++ runtime: parity repro run {shlex.quote(here)} "
+              f"--backend {backend.get('name')}")
         return 2
     device = d.manifest.get("device", "cpu")
     tol = d.manifest.get("failure", {}).get("tol", 1e-4)
