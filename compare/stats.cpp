@@ -4,6 +4,7 @@
 #include "compare/stream_kernel.h"
 
 #include <ATen/ops/_to_copy.h>
+#include <ATen/ops/view_as_real.h>
 
 #include <cmath>
 #include <limits>
@@ -100,8 +101,12 @@ void Stream(const A* a, const B* b, const double* f, int64_t n, double tol, bool
 
 }  // namespace
 
+at::Tensor RealNumbers(const at::Tensor& t) {
+  return t.is_complex() ? at::view_as_real(t.detach().resolve_conj()) : t;
+}
+
 at::Tensor AsStreamable(const at::Tensor& t) {
-  at::Tensor c = t.detach();
+  at::Tensor c = RealNumbers(t.detach());
   if (c.device() != at::kCPU) c = c.to(at::kCPU);
   const auto st = c.scalar_type();
   // Half, bfloat16 and float8 widen to float exactly (half the memory of double); integers and
@@ -116,12 +121,13 @@ at::Tensor AsStreamable(const at::Tensor& t) {
 TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std::optional<at::Tensor>& fp64_ref, double tol,
                          bool equal_nan) {
   TensorStats s;
-  s.numel = ref.numel();
+  s.numel = RealNumbers(ref).numel();
   if (ref.numel() != res.numel()) return s;
   at::Tensor a = AsStreamable(ref), b = AsStreamable(res);
   at::Tensor f;
   if (fp64_ref && fp64_ref->numel() == ref.numel()) {
-    f = fp64_ref->detach().to(at::kCPU).to(at::kDouble).contiguous();
+    f = RealNumbers(fp64_ref->detach()).to(at::kCPU).to(at::kDouble).contiguous();
+    if (f.numel() != a.numel()) f = at::Tensor();  // a real fp64 of a complex result: nothing to compare
   }
   const double* fp = f.defined() ? f.const_data_ptr<double>() : nullptr;
   double sq_ref = 0, sq_res = 0, dot = 0, nref = 0, nres = 0;

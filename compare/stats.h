@@ -25,12 +25,19 @@ struct TensorStats {
   nlohmann::json ToJson() const;
 };
 
-// ref, res (and fp64_ref) must have the same number of elements; any dtype, any device.
+// ref, res (and fp64_ref) must have the same number of elements; any dtype, any device. A complex
+// tensor's statistics are its real numbers' (RealNumbers: numel, indices and errors over the
+// real and imaginary parts), never its real parts' alone.
 TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std::optional<at::Tensor>& fp64_ref, double tol,
                          bool equal_nan);
 
-// The plain contiguous CPU view used by the streaming passes: float and double pass through,
-// half, bfloat16 and float8 become float (exactly), every other dtype double.
+// The numbers a tensor holds, as real values: a complex tensor as its real view (the real and
+// imaginary parts, a last dim of 2: an error in either counts), any other as it is. Every
+// statistic and noise budget reads a tensor through this.
+at::Tensor RealNumbers(const at::Tensor& t);
+
+// The plain contiguous CPU view used by the streaming passes (of RealNumbers): float and double
+// pass through, half, bfloat16 and float8 become float (exactly), every other dtype double.
 at::Tensor AsStreamable(const at::Tensor& t);
 
 }  // namespace parity::compare

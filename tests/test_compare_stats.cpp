@@ -137,6 +137,20 @@ TEST(Stats, DoubleAndMixedDtypes) {
   ExpectSameStats<double, double>(huge, Noise(huge, 1e190), 1e-4, false, "huge doubles");
 }
 
+TEST(Stats, AComplexTensorsErrorsAreItsRealAndImaginaryParts) {
+  // An error only in the imaginary parts: the stats saw the real parts alone (max_abs 0, cosine
+  // 1) and torch warned "Casting complex values to real discards the imaginary part".
+  const at::Tensor re = at::arange(4, at::kFloat);
+  const at::Tensor ref = at::complex(re, re), res = at::complex(re, re + 0.5);
+  const TensorStats s = ComputeStats(ref, res, at::complex(re.to(at::kDouble), re.to(at::kDouble)), 1e-4, false);
+  EXPECT_EQ(s.numel, 8);  // its real numbers
+  EXPECT_DOUBLE_EQ(s.max_abs_err, 0.5);
+  EXPECT_EQ(s.max_abs_index % 2, 1);  // an imaginary part
+  EXPECT_EQ(s.mismatches, 4);
+  EXPECT_GT(s.rmse_res_vs_fp64, 0.3);
+  EXPECT_LT(s.cosine, 1.0);
+}
+
 TEST(Stats, SumsMatchDoublePrecision) {
   at::manual_seed(5);
   const int64_t n = 262147;
