@@ -84,12 +84,14 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
     }
     return out;
   }
-  // Train: leaf tensors that require grad for the floating parameters and inputs the program
-  // differentiated (all of them when the capture does not say).
+  // Train: leaf tensors that require grad for the floating and complex parameters and inputs the
+  // program differentiated (all of them when the capture does not say); the Python side asks the
+  // same (standalone_graph.differentiable).
+  auto differentiable = [](const at::Tensor& t) { return t.is_floating_point() || t.is_complex(); };
   std::vector<std::pair<std::string, at::Tensor>> params, grad_inputs;
   for (auto& [key, t] : attrs) {
     at::Tensor p = interp::PrepareTensor(t, ro).detach().clone();
-    if (key.rfind("param/", 0) == 0 && p.is_floating_point() && g.Differentiates(key)) {
+    if (key.rfind("param/", 0) == 0 && differentiable(p) && g.Differentiates(key)) {
       p.requires_grad_(true);
       params.emplace_back(key, p);
     }
@@ -98,7 +100,7 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
   for (const ir::Node* n : g.graph.placeholders()) {
     if (!n->sym.empty()) continue;  // a size input: bound from the symbols
     at::Tensor x = interp::PrepareTensor(inputs.at(n->name()), ro).detach().clone();
-    if (x.is_floating_point() && g.Differentiates(n->name())) {
+    if (differentiable(x) && g.Differentiates(n->name())) {
       x.requires_grad_(true);
       grad_inputs.emplace_back(n->name(), x);
     }

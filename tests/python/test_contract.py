@@ -81,3 +81,28 @@ def test_a_sparse_gradient_is_reported_as_its_dense_value_on_both_sides(parity_b
         r, records = verify(parity_bin, tmp_path / backend.replace(":", "-"), tmp_path / "bag", "--backend", backend)
         assert records[0]["verification_code"] == "PASS", r.stdout + r.stderr
         assert "grad/param/emb.weight" in [o["path"] for o in records[0]["outputs"]]
+
+
+class ComplexWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, dtype=torch.cfloat))
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        z = torch.view_as_complex(self.fc(x).reshape(-1, 4, 2)) * self.w
+        return torch.view_as_real(z).square().sum()
+
+
+def test_a_complex_parameters_gradient_is_compared_on_both_sides(parity_bin, tmp_path):
+    """A complex parameter (an FNO's spectral weights, a complex-valued net's): both sides
+    differentiated floating values only, so its gradient and SGD step were never compared."""
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    torch.compile(ComplexWeight(), backend=dump_backend(str(tmp_path / "cw")))(torch.randn(3, 8)).backward()
+    torch._dynamo.reset()
+    for backend in ("eager", "torch_compile:eager"):
+        r, records = verify(parity_bin, tmp_path / backend.replace(":", "-"), tmp_path / "cw", "--backend", backend)
+        assert records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+        paths = [o["path"] for o in records[0]["outputs"]]
+        assert "grad/param/w" in paths and "sgd/param/w" in paths, paths

@@ -24,13 +24,14 @@ def load_graph(req) -> Tuple[Any, Any]:
 
 
 def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
+    from .standalone_graph import differentiable
     xs = []
     for name, t in zip(g.input_names, g.inputs()):
         if not isinstance(t, torch.Tensor):  # a size of a symbolic graph
             xs.append(t)
             continue
         t = t.to(device)
-        if train and t.is_floating_point() and g.differentiates(name):
+        if train and differentiable(t) and g.differentiates(name):
             t = t.detach().clone().requires_grad_(True)
         xs.append(t)
     return xs

@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from parity_capture.same import same_tensor  # package-only
-from parity_capture.standalone_graph import SEED, SGD_LR, as_output, graph_from_json, load_tensors, placeholder_values  # package-only
+from parity_capture.standalone_graph import SEED, SGD_LR, as_output, differentiable, graph_from_json, load_tensors, placeholder_values  # package-only
 
 
 def parse_option(v):
@@ -295,7 +295,7 @@ def run(fn, inputs, device, dtype=None, train=None):
         with torch.no_grad(), default_dtype(dtype):
             return {f"output/{k}": as_output(o).detach().cpu() for k, o in enumerate(fn(*xs))}
     gm, d = train
-    xs = [x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+    xs = [x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and differentiable(x)
           and d.differentiates(name) else x for x, name in zip(xs, d.input_names)]
     with torch.enable_grad(), default_dtype(dtype):
         out = fn(*xs)

@@ -249,12 +249,18 @@ def captured_layout(t, node):
     return torch.empty_strided(m["shape"], m["stride"], dtype=t.dtype, device=t.device).copy_(t)
 
 
+def differentiable(t) -> bool:
+    """Whether a train run differentiates a value of this dtype: a floating or a complex one (an
+    FNO's complex weights); parity's C++ reference asks the same (experiment/reference.cpp)."""
+    return t.is_floating_point() or t.is_complex()
+
+
 def _attr_node(g, root, n, attrs, parameters):
     attr = "_attr_" + "".join(c if c.isalnum() else "_" for c in n["target"])
     if not hasattr(root, attr):
         t = captured_layout(attrs[n["target"]], n)
         wanted = parameters(n["target"]) if callable(parameters) else parameters
-        if wanted and n["target"].startswith("param/") and t.is_floating_point():
+        if wanted and n["target"].startswith("param/") and differentiable(t):
             root.register_parameter(attr, torch.nn.Parameter(t.detach().clone()))
         else:
             root.register_buffer(attr, t)
