@@ -7,18 +7,14 @@
 #include <cstdio>
 #include <limits>
 
-#include "compare/stats.h"
-
 namespace parity::compare {
 
 namespace {
 
 using nlohmann::json;
 
-// The tensor's numbers (RealNumbers: a complex one's real and imaginary parts) as flat float64 on the CPU.
-at::Tensor Flat64(const at::Tensor& t) {
-  return RealNumbers(t.detach()).to(at::kCPU).to(at::kDouble).reshape({-1}).contiguous();
-}
+// The tensor as flat float64 on the CPU.
+at::Tensor Flat64(const at::Tensor& t) { return t.detach().to(at::kCPU).to(at::kDouble).reshape({-1}).contiguous(); }
 
 // Machine epsilon of a floating dtype (one ulp at 1.0).
 double Epsilon(c10::ScalarType dt) {
@@ -158,7 +154,7 @@ BudgetCheck CheckBudget(const NoiseBudget& budget, const at::Tensor& fp64, const
   int64_t worst = c.numel ? err.argmax().item<int64_t>() : -1;
   if (c.nonfinite > 0) worst = mismatch.to(at::kByte).argmax().item<int64_t>();
   if (worst >= 0) {
-    c.worst_index = Unflatten(worst, RealNumbers(fp64).sizes());
+    c.worst_index = Unflatten(worst, fp64.sizes());
     c.worst = r[worst].item<double>();
     c.worst_fp64 = f64[worst].item<double>();
     c.worst_eager = e[worst].item<double>();

@@ -124,6 +124,7 @@ TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std
   s.numel = RealNumbers(ref).numel();
   if (ref.numel() != res.numel()) return s;
   at::Tensor a = AsStreamable(ref), b = AsStreamable(res);
+  if (a.numel() != b.numel()) return s;  // a complex tensor against a real one: no numbers pair up
   at::Tensor f;
   if (fp64_ref && fp64_ref->numel() == ref.numel()) {
     f = RealNumbers(fp64_ref->detach()).to(at::kCPU).to(at::kDouble).contiguous();

@@ -33,7 +33,7 @@ TensorStats ComputeStats(const at::Tensor& ref, const at::Tensor& res, const std
 
 // The numbers a tensor holds, as real values: a complex tensor as its real view (the real and
 // imaginary parts, a last dim of 2: an error in either counts), any other as it is. Every
-// statistic and noise budget reads a tensor through this.
+// statistic reads a tensor through this (noise budgets are measured for floating outputs only).
 at::Tensor RealNumbers(const at::Tensor& t);
 
 // The plain contiguous CPU view used by the streaming passes (of RealNumbers): float and double

@@ -58,23 +58,6 @@ TEST(Budget, CheckSaysHowManyBudgetsHowManyElementsAndWhere) {
   EXPECT_NE(s.find("1 of 12 elements exceed it, the worst at [1, 2]: 6.5 where fp64 has 6"), std::string::npos) << s;
 }
 
-TEST(Budget, AComplexResultIsJudgedOnItsImaginaryPartsToo) {
-  // A complex gradient (an FNO's spectral weights) wrong only in its imaginary parts passed the
-  // calibrated rule, which read the real parts alone.
-  const at::Tensor re = at::arange(6, at::kDouble).reshape({2, 3});
-  const at::Tensor f64 = at::complex(re, -re), eager = f64.to(at::kComplexFloat);
-  const NoiseBudget b = MeasureBudget(f64, {{"eager", eager}});
-  at::Tensor bad = eager.clone();
-  bad[1][2] = c10::complex<float>(5.0f, -4.0f);  // fp64 holds 5 - 5i
-  const BudgetCheck c = CheckBudget(b, f64, eager, bad);
-  EXPECT_FALSE(c.within);
-  EXPECT_EQ(c.exceeding, 1);
-  EXPECT_EQ(c.numel, 12);  // real and imaginary parts
-  EXPECT_EQ(c.worst_index, (std::vector<int64_t>{1, 2, 1}));  // element [1, 2], its imaginary part
-  EXPECT_DOUBLE_EQ(c.worst, -4.0);
-  EXPECT_TRUE(CheckBudget(b, f64, eager, eager).within);
-}
-
 TEST(Budget, NonFiniteWhereEagerIsFiniteFails) {
   const at::Tensor f64 = Vec({1.0, 2.0}, at::kDouble);
   const at::Tensor eager = Vec({1.0, 2.0});

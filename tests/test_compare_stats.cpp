@@ -151,6 +151,15 @@ TEST(Stats, AComplexTensorsErrorsAreItsRealAndImaginaryParts) {
   EXPECT_LT(s.cosine, 1.0);
 }
 
+TEST(Stats, AComplexTensorAgainstARealOneHasNoPairedNumbers) {
+  // The fuzzer's case: a complex64 ref and a float32 res of one numel; the real view has twice
+  // the numbers, and the streaming pass read past the result's.
+  const TensorStats s = ComputeStats(at::complex(at::ones({5}), at::ones({5})), at::ones({5}), std::nullopt, 1e-4, false);
+  EXPECT_EQ(s.numel, 10);
+  EXPECT_EQ(s.mismatches, 0);
+  EXPECT_EQ(s.max_abs_index, -1);
+}
+
 TEST(Stats, SumsMatchDoublePrecision) {
   at::manual_seed(5);
   const int64_t n = 262147;
