@@ -141,13 +141,11 @@ def test_a_device_without_an_index_is_the_current_one():
     assert out.device == torch.device("cuda", torch.cuda.current_device())
 
 
-def test_a_cpp_backends_script_names_the_command_with_its_dir_as_one_word(tmp_path):
-    """repro.py of a backend that runs only in parity's C++ runtime prints the command that runs
-    it; a dir with a space is quoted so the command can be copied."""
+def test_a_cpp_backends_script_names_the_command_with_its_dir_as_one_word(tmp_path, capsys):
+    """repro.py (standalone.main) of a backend that runs only in parity's C++ runtime prints the
+    command that runs it; a dir with a space is quoted so the command can be copied."""
     import json
     import shutil
-    import subprocess
-    from parity_capture.repro_script import write_script
     src = os.path.join(os.environ.get("PARITY_TEST_DATA", ""), "models", "mlp")
     if not os.path.isdir(src):
         pytest.skip("PARITY_TEST_DATA is not set (run through ctest)")
@@ -156,7 +154,5 @@ def test_a_cpp_backends_script_names_the_command_with_its_dir_as_one_word(tmp_pa
     m = json.load(open(d / "manifest.json"))
     m["backend"] = {"name": "fault", "options": {"op": "aten::relu"}}
     json.dump(m, open(d / "manifest.json", "w"))
-    script = write_script(str(d), None, str(d / "repro.py"))
-    p = subprocess.run([sys.executable, script], capture_output=True, text=True)
-    assert p.returncode == 2, p.stdout + p.stderr
-    assert f"parity repro run '{d}' --backend fault" in p.stdout, p.stdout
+    assert standalone.main(str(d), None) == 2
+    assert f"parity repro run '{d}' --backend fault" in capsys.readouterr().out
