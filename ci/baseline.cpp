@@ -177,10 +177,11 @@ Status OneProgramPerRow(const std::vector<results::Record>& records) {
   std::map<ConfigModel, std::string> first;
   for (const auto& r : records) {
     const ConfigModel row{results::ConfigOf(r), r.model};
-    auto [it, added] = first.emplace(row, program(r));
-    if (!added && it->second != program(r))
+    const std::string this_one = program(r);
+    auto [it, added] = first.emplace(row, this_one);
+    if (!added && it->second != this_one)
       return Error::BadInput("the baseline row \"" + r.model + "\" of " + row.first + " would hold two programs, " + it->second +
-                             " and " + program(r) + ": a row is one program; capture each under a name of its own "
+                             " and " + this_one + ": a row is one program; capture each under a name of its own "
                              "(dump_backend(out, \"name\"), capture(..., name=...), or the manifest's \"model\")");
   }
   return Status::Ok();
