@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <ostream>
 #include <set>
 
@@ -126,7 +125,7 @@ results::Record RankRecord(const WorldRun& run, int r) {
   rec.model = ModelOf(*run.w) + ".rank" + std::to_string(r);
   rec.experiment = {spec.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu", "", run.backend, run.backend_options,
                     m.mode, m.dtype, m.batch_size, verify::ConfigOfSpec(spec)};
-  rec.timestamp = static_cast<double>(std::time(nullptr));
+  rec.timestamp = results::Now();
   rec.fingerprint = Fingerprint(run, r);
   rec.tolerance = run.tol;
   rec.rule = "same";

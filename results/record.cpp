@@ -1,5 +1,6 @@
 #include "results/record.h"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -122,6 +123,11 @@ Attempt Record::FirstAttempt() const {
 std::string Record::WeakerRuleNote() const {
   if (!LacksFp64Reference()) return "";
   return "no fp64 reference, decided by cosine similarity (" + reference_error.substr(0, 160) + ")";
+}
+
+double Now() {
+  using namespace std::chrono;
+  return static_cast<double>(duration_cast<microseconds>(system_clock::now().time_since_epoch()).count()) / 1e6;
 }
 
 bool RulesDisagree(const json& outputs) {

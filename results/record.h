@@ -81,7 +81,7 @@ struct Record {
   int repeat = 1;
   int iterations_per_run = 1;
   Metrics metrics;
-  double timestamp = 0.0;
+  double timestamp = 0.0;  // when it was written: seconds since the epoch, to the microsecond (Now())
   Code code = Code::kVerifierDidntRun;  // "verification_code"
   double tolerance = 0.0;
   bool cosine = false;
@@ -122,6 +122,10 @@ struct Record {
 // Whether same() and the noise budget (the calibrated rule) disagree on any output: an output
 // with a budget whose `same_pass` differs from its `noise_budget.check.within`.
 bool RulesDisagree(const nlohmann::json& outputs);
+
+// A record's timestamp for now: seconds since the epoch, to the microsecond (a run's records show
+// when each experiment ended, and with metrics.wall_time_s when it started).
+double Now();
 
 // An output's statistic (`stats.<key>`), NaN when absent.
 double OutputStat(const nlohmann::json& output, const char* key);

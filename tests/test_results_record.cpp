@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <ctime>
 #include <fstream>
 
 #include "ci_records.h"
@@ -18,6 +20,20 @@ TEST(Codes, RoundTrip) {
   EXPECT_FALSE(IsFailure(Code::kPass));
   EXPECT_FALSE(IsFailure(Code::kVerifierSkipped));
   EXPECT_TRUE(IsFailure(Code::kVerifierDidntRun));
+}
+
+TEST(Record, NowIsTheEpochsSecondsToTheMicrosecond) {
+  // Records' timestamps order experiments that end within one second of each other.
+  const double before = static_cast<double>(std::time(nullptr));
+  double a = results::Now(), b = a;
+  while (b == a) b = results::Now();
+  EXPECT_GE(a, before);
+  EXPECT_LE(a, before + 2.0);
+  EXPECT_LT(b - a, 0.5);
+  EXPECT_GT(b, a);
+  bool fractional = false;
+  for (int i = 0; i < 100 && !fractional; ++i) fractional = std::fmod(results::Now(), 1.0) != 0.0;
+  EXPECT_TRUE(fractional);
 }
 
 TEST(Record, RoundTripsEveryFieldAndKeepsUnknownOnes) {

@@ -1,7 +1,6 @@
 #include "verify/record.h"
 
 #include <algorithm>
-#include <ctime>
 
 #include "results/statuses.h"
 #include "experiment/backend.h"
@@ -37,7 +36,7 @@ results::Record RecordOf(const experiment::ExperimentSpec& spec, const experimen
   rec.iterations_per_run = spec.iterations_per_run;
   rec.metrics = {r.total_time, r.per_iter_time, r.compile_time_s, 0.0, r.calibration_time_s, r.phase_seconds, r.peak_memory_bytes};
   AddDriverTime(rec, c);
-  rec.timestamp = static_cast<double>(std::time(nullptr));
+  rec.timestamp = results::Now();
   rec.fingerprint = spec.Fingerprint();
   // What the result says: its code and verdicts, why it is not a pass, how it ended.
   const results::Attempt first = AttemptOf(r);
