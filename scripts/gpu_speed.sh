@@ -5,7 +5,8 @@
 # GPUs sampled every 100 ms), their verdicts compared and the throughput ratio. Output in $OUT:
 # runner.json/.md, the matrix's records (out-j1/, out-jN/), smi-*.csv, summary.json.
 #   scripts/gpu_speed.sh [PYTHON] [HEADERS_DIR]     (MODELS, RUNNER_MODELS, SIZE to change what runs;
-#   STAGES, default "capture runner matrix", to split the run over calls: captures already in WORK are kept)
+#   STAGES, default "capture runner matrix", to split the run over calls: captures already in WORK are kept;
+#   REPEATS, default 1, the warm -j 1 / -j N pairs, alternated)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -46,8 +47,13 @@ run() { sampled "$1" build-gpu/parity verify "$WORK"/dirs/* --backend inductor -
 ls -d "$WORK"/empty-* 2>/dev/null | tee "$OUTDIR/empty.txt"
 run cold "$NG"
 log "cold done"
-run j1 1
-run "j$NG" "$NG"
+# Warm runs alternated, REPEATS pairs (a lent machine's runs differ from each other by more than
+# the ratio's margin): j1, jN, then j1_2, jN_2, ...
+for r in $(seq 1 "${REPEATS:-1}"); do
+  sfx=$([ "$r" = 1 ] || echo "_$r")
+  run "j1$sfx" 1
+  run "j$NG$sfx" "$NG"
+done
 log "matrix done"
 "$PY" - "$OUTDIR" "$NG" <<'PY'
 import csv, json, os, re, sys
@@ -61,18 +67,34 @@ def busy(label):
         n, b = seen.get(int(row[0]), (0, 0))
         seen[int(row[0])] = (n + 1, b + (float(row[1]) > 0))
     return {i: round(b / n, 2) for i, (n, b) in sorted(seen.items())}
-walls = dict(re.findall(r"^(\S+) exit=\d+ wall_s=([\d.]+)", open(os.path.join(out, "runs.txt")).read(), re.M))
+runs = re.findall(r"^(\S+) exit=\d+ wall_s=([\d.]+)(?: start=([\d.]+))?", open(os.path.join(out, "runs.txt")).read(), re.M)
+walls = {label: w for label, w, _ in runs}
+starts = {label: float(t) for label, _, t in runs if t}
+def timeline(label):
+    """Each experiment's start and end, seconds after the run's process started (a record's
+    timestamp is when it was written; its wall_time_s how long the experiment took)."""
+    t0 = starts.get(label)
+    if t0 is None: return None
+    return sorted([r["model"]["model_name"], round(r["timestamp"] - r["metrics"]["wall_time_s"] - t0, 2), round(r["timestamp"] - t0, 2),
+                   round(r["metrics"].get("phase_seconds", {}).get("worker_start", 0.0), 2)] for r in records(label))
 codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in ("cold", "j1", f"j{ng}")}
+pairs = [(f"j1{sfx}", f"j{ng}{sfx}") for sfx in [""] + sorted({l[len("j1"):] for l in walls if l.startswith("j1_")})]
+ratios = [float(walls[a]) / float(walls[b]) for a, b in pairs if a in walls and b in walls]
 summary = {"gpus": ng, "models": len(codes["j1"]), "wall_s": {k: float(v) for k, v in walls.items()},
-           "throughput_ratio": float(walls["j1"]) / float(walls[f"j{ng}"]),
+           "throughput_ratio": ratios[0], "throughput_ratios": [round(x, 3) for x in ratios],
+           "throughput_ratio_pooled": sum(float(walls[a]) for a, _ in pairs) / sum(float(walls[b]) for _, b in pairs),
            "same_verdicts": codes["j1"] == codes[f"j{ng}"] == codes["cold"], "verdicts": codes["j1"],
            "busy": {label: busy(label) for label in ("j1", f"j{ng}")},
+           "timeline": {label: timeline(label) for label in ("cold", "j1", f"j{ng}")},
+           "experiments_sum_s": {label: round(sum(r["metrics"]["wall_time_s"] for r in records(label)), 1) for label in ("cold", "j1", f"j{ng}")},
            "per_model": {}}
 cold = {r["model"]["model_name"]: r for r in records("cold")}
 for r in records("j1"):
     name = r["model"]["model_name"]
     summary["per_model"][name] = {"cold_s": cold[name]["metrics"]["wall_time_s"], "warm_s": r["metrics"]["wall_time_s"],
                                   "phases": r["metrics"].get("phase_seconds"), "peak_memory_bytes": r["metrics"].get("peak_memory_bytes")}
+for r in records(f"j{ng}"):
+    summary["per_model"][r["model"]["model_name"]][f"phases_j{ng}"] = r["metrics"].get("phase_seconds")
 print(json.dumps(summary, indent=1))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 PY
