@@ -130,16 +130,17 @@ JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<st
 }
 
 JobRunner::~JobRunner() {
-  // Every slot's server and worker signalled before any is waited for: a process holding a CUDA
-  // context takes about a second to end, and one after another those seconds ended every run.
+  // Every slot's server and worker killed and none waited for (Child::Abandon): a process holding
+  // a CUDA context takes about a second to end, which waiting made the last second of every run.
   for (Slot& s : slots_) {
-    if (s.server && !s.server->child.Poll()) s.server->child.Signal();
-    if (s.worker) s.worker->SignalEnd();
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    StopServer(i);
-    slots_[i].client.reset();
-    slots_[i].worker.reset();  // stopped, or (a pool entry's, live) left for the pool's next user
+    if (s.server) {
+      if (s.server->fd >= 0) ::close(s.server->fd);
+      s.server->child.Abandon();
+      s.server.reset();
+    }
+    s.client.reset();
+    if (s.worker) s.worker->Abandon();  // a pool entry's, live, is left for the pool's next user
+    s.worker.reset();
   }
 }
 

@@ -125,9 +125,11 @@ WorkerProcess::~WorkerProcess() {
 
 bool WorkerProcess::KeptForPool() { return claim_ && (child_ || pid_ > 0) && !Check(); }
 
-void WorkerProcess::SignalEnd() {
+void WorkerProcess::Abandon() {
   if (KeptForPool()) return;
-  if (child_) child_->Signal();
+  if (child_) child_->Abandon();
+  child_.reset();
+  Stop();  // a worker a fork server made: killed (not this process's child: nothing to wait for)
 }
 
 std::optional<ExitInfo> WorkerProcess::Check() {

@@ -49,9 +49,9 @@ class WorkerProcess {
   // Launched and alive, not listening yet (an Ensure now would wait for its start).
   bool Starting();
   void Stop();
-  // Sends the end the destructor will wait for, without waiting: a worker the pool keeps is left
-  // alone. The caller ending several workers and servers signals them all first (JobRunner).
-  void SignalEnd();
+  // Ends it without waiting for its end (Child::Abandon): for a run's end, where nothing asks how
+  // it ended. A worker the pool keeps is left alone.
+  void Abandon();
   const std::string& socket_path() const { return socket_path_; }
   const std::string& log_path() const { return log_path_; }
   // Workers this object starts from now on prepare, before they listen, what a backend's first

@@ -11,8 +11,9 @@ namespace {
 TEST(Devices, UnavailableSaysWhy) {
   EXPECT_EQ(DeviceUnavailable("cpu"), "");
   EXPECT_NE(DeviceUnavailable("gpu0").find("not a device torch knows"), std::string::npos);
-  if (!DeviceUnavailable("cuda").empty())  // a CPU-only build or machine: it names the device type
+  if (!DeviceUnavailable("cuda").empty()) {  // a CPU-only build or machine: it names the device type
     EXPECT_NE(DeviceUnavailable("cuda").find("cuda"), std::string::npos) << DeviceUnavailable("cuda");
+  }
   EXPECT_EQ(PeakMemory(c10::Device("cpu")), 0);
 }
 

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
 
 namespace parity {
 namespace {
@@ -56,6 +61,26 @@ TEST(Subprocess, SignalEndsItsGroupWithoutWaiting) {
     EXPECT_FALSE(e.timed_out);
     EXPECT_EQ(e.signal, SIGKILL);
   }
+}
+
+TEST(Subprocess, AbandonKillsWithoutWaitingAndTheChildIsReapedAnyway) {
+  // A child that takes long to end once killed (a shell that ignores nothing, its group's sleep
+  // and a trap that sleeps on: SIGKILL ends them at once, so the end is the kernel's) is killed,
+  // Abandon returns at once, and a thread reaps it: no zombie is left while this process lives.
+  auto c = Child::Spawn({"/bin/sh", "-c", "sleep 100 & sleep 100"});
+  ASSERT_TRUE(c.ok());
+  const pid_t pid = c->pid();
+  const auto t0 = std::chrono::steady_clock::now();
+  c->Abandon();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->pid(), -1);
+  EXPECT_TRUE(c->Poll().has_value());  // nothing left to wait for
+  bool reaped = false;
+  for (int i = 0; i < 500 && !reaped; ++i) {
+    reaped = ::kill(pid, 0) != 0 && errno == ESRCH;  // a zombie still answers kill(pid, 0)
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(reaped);
 }
 
 TEST(Subprocess, PassesEnvironmentAndRedirects) {

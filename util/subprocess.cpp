@@ -126,6 +126,21 @@ void Child::Signal() {
   ::kill(pid_, SIGKILL);
 }
 
+void Child::Abandon() {
+  if (Poll()) return;  // ended already (now reaped), or no child
+  Signal();
+  if (status_fd_ >= 0) {
+    CloseStatus();  // the zygote reaps it
+  } else {
+    std::thread([pid = pid_] {
+      int st = 0;
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+    }).detach();
+  }
+  pid_ = -1;
+}
+
 void Child::Kill() {
   if (pid_ <= 0) return;
   Signal();
