@@ -11,6 +11,7 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NG=$(nvidia-smi -L | wc -l)
+NJ=${NJ:-$NG}  # the slots of the parallel runs (one per GPU unless given)
 MODELS=${MODELS:-bert roberta electra albert distilbert gpt2 gpt_neox llama mistral qwen2 opt bloom t5 bart xlm_roberta megatron_bert gpt_bigcode biogpt}
 RUNNER_MODELS=${RUNNER_MODELS:-bert}
 PER_GPU=${PER_GPU:-2}  # captures at once on each GPU
@@ -45,17 +46,17 @@ stage matrix || exit 0
 export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
 run() { sampled "$1" build-gpu/parity verify "$WORK"/dirs/* --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"; }
 ls -d "$WORK"/empty-* 2>/dev/null | tee "$OUTDIR/empty.txt"
-run cold "$NG"
+run cold "$NJ"
 log "cold done"
 # Warm runs alternated, REPEATS pairs (a lent machine's runs differ from each other by more than
 # the ratio's margin): j1, jN, then j1_2, jN_2, ...
 for r in $(seq 1 "${REPEATS:-1}"); do
   sfx=$([ "$r" = 1 ] || echo "_$r")
   run "j1$sfx" 1
-  run "j$NG$sfx" "$NG"
+  run "j$NJ$sfx" "$NJ"
 done
 log "matrix done"
-"$PY" - "$OUTDIR" "$NG" <<'PY'
+"$PY" - "$OUTDIR" "$NJ" <<'PY'
 import csv, json, os, re, sys
 out, ng = sys.argv[1], int(sys.argv[2])
 def records(label):
