@@ -78,13 +78,13 @@ def timeline(label):
     if t0 is None: return None
     return sorted([r["model"]["model_name"], round(r["timestamp"] - r["metrics"]["wall_time_s"] - t0, 2), round(r["timestamp"] - t0, 2),
                    round(r["metrics"].get("phase_seconds", {}).get("worker_start", 0.0), 2)] for r in records(label))
-codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in ("cold", "j1", f"j{ng}")}
+codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in walls}  # every run's, repeats too
 pairs = [(f"j1{sfx}", f"j{ng}{sfx}") for sfx in [""] + sorted({l[len("j1"):] for l in walls if l.startswith("j1_")})]
 ratios = [float(walls[a]) / float(walls[b]) for a, b in pairs if a in walls and b in walls]
 summary = {"gpus": ng, "models": len(codes["j1"]), "wall_s": {k: float(v) for k, v in walls.items()},
            "throughput_ratio": ratios[0], "throughput_ratios": [round(x, 3) for x in ratios],
            "throughput_ratio_pooled": sum(float(walls[a]) for a, _ in pairs) / sum(float(walls[b]) for _, b in pairs),
-           "same_verdicts": codes["j1"] == codes[f"j{ng}"] == codes["cold"], "verdicts": codes["j1"],
+           "same_verdicts": all(c == codes["cold"] for c in codes.values()), "verdicts": codes["j1"],
            "busy": {label: busy(label) for label in ("j1", f"j{ng}")},
            "timeline": {label: timeline(label) for label in ("cold", "j1", f"j{ng}")},
            "experiments_sum_s": {label: round(sum(r["metrics"]["wall_time_s"] for r in records(label)), 1) for label in ("cold", "j1", f"j{ng}")},
