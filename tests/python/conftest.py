@@ -72,6 +72,30 @@ def verify(parity_bin, out, *args):
     return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
 
 
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """A capture cache of the test file's own (`--cache-dir`): its suite models captured once."""
+    return str(tmp_path_factory.mktemp("parity-cache"))
+
+
+def verify_cached(parity_bin, cache_dir, out, *args):
+    """`parity verify --cache-dir cache_dir --output-dir out ARGS`: the process and its records."""
+    return verify(parity_bin, out, "--cache-dir", cache_dir, *args)
+
+
+def minify(parity_bin, src, out, *args):
+    """`parity minify SRC --out out ARGS`: the process and its summary.json (None when it wrote none)."""
+    import json
+    r = run_parity(parity_bin, "minify", src, "--out", str(out), *args)
+    path = os.path.join(str(out), "summary.json")
+    return r, (json.load(open(path)) if os.path.exists(path) else None)
+
+
+def call_functions(summary):
+    """The ops of a minify summary's culprit, in order."""
+    return [c["target"] for c in summary["culprit_ops"]]
+
+
 def stamp_version(d, version):
     """Rewrites repro dir `d`'s manifest and graphs as format `version` (what an older capture
     wrote, for tests that older dirs load unchanged)."""

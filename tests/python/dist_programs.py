@@ -292,6 +292,15 @@ PROGRAMS = {"collectives": run_collectives, "ddp": run_ddp, "ddp_python_reducer"
             "tp_eval": lambda rank, world, out: run_tp(rank, world, out, train=False)}
 
 
+def capture(kinds, world, base):
+    """Runs this module's programs `kinds` (comma-separated) on `world` gloo ranks, each into
+    base/<kind>, in a process of their own (what the tests call)."""
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), kinds, str(world), str(base)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def main(rank, kinds, world, base):
     if DEVICE == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())

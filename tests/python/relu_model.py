@@ -2,6 +2,9 @@
 (cpp.inject_relu_bug_TESTING_ONLY) and the minifier benchmark."""
 import torch
 
+# The knob as a verify or minify command line gives it: Inductor with its relu lowered wrongly.
+RELU_KNOB = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
+
 
 class ReluNet(torch.nn.Module):
     def __init__(self, blocks: int = 4, width: int = 32):

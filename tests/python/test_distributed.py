@@ -2,7 +2,8 @@
 graphs captured by dump_backend into one multi-rank dir, replayed by `parity repro run` in one
 process with the collectives computed from every rank's values (simulated), against what each
 rank's program computed with gloo; a rank that never joins a collective is named with the op; a
-multi-rank dir whose ranks disagree is exit 2 naming the file and field."""
+multi-rank dir whose ranks disagree is exit 2 naming the file and field. (Minify of a multi-rank
+dir: test_distributed_minify.py.)"""
 import json
 import os
 import subprocess
@@ -10,17 +11,11 @@ import sys
 
 import pytest
 
-from conftest import run_parity, standalone_env, verify
+from conftest import run_parity, verify
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def capture(kinds, world, base):
-    """Runs dist_programs.py's programs `kinds` (comma-separated) on `world` gloo ranks, each into
-    base/<kind>."""
-    r = subprocess.run([sys.executable, os.path.join(HERE, "dist_programs.py"), kinds, str(world), str(base)],
-                       capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+sys.path.insert(0, HERE)
+from dist_programs import capture  # noqa: E402
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
@@ -177,77 +172,6 @@ def test_a_multi_rank_dir_whose_ranks_disagree_is_exit_2(parity_bin, collectives
     # Each rank's log line says why (its isolated run's verdict).
     assert all(f"rank {k}: does not fail isolated: the original does not fail with backend eager (3 runs; first: PASS" in r.stdout
                for k in (0, 1)), r.stdout
-
-
-def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu(parity_bin, two_ranks, tmp_path):
-    """Inductor's relu knob inside a tensor-parallel block (trained): each rank isolated (its
-    all_reduce cut, the values it returned fed in), the first failing rank minified to the relu,
-    with no collective left, and its repro.py runs in one process; the other rank's isolated dir
-    fails the same way."""
-    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
-    out = tmp_path / "m"
-    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *knob, "-j", "2", "--no-compiler-bisect",
-                   "--no-stage-bisect", "--confirm", "1")
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.load(open(out / "summary.json"))
-    # (Twice in the suite under load, never alone: once the minimum kept 6 ops, once no rank failed
-    # isolated and the ranks were reduced together. The minify's log says which runs passed.)
-    w = s["world"]
-    assert (w["rank"], w["world_size"]) == (0, 2) and w.get("collectives_cut", 0) >= 1, json.dumps(w) + "\n" + r.stdout
-    ops = [c["target"] for c in s["culprit_ops"]]
-    assert "aten::relu" in ops and len(ops) <= 3 and s["culprit"]["target"] == "aten::relu", \
-        s["graph_text"] + "\n" + json.dumps(s["passes"]) + "\n" + r.stdout
-    assert "_c10d_functional" not in s["graph_text"]
-    p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True,
-                       env=standalone_env(tmp_path))
-    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
-    isolated1 = out / "isolated" / "rank1"
-    assert "distributed" not in json.load(open(isolated1 / "manifest.json"))
-    r = run_parity(parity_bin, "repro", "run", str(isolated1), *knob)
-    assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
-
-
-def test_a_failure_that_needs_its_collectives_is_reduced_on_every_rank_with_them_kept(parity_bin, collectives2, tmp_path):
-    """Inductor with a wrong communication pass (wrong_comm_pass.py: a post-grad pass running every
-    sum all_reduce as an average) fails every rank only where the collectives run: no rank fails
-    isolated, so minify reduces the graph on both ranks at once (minifier/across_ranks.h), each
-    candidate run for real on 2 gloo ranks. The minimum keeps the all_reduce and drops every
-    collective the failure does not need; the stages before Inductor pass, and PyTorch's compiler
-    bisector, run by both ranks in step, names the pass; its repro.py reproduces under torchrun,
-    and simulated (parity's own collectives) it passes. `--out` is relative, as a user types it:
-    the ranks' requests name their store and outputs by absolute paths."""
-    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = tmp_path / "m"
-    r = subprocess.run([parity_bin, "minify", str(collectives2), "--out", "m", "--backend", "inductor",
-                        "--import", "wrong_comm_pass", "--confirm", "1"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    s = json.load(open(out / "summary.json"))
-    # Stage bisection on every rank: dynamo alone, AOTAutograd and its decompositions pass.
-    assert s["stages"] == {"stage": "inductor", "passed": ["eager", "aot_eager", "aot_eager_decomp_partition"]}, s["stages"]
-    c = s["compiler_culprit"]
-    assert (c["subsystem"], c["detail"]) == ("post_grad_passes", "post_grad_custom_post_pass"), c
-    assert c["config"] == "torch._inductor.config.post_grad_custom_post_pass = None", c
-    assert "compiler culprit (every rank in step): inside inductor: post_grad_passes" in r.stdout, r.stdout
-    w = s["world"]
-    assert w["reduced_across_ranks"] and w["rank"] == 0 and w["world_size"] == 2, w
-    assert [t["fails"] for t in w["ranks_tried"]] == [False, False], w
-    kept = w["collectives_kept"]
-    assert any("all_reduce" in k for k in kept), s["graph_text"]
-    assert not [k for k in kept if "all_reduce" not in k and "wait_tensor" not in k], s["graph_text"]
-    assert s["ops_after"] <= 3 < s["ops_before"], s["graph_text"]
-    assert s["culprit"]["target"] == "_c10d_functional::all_reduce" and "dist_programs.py" in s["culprit"]["stack_trace"], s
-    ranks = [json.load(open(out / "world" / f"rank{k}" / "manifest.json"))["distributed"]["rank"] for k in (0, 1)]
-    assert ranks == [0, 1]
-    # repro.py is standalone (torch and safetensors: standalone_ranks.py inlined) and imports the plugin itself.
-    script = open(out / "repro.py").read()
-    assert "parity_capture" not in script and "import wrong_comm_pass" in script and "def torchrun_main(" in script
-    assert "# compiler culprit: inside inductor: post_grad_passes" in script
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        str(out / "repro.py")], capture_output=True, text=True, env=env, timeout=240)
-    assert p.returncode != 0 and "rank 0: graph_0 output 0: FAIL" in p.stdout, p.stdout + p.stderr
-    r = run_parity(parity_bin, "repro", "run", str(out / "world"))
-    assert r.returncode == 0 and "PASS: 2 ranks, simulated replay" in r.stdout, r.stdout + r.stderr
 
 
 def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(parity_bin, collectives2, tmp_path):

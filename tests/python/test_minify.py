@@ -2,7 +2,8 @@
 graph reduce to that op with the original signature; two bugs reduce to the one that matches;
 PyTorch's inductor minifier-testing knob reduces to the relu and, inside Inductor, to the relu's
 lowering; a wrong pass an --import'ed plugin registers is named; outputs, --check, resume, graph
-bisection and a repro that does not fail."""
+bisection and a repro that does not fail. (A train graph, the README's verify-to-minify workflow
+and a hanging candidate: test_minify_workflows.py.)"""
 import json
 import os
 import subprocess
@@ -11,11 +12,11 @@ import sys
 import pytest
 import torch
 
-from conftest import run_parity, standalone_env
+from conftest import call_functions, minify, run_parity, standalone_env
 
 sys.path.insert(0, os.path.dirname(__file__))
 from deep_model import capture_deep  # noqa: E402
-from relu_model import capture_relu  # noqa: E402
+from relu_model import RELU_KNOB, capture_relu  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +28,6 @@ def deep(tmp_path_factory):
 def relunet(tmp_path_factory):
     # A (64, 256) input: the shrink-shapes pass makes the minimal repro small in data too.
     return capture_relu(str(tmp_path_factory.mktemp("relu") / "relunet"), batch=64, width=256)
-
-
-RELU_KNOB = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +43,6 @@ def input_shapes(repro_dir):
     with open(os.path.join(repro_dir, "graphs", "graph_0.json")) as f:
         nodes = json.load(f)["nodes"]
     return [n["meta"]["val"][0]["shape"] for n in nodes if n["op"] == "placeholder"]
-
-
-def minify(parity_bin, src, out, *args):
-    r = run_parity(parity_bin, "minify", src, "--out", str(out), *args)
-    summary = json.load(open(os.path.join(str(out), "summary.json"))) if os.path.exists(os.path.join(str(out), "summary.json")) else None
-    return r, summary
-
-
-def call_functions(summary):
-    return [c["target"] for c in summary["culprit_ops"]]
 
 
 def test_deep_graph_has_300_nodes(deep):
@@ -163,21 +151,6 @@ def test_runners_kept_across_candidates_judge_as_fresh_children_do(parity_bin, r
         assert kept[key] == fresh[key], (key, kept[key], fresh[key])
 
 
-class Tiny(torch.nn.Module):
-    def forward(self, x):
-        return torch.tanh(x * 2) + 1
-
-
-def test_a_hanging_candidate_is_killed_and_its_runner_replaced(parity_bin, tmp_path):
-    from parity_capture import capture
-    capture(Tiny(), (torch.randn(4, 4),), str(tmp_path / "tiny"))
-    r, s = minify(parity_bin, str(tmp_path / "tiny"), tmp_path / "m", "--backend", "fault", "--backend-option", "op=aten::tanh",
-                  "--backend-option", "kind=hang", "--timeout", "3", "--confirm", "1", "--no-stage-bisect")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert s["signature"]["kind"] == "timeout" and call_functions(s) == ["aten::tanh"], s["graph_text"]
-    assert s["runners_started"] > 1, s["runners_started"]  # each hang took its server down
-
-
 def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, relunet, relu_knob, tmp_path):
     r, scan, scan_out = relu_knob
     assert r.returncode == 0, r.stdout + r.stderr
@@ -211,30 +184,6 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     text = html.read_text()
     assert "<h2>Minify runs</h2>" in text and text.count("<svg") == 1 and "<script" not in text
     assert f"leaves the fp64 envelope at <code>%{first['node']}</code>" in text
-
-
-def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
-    """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
-    relu named as the culprit with the test model's own source line."""
-    src = capture_relu(str(tmp_path / "relutrain"), blocks=2, mode="train")  # the relu in the last block: 14 ops
-    r, s = minify(parity_bin, src, tmp_path / "out", "--backend", "inductor", "--backend-option",
-                  "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2", "--no-compiler-bisect", "--no-stage-bisect")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert s["signature"]["kind"] == "accuracy"
-    ops = call_functions(s)
-    assert "aten::relu" in ops and len(ops) <= 3, s["graph_text"]
-    assert s["culprit"]["target"] == "aten::relu"
-    assert "relu_model.py" in s["culprit"]["stack_trace"] and "capture.py" not in s["culprit"]["stack_trace"]
-    assert "    at relu_model.py:" in r.stdout, r.stdout  # the log names the model's own line (innermost frame)
-    again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor", "--backend-option",
-                       "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
-    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
-    # The standalone script runs the train graph as parity does (forward and backward from fresh
-    # parameters, the loss and every gradient compared): a failure only in gradients reproduces.
-    env = standalone_env(tmp_path)
-    p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
-    assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
-    assert "loss: FAIL" in p.stdout and "grad/" in p.stdout, p.stdout
 
 
 def test_user_check_command(parity_bin, deep, tmp_path):
@@ -290,22 +239,6 @@ def test_bad_input(parity_bin, deep, tmp_path):
     assert r.returncode == 2 and "names no backend" in r.stderr
     r = run_parity(parity_bin, "minify", "--print-passes")
     assert r.returncode == 0 and "replace-with-placeholders" in r.stdout
-
-
-def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
-    # The README workflow on a real suite model (BatchNorm: tuple ops and getitem nodes).
-    v = run_parity(parity_bin, "verify", "--model", "resnet", *RELU_KNOB, "--output-dir", str(tmp_path / "v"),
-                   "--cache-dir", str(tmp_path / "cache"))
-    assert v.returncode == 1 and "FAIL" in v.stdout, v.stdout + v.stderr
-    repro = tmp_path / "v" / "repros" / "resnet-inductor-eval-float32-cpu"
-    r, s = minify(parity_bin, str(repro), tmp_path / "m", "-j", "2")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert s["ops_before"] > 60 and call_functions(s) == ["aten::relu"]
-    assert s["culprit"]["module_path"].startswith("stem")
-    # The HTML report shows where inside the compiler it comes from.
-    rep = run_parity(parity_bin, "report", str(tmp_path / "m"), "-o", str(tmp_path / "r.html"))
-    assert rep.returncode == 0, rep.stdout + rep.stderr
-    assert "compiler: inside inductor: lowerings #" in (tmp_path / "r.html").read_text()
 
 
 def test_report_refuses_a_broken_minify_summary(parity_bin, tmp_path):

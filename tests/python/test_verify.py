@@ -1,6 +1,6 @@
 """parity verify end to end: every verification code produced for real (fault injection),
-eval and train on suite models with eager, aot_eager and inductor, results.jsonl, resume after
-a kill, the repro dir written on failure, bad input."""
+results.jsonl, resume after a kill, the repro dir written on failure, bad input. (Suite models
+with every backend, eval and train, at -j 1 and -j 2: test_verify_backends.py.)"""
 import json
 import os
 import signal
@@ -9,21 +9,7 @@ import time
 
 import pytest
 
-from conftest import run_parity
-
-
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("parity-cache"))
-
-
-def verify(parity_bin, cache_dir, out_dir, *args):
-    r = run_parity(parity_bin, "verify", "--cache-dir", cache_dir, "--output-dir", str(out_dir), *args)
-    lines = []
-    results = os.path.join(str(out_dir), "results.jsonl")
-    if os.path.exists(results):
-        lines = [json.loads(l) for l in open(results)]
-    return r, lines
+from conftest import run_parity, verify_cached as verify
 
 
 FAULTS = [
@@ -72,35 +58,6 @@ def parity_has(parity_bin, device):
     """Whether parity's own torch build and this machine run `device` (repro run refuses one they lack)."""
     r = run_parity(parity_bin, "repro", "run", os.environ["PARITY_TEST_DATA"] + "/models/mlp", "--device", device)
     return r.returncode != 2
-
-
-def test_eval_and_train_with_eager_and_inductor_one_slot_or_two(parity_bin, cache_dir, tmp_path):
-    """Suite models, eval and train, a C++ backend and a compiler: every record PASS with the train
-    step's loss, gradients and optimizer state compared; every record splits its wall time by phase
-    (metrics.phase_seconds, results/phases.h), the parts adding up to the whole within 5%, and the
-    terminal says the split; two slots (-j 2) give the verdicts one gives. (aot_eager, eval and
-    train: test_every_available_backend_... below and test_host_ops.py.)"""
-    args = ["--model", "mlp", "--model", "resnet", "--test", "eval", "--test", "train",
-            "--backend", "eager", "--backend", "inductor"]
-    codes = {}
-    for jobs in (1, 2):
-        r, lines = verify(parity_bin, cache_dir, tmp_path / f"j{jobs}", *args, "-j", str(jobs))
-        assert r.returncode == 0, r.stdout + r.stderr
-        codes[jobs] = {(x["model"]["model_name"], x["experiment"]["backend"], x["experiment"]["test"]): x["verification_code"]
-                       for x in lines}
-        assert len(codes[jobs]) == 8 and set(codes[jobs].values()) == {"PASS"}, codes[jobs]
-        assert "8 passed, 0 failed" in r.stdout
-        for rec in lines:
-            m = rec["metrics"]
-            split = m["phase_seconds"]
-            assert {"load", "eager", "fp64", "compare", "process"} <= set(split), split
-            assert abs(sum(split.values()) - m["wall_time_s"]) <= 0.05 * m["wall_time_s"], m
-        assert "time: " in r.stdout and "%" in r.stdout.split("time: ")[1], r.stdout
-        train = next(l for l in lines if l["experiment"]["test"] == "train" and l["experiment"]["backend"] == "inductor")
-        names = [o["path"] for o in train["outputs"]]
-        assert names[0] == "loss" and any(n.startswith("grad/param/") for n in names) and any(n.startswith("sgd/") for n in names)
-        assert any(n.startswith("grad/input/") for n in names)
-    assert codes[1] == codes[2], codes
 
 
 def test_results_jsonl_fields(parity_bin, cache_dir, tmp_path):
@@ -233,27 +190,3 @@ def test_a_worker_of_another_torch_build_is_exit_2_naming_both(parity_bin, tmp_p
     assert r.returncode == 2 and "TorchMismatch" in r.stdout and "9.9.9+other" in r.stderr, r.stdout + r.stderr
     r = subprocess.run([parity_bin, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "built against torch" in r.stdout and "git " in r.stdout and "CUDA " in r.stdout, r.stdout
-
-
-def test_every_available_backend_verifies_a_suite_model_and_a_captured_dir(parity_bin, cache_dir, tmp_path, test_data):
-    """Each row of `parity backends` that is available here runs end to end: a suite model and a
-    captured dir through `parity verify`, in one run, every record PASS (aot_inductor once failed
-    with a NameError no test ran). The fault backend injects faults (test_every_code_for_real); a
-    dynamo backend by name stands for torch_compile:<name>."""
-    listing = run_parity(parity_bin, "backends")
-    assert listing.returncode == 0, listing.stderr
-    rows = [line.split(None, 2)[:2] for line in listing.stdout.splitlines() if line.strip()]
-    available = [name for name, state in rows if state == "available" and name != "fault"
-                 and not name.startswith("torch_compile:")]
-    assert {"eager", "aot_eager", "inductor", "aot_inductor", "torchscript"} <= set(available), rows
-    if "nativert" not in available:  # this torch's libraries do not export its handle: said why
-        assert any(n == "nativert" and s == "unavailable" for n, s in rows), rows
-    available.append("torch_compile:eager")
-    args = [os.path.join(test_data, "models", "mlp"), "--model", "mlp"]
-    for b in available:
-        args += ["--backend", b]
-    r, lines = verify(parity_bin, cache_dir, tmp_path, *args)
-    assert r.returncode == 0, r.stdout + r.stderr
-    got = {(x["experiment"]["backend"], x["model"]["suite_name"]): x["verification_code"] for x in lines}
-    assert len(got) == 2 * len(available), got
-    assert set(got.values()) == {"PASS"}, got

@@ -16,9 +16,8 @@ from conftest import run_parity, wait_until
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from custom_op_model import capture_custom  # noqa: E402
-from relu_model import capture_relu  # noqa: E402
+from relu_model import RELU_KNOB, capture_relu  # noqa: E402
 
-KNOB = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
 
 
 @pytest.fixture
@@ -50,7 +49,7 @@ def workers(parity_bin):
 
 def test_a_minify_adopts_the_worker_its_verify_kept(parity_bin, pool, tmp_path):
     src = capture_relu(str(tmp_path / "relunet"), 2)
-    r = run_parity(parity_bin, "verify", src, *KNOB, "--output-dir", str(tmp_path / "v"), "--keep-workers", "120")
+    r = run_parity(parity_bin, "verify", src, *RELU_KNOB, "--output-dir", str(tmp_path / "v"), "--keep-workers", "120")
     assert r.returncode == 1, r.stdout + r.stderr  # the knob's wrong relu fails
     kept = workers(parity_bin)
     assert [(w["live"], w["in_use"], w["keep_idle_s"]) for w in kept] == [(True, False, 120)], kept
