@@ -132,12 +132,9 @@ JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<st
 JobRunner::~JobRunner() {
   // Every slot's server and worker killed and none waited for (Child::Abandon): a process holding
   // a CUDA context takes about a second to end, which waiting made the last second of every run.
-  for (Slot& s : slots_) {
-    if (s.server) {
-      if (s.server->fd >= 0) ::close(s.server->fd);
-      s.server->child.Abandon();
-      s.server.reset();
-    }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    StopServer(i, /*wait=*/false);
+    Slot& s = slots_[i];
     s.client.reset();
     if (s.worker) s.worker->Abandon();  // a pool entry's, live, is left for the pool's next user
     s.worker.reset();
@@ -207,11 +204,12 @@ Status JobRunner::EnsureServer(size_t i) {
   return Status::Ok();
 }
 
-void JobRunner::StopServer(size_t i) {
+void JobRunner::StopServer(size_t i, bool wait) {
   auto& server = slots_[i].server;
   if (!server) return;
   if (server->fd >= 0) ::close(server->fd);  // a server between jobs reads EOF and exits
-  if (!server->child.Poll()) server->child.Kill();
+  if (!wait) server->child.Abandon();
+  else if (!server->child.Poll()) server->child.Kill();
   server.reset();
 }
 

@@ -149,7 +149,7 @@ class JobRunner {
   void RestartWorker(size_t slot);
   [[nodiscard]] Status EnsureServer(size_t slot);
   [[nodiscard]] Status LaunchServer(size_t slot);
-  void StopServer(size_t slot);
+  void StopServer(size_t slot, bool wait = true);  // wait false: killed, left to be reaped (Child::Abandon)
   // A served job's end, if it has come: its exit code back, the server's death, or nullopt.
   std::optional<ExitInfo> PollServed(size_t slot);
   // Starts `job` in `slot` in `dir`; why it could not start otherwise.
