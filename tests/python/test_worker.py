@@ -199,3 +199,16 @@ def test_a_compiler_bisection_taints_its_worker(monkeypatch):
     assert worker._TAINTED
     monkeypatch.setattr(worker, "_TAINTED", False)
     assert worker.handle({"cmd": "ping"})["ok"] and not worker._TAINTED  # other requests do not
+
+
+def test_importing_a_module_beyond_its_own_import_taints_its_worker(monkeypatch):
+    """import_modules taints a pool worker (it ends once free) only for a module beyond its own
+    --import (PARITY_IMPORT): those it imported at its start, and every later user of its pool
+    entry names them too (the key holds them). A repro dir's host op from the --import module left
+    the worker tainted, so a kept worker that ran one ended at its release."""
+    monkeypatch.setenv("PARITY_IMPORT", "json,custom_op_model")
+    monkeypatch.setattr(worker, "_TAINTED", False)
+    assert worker.handle({"cmd": "import_modules", "modules": ["custom_op_model"]})["ok"]
+    assert not worker._TAINTED
+    assert worker.handle({"cmd": "import_modules", "modules": ["custom_op_model", "colorsys"]})["ok"]
+    assert worker._TAINTED

@@ -66,13 +66,18 @@ def describe_graphs(gjsons: Iterable[Dict[str, Any]], imports: Iterable[str] = (
 IMPORT_ENV = "PARITY_IMPORT"  # the modules `--import` names, comma-separated (runtime/worker.h)
 
 
+def started_with() -> list:
+    """The modules parity's `--import` names for this process (PARITY_IMPORT), in its order."""
+    import os
+    return [m for m in os.environ.get(IMPORT_ENV, "").split(",") if m]
+
+
 def import_plugins() -> Dict[str, str]:
     """Imports the modules parity's `--import` names (PARITY_IMPORT): every Python process parity
     starts does, first, so what a backend plugin registers at import (passes, decompositions,
     backends, devices) is in effect wherever a graph is compiled or run. {module: error} for
     those that failed."""
-    import os
-    return import_modules([m for m in os.environ.get(IMPORT_ENV, "").split(",") if m])
+    return import_modules(started_with())
 
 
 def require_plugins() -> None:

@@ -6,7 +6,7 @@ lines over a Unix socket, one connection at a time, each answered by one JSON li
 With --pool-lock the worker is a pool entry's (runtime/worker_pool.h): it outlives the parity
 process that started it, serving whichever parity process holds LOCK (flock), and ends once no
 process has held LOCK for SECONDS, or as soon as none holds it after it imported a repro dir's
-host-op modules (import_modules: state the next user did not approve).
+host-op modules beyond its own --import (import_modules: state the next user did not approve).
 
 Protocol (docs/worker.md). Every request has "cmd" and an "id" echoed back; every answer has
 "ok". A host op plan repeat may come as an 8-byte frame instead (FRAME below). Failures answer
@@ -92,11 +92,14 @@ def cmd_list_backends(req) -> Dict[str, Any]:
 
 
 def cmd_import_modules(req) -> Dict[str, Any]:
-    """Imports the modules that register a repro's host ops (parity approved them)."""
-    from .host_ops import import_modules
+    """Imports the modules that register a repro's host ops (parity approved them). Only a module
+    beyond the worker's own `--import` (imported at its start, and part of its pool key, so every
+    later user of a pool entry names it too) taints the worker."""
+    from .host_ops import import_modules, started_with
     global _TAINTED
-    _TAINTED = _TAINTED or bool(req.get("modules"))
-    failed = import_modules(req.get("modules", []))
+    modules = req.get("modules", [])
+    _TAINTED = _TAINTED or bool(set(modules) - set(started_with()))
+    failed = import_modules(modules)
     if failed:
         m, err = next(iter(failed.items()))
         raise ImportError(f"cannot import {m}: {err}")
