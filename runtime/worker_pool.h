@@ -14,8 +14,9 @@
 //
 // Isolation, the kept runners' rules (runtime/jobs.h): a worker a job crashed or hung in, or a
 // job's result poisoned (a CUDA error, an out-of-memory), is killed, never handed back. A worker
-// that imported a repro dir's host-op modules beyond its own --import (`import_modules`) or ran a compiler bisection
-// (`compiler_bisect`: Inductor's bisector leaves global state) ends as soon as it is released.
+// that imported a repro dir's host-op modules beyond its own --import (`import_modules`) or ran a
+// compiler bisection (`compiler_bisect`: Inductor's bisector leaves global state) ends as soon as
+// it is released.
 // A worker ends itself after SECONDS without a user (it checks the lock: never while one holds
 // it). Adopting is tried whenever the pool dir exists, also without --keep-workers (a worker
 // whose user did not ask to keep workers ends as soon as it is released).
