@@ -16,6 +16,7 @@ from conftest import run_parity, verify
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from dist_programs import capture  # noqa: E402
+from relu_model import RELU_KNOB  # noqa: E402
 
 
 # Every 2-rank program in one run of the ranks (one start-up of torch and of the group).
@@ -183,8 +184,7 @@ def test_inductor_runs_every_rank_for_real_and_its_relu_bug_fails_every_rank(par
     assert report["pass"] and report["replay"] == "real" and report["backend"] == "inductor"
     assert all(rank["graphs"][0]["pass"] and rank["graphs"][0]["fp64_reference"] for rank in report["ranks"]), report
     # `parity verify` runs the ranks the same way and writes a record per rank.
-    r, recs = verify(parity_bin, tmp_path / "v", collectives2, "--backend", "inductor", "--backend-option",
-                     "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    r, recs = verify(parity_bin, tmp_path / "v", collectives2, *RELU_KNOB)
     assert r.returncode == 1, r.stdout + r.stderr
     assert [(x["distributed"], x["verification_code"]) for x in recs] == \
         [({"rank": k, "world_size": 2, "replay": "real"}, "FAIL") for k in range(2)], recs

@@ -15,6 +15,7 @@ from conftest import run_parity, standalone_env
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from dist_programs import capture  # noqa: E402
+from relu_model import RELU_KNOB  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +35,8 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     all_reduce cut, the values it returned fed in), the first failing rank minified to the relu,
     with no collective left, and its repro.py runs in one process; the other rank's isolated dir
     fails the same way."""
-    knob = ["--backend", "inductor", "--backend-option", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"]
     out = tmp_path / "m"
-    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *knob, "-j", "2", "--no-compiler-bisect",
+    r = run_parity(parity_bin, "minify", str(two_ranks / "tp"), "--out", str(out), *RELU_KNOB, "-j", "2", "--no-compiler-bisect",
                    "--no-stage-bisect", "--confirm", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(out / "summary.json"))
@@ -53,7 +53,7 @@ def test_minify_isolates_a_failing_rank_of_a_tp_block_and_reduces_it_to_the_relu
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
     isolated1 = out / "isolated" / "rank1"
     assert "distributed" not in json.load(open(isolated1 / "manifest.json"))
-    r = run_parity(parity_bin, "repro", "run", str(isolated1), *knob)
+    r = run_parity(parity_bin, "repro", "run", str(isolated1), *RELU_KNOB)
     assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
 
 

@@ -34,8 +34,7 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
     relu named as the culprit with the test model's own source line."""
     src = capture_relu(str(tmp_path / "relutrain"), blocks=2, mode="train")  # the relu in the last block: 14 ops
-    r, s = minify(parity_bin, src, tmp_path / "out", "--backend", "inductor", "--backend-option",
-                  "cpp.inject_relu_bug_TESTING_ONLY=accuracy", "-j", "2", "--no-compiler-bisect", "--no-stage-bisect")
+    r, s = minify(parity_bin, src, tmp_path / "out", *RELU_KNOB, "-j", "2", "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["signature"]["kind"] == "accuracy"
     ops = call_functions(s)
@@ -43,8 +42,7 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     assert s["culprit"]["target"] == "aten::relu"
     assert "relu_model.py" in s["culprit"]["stack_trace"] and "capture.py" not in s["culprit"]["stack_trace"]
     assert "    at relu_model.py:" in r.stdout, r.stdout  # the log names the model's own line (innermost frame)
-    again = run_parity(parity_bin, "repro", "run", s["minified_dir"], "--backend", "inductor", "--backend-option",
-                       "cpp.inject_relu_bug_TESTING_ONLY=accuracy")
+    again = run_parity(parity_bin, "repro", "run", s["minified_dir"], *RELU_KNOB)
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout + again.stderr
     # The standalone script runs the train graph as parity does (forward and backward from fresh
     # parameters, the loss and every gradient compared): a failure only in gradients reproduces.

@@ -19,7 +19,6 @@ from custom_op_model import capture_custom  # noqa: E402
 from relu_model import RELU_KNOB, capture_relu  # noqa: E402
 
 
-
 @pytest.fixture
 def pool(tmp_path, monkeypatch):
     """A pool dir of this test's (mode 0700, as parity makes it); its workers ended afterwards."""
