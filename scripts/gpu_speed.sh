@@ -6,7 +6,9 @@
 # runner.json/.md, the matrix's records (out-j1/, out-jN/), smi-*.csv, summary.json.
 #   scripts/gpu_speed.sh [PYTHON] [HEADERS_DIR]     (MODELS, RUNNER_MODELS, SIZE to change what runs;
 #   STAGES, default "capture runner matrix", to split the run over calls: captures already in WORK are kept;
-#   REPEATS, default 1, the warm -j 1 / -j N pairs, alternated)
+#   REPEATS, default 1, the warm -j 1 / -j N pairs, alternated; KEEP=1: the warm pairs with workers kept
+#   across runs, `--keep-workers`, as docs/ci.md sets CI up, each slot count's workers started first by
+#   a run of its own, left out of the pairs)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" "$@"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -44,10 +46,22 @@ stage runner && log "runner: exit $?"
 stage matrix || exit 0
 # The matrix: a first run fills the caches (cold, -j NG), then -j 1 and -j NG warm.
 export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
-run() { sampled "$1" build-gpu/parity verify "$WORK"/dirs/* --backend inductor --device cuda -j "$2" --output-dir "$OUTDIR/out-$1"; }
+KEEP_ARGS=()
+run() {
+  local label=$1 j=$2; shift 2
+  [ $# -gt 0 ] || set -- "$WORK"/dirs/*  # the dirs given, else every one
+  sampled "$label" build-gpu/parity verify "$@" --backend inductor --device cuda -j "$j" "${KEEP_ARGS[@]}" --output-dir "$OUTDIR/out-$label"
+}
 ls -d "$WORK"/empty-* 2>/dev/null | tee "$OUTDIR/empty.txt"
 run cold "$NJ"
 log "cold done"
+if [ "${KEEP:-0}" = 1 ]; then
+  # Each slot count's workers (a pool entry per slot's environment) started by a run of as many dirs.
+  KEEP_ARGS=(--keep-workers 600)
+  dirs=("$WORK"/dirs/*)
+  run prime-j1 1 "${dirs[0]}"
+  run "prime-j$NJ" "$NJ" "${dirs[@]:0:$NJ}"
+fi
 # Warm runs alternated, REPEATS pairs (a lent machine's runs differ from each other by more than
 # the ratio's margin): j1, jN, then j1_2, jN_2, ...
 for r in $(seq 1 "${REPEATS:-1}"); do
@@ -56,6 +70,7 @@ for r in $(seq 1 "${REPEATS:-1}"); do
   run "j$NJ$sfx" "$NJ"
 done
 log "matrix done"
+[ "${KEEP:-0}" = 1 ] && build-gpu/parity workers --stop
 "$PY" - "$OUTDIR" "$NJ" <<'PY'
 import csv, json, os, re, sys
 out, ng = sys.argv[1], int(sys.argv[2])
@@ -78,10 +93,11 @@ def timeline(label):
     if t0 is None: return None
     return sorted([r["model"]["model_name"], round(r["timestamp"] - r["metrics"]["wall_time_s"] - t0, 2), round(r["timestamp"] - t0, 2),
                    round(r["metrics"].get("phase_seconds", {}).get("worker_start", 0.0), 2)] for r in records(label))
-codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in walls}  # every run's, repeats too
+codes = {label: {r["model"]["model_name"]: r["verification_code"] for r in records(label)} for label in walls
+         if not label.startswith("prime")}  # every run's, repeats too
 pairs = [(f"j1{sfx}", f"j{ng}{sfx}") for sfx in [""] + sorted({l[len("j1"):] for l in walls if l.startswith("j1_")})]
 ratios = [float(walls[a]) / float(walls[b]) for a, b in pairs if a in walls and b in walls]
-summary = {"gpus": ng, "models": len(codes["j1"]), "wall_s": {k: float(v) for k, v in walls.items()},
+summary = {"gpus": ng, "models": len(codes["j1"]), "kept_workers": os.environ.get("KEEP", "0") == "1", "wall_s": {k: float(v) for k, v in walls.items()},
            "throughput_ratio": ratios[0], "throughput_ratios": [round(x, 3) for x in ratios],
            "throughput_ratio_pooled": sum(float(walls[a]) for a, _ in pairs) / sum(float(walls[b]) for _, b in pairs),
            "same_verdicts": all(c == codes["cold"] for c in codes.values()), "verdicts": codes["j1"],
