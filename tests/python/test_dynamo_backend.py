@@ -610,3 +610,63 @@ def test_attention_is_recorded_as_the_call_the_program_made(parity_bin, tmp_path
     assert calls[0]["kwargs"].get("enable_gqa") is True and calls[0]["kwargs"].get("is_causal") is True
     r, records = verify(parity_bin, tmp_path / "out", tmp_path / "gqa", "--backend", "inductor")
     assert r.returncode == 0 and records[0]["verification_code"] == "PASS", r.stdout + r.stderr
+
+
+class ConvBN(torch.nn.Module):
+    """A block that writes state in train mode: BatchNorm's running statistics."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.bn(self.conv(x))).mean((2, 3))).float()
+
+
+def test_batchnorm_trained_under_autocast_records_its_running_statistics(parity_bin, tmp_path):
+    """Under autocast the graph is lowered through AOTAutograd, which keeps the buffers' writes as
+    copies into the inputs: each becomes an output mutated/<buffer> holding the program's new
+    value (the graph was skipped until then: "returns 7 values but the call returned 1")."""
+    torch.manual_seed(0)
+    model = ConvBN().train()
+    x = torch.randn(4, 3, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, caught = dump(model, lambda f: f(x).sum().backward(), tmp_path / "bn")
+    m = manifest(tmp_path / "bn")
+    assert not m.get("skipped_graphs") and not caught, (m.get("skipped_graphs"), [str(w.message) for w in caught])
+    g = m["graphs"][0]
+    mutated = [n for n in g["output_names"] if n.startswith("mutated/")]
+    assert sorted(mutated) == ["mutated/buffer/bn.num_batches_tracked", "mutated/buffer/bn.running_mean",
+                               "mutated/buffer/bn.running_var"], g["output_names"]
+    # The recorded new statistics are the program's.
+    from safetensors.torch import load_file
+    tensors = load_file(os.path.join(tmp_path / "bn", m["tensors"]))
+    k = g["expected_outputs"][g["output_names"].index("mutated/buffer/bn.running_mean")]
+    torch.testing.assert_close(tensors[k], model.bn.running_mean)
+    r = run_parity(parity_bin, "repro", "run", str(tmp_path / "bn"), "--backend", "eager")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+class CheckpointedBN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = ConvBN()
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False)
+
+
+def test_a_graph_no_lowering_records_says_each_lowerings_reason(tmp_path):
+    """BatchNorm trained inside a checkpointed block, under autocast: AOTAutograd's lowering meets
+    a checkpointed region that writes its inputs, make_fx's functionalization fails on the
+    checkpoint; the skipped graph's reason names both, the first saying what the graph holds."""
+    torch.manual_seed(0)
+    model = CheckpointedBN().train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        dump(model, lambda f: f(torch.randn(2, 3, 8, 8)), tmp_path / "ckpt")
+    (skipped,) = manifest(tmp_path / "ckpt")["skipped_graphs"]
+    reason = skipped["reason"]
+    assert reason.startswith("CaptureError: no lowering recorded the graph (aot: "), reason
+    assert "invoke_subgraph writes its inputs" in reason and "; fx_trace: " in reason, reason

@@ -51,7 +51,9 @@ def mutating_calls(gm: fx.GraphModule) -> fx.GraphModule:
 def _rewrite(graph: fx.Graph, node: fx.Node, kind: str) -> None:
     op = node.args[0] if node.args else node.kwargs.get("_mutable_op")
     if not isinstance(op, torch._ops.OpOverload):
-        raise CaptureError(f"node {node.name}: {node.target.name()} of {op!r}, which is not an operator")
+        what = op.name() if isinstance(op, torch._ops.HigherOrderOperator) else repr(op)
+        raise CaptureError(f"node {node.name}: {what} writes its inputs (a region that writes state, as a BatchNorm's "
+                           f"running statistics in train mode, inside a checkpointed block), which is not supported")
     schema = op._schema
     writes = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
     kwargs = {k: v for k, v in node.kwargs.items() if k != "_mutable_op"}

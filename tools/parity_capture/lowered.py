@@ -3,7 +3,7 @@ outputs flattened to named leaves, and the attributes (parameters, buffers, cons
 reads."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -54,3 +54,25 @@ def record_constants(gm: fx.GraphModule, name: str, attr_keys: Dict[str, str], t
             if isinstance(value, torch.Tensor):
                 attr_keys[n.name] = f"const/{name}/{n.target}"
                 tensors[attr_keys[n.name]] = value.detach()
+
+
+def written_inputs(gm: fx.GraphModule, user_placeholders: Sequence[fx.Node]) -> List[Tuple[int, fx.Node]]:
+    """The user inputs a functionalized trace writes back (`aten.copy_(input, new value)`, what
+    functionalize leaves for a mutated input, and AOTAutograd with keep_inference_input_mutations),
+    as (position, placeholder); the graph made functional in place: each copy_ removed and its new
+    value appended to the graph's outputs."""
+    position = {ph: k for k, ph in enumerate(user_placeholders)}
+    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
+              and n.args[0] in position and not n.users]
+    if not copies:
+        return []
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    values = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    written = []
+    for c in copies:
+        values.append(c.args[1])
+        written.append((position[c.args[0]], c.args[0]))
+        gm.graph.erase_node(c)
+    out.args = (values,)
+    gm.recompile()
+    return written

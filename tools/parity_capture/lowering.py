@@ -13,7 +13,7 @@ import torch.utils._pytree as pytree
 from . import checkpointed
 from .errors import CaptureError
 from .serialize import graph_to_json
-from .lowered import _graph_entry, flatten_outputs, record_constants
+from .lowered import _graph_entry, flatten_outputs, record_constants, written_inputs
 from .replay_check import output_mismatch
 from .standalone_graph import as_output
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
@@ -191,7 +191,7 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
         attr_keys[n.name] = f"{kind}/{k}"
         tensors[f"{kind}/{k}"] = (attrs_before or {}).get(k, named[k])
     recorded = list(values) if values is not None else [flat_args[i] for i in tensor_pos]
-    written = _written_inputs(gm, placeholders[len(keys):]) if inputs_after is not None else []
+    written = written_inputs(gm, placeholders[len(keys):]) if inputs_after is not None else []
     for position, (n, v) in enumerate(zip(placeholders[len(keys):], recorded)):
         if input_attrs and position in input_attrs:
             attr_keys[n.name] = input_attrs[position]
@@ -215,27 +215,6 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
         entry["note"] = ("values the code read out of tensors while tracing (a branch on data, .item()) are constants "
                          "of this graph, as the recorded call took them")
     return gjson, entry, tensors
-
-
-def _written_inputs(gm: fx.GraphModule, user_placeholders: Sequence[fx.Node]) -> List[Tuple[int, fx.Node]]:
-    """The user inputs a functionalized trace writes back (`aten.copy_(input, new value)`, what
-    functionalize leaves for a mutated input), as (position, placeholder); the graph made
-    functional in place: each copy_ removed and its new value appended to the graph's outputs."""
-    position = {ph: k for k, ph in enumerate(user_placeholders)}
-    copies = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.copy_.default
-              and n.args[0] in position and not n.users]
-    if not copies:
-        return []
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    values = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
-    written = []
-    for c in copies:
-        values.append(c.args[1])
-        written.append((position[c.args[0]], c.args[0]))
-        gm.graph.erase_node(c)
-    out.args = (values,)
-    gm.recompile()
-    return written
 
 
 def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, outputs: Any = None,
@@ -269,7 +248,8 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # lowering whose outputs differ in dtype or shape from the program's is not taken.
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
         aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
-        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs)
+        written = None if _has_subclasses(values) else after()  # a subclass input's writes are its inner tensors'
+        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs, inputs_after=written)
 
     def after():  # the tensor inputs as the call left them: what a graph that writes them wrote
         return [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
@@ -292,14 +272,20 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # collectives their ops make.
     aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values) or _has_subclasses(leaves)
     lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
-    why = ""
+    why, failed = "", []
     for k, lower in enumerate(lowerings):
         try:
             with transform_state_kept():
                 lowered = lower()
-        except Exception:  # the next lowering may record it (make_fx: data-dependent sizes are concrete)
+        except Exception as e:  # the next lowering may record it (make_fx: data-dependent sizes are concrete)
             if k == len(lowerings) - 1:
-                raise
+                if not failed:
+                    raise
+                # Each lowering's own reason: the first is often the one that says what the graph
+                # holds (an op that writes inside a checkpointed block), the last only how make_fx failed.
+                said = "; ".join(f"{n}: {type(x).__name__}: {x}" for n, x in failed + [(lower.__name__, e)])
+                raise CaptureError(f"no lowering recorded the graph ({said})") from e
+            failed.append((lower.__name__, e))
             continue
         why = output_mismatch(lowered)
         if why is None:
@@ -480,7 +466,7 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
     traced = checkpointed.as_marked_calls(gm)
     with torch.enable_grad() if differentiates else torch.no_grad():
         aot_module_simplified(traced if differentiates else _without_grad_mode_switches(traced), list(example_inputs),
-                              fw_compiler=fw_compiler, bw_compiler=_no_backward)
+                              fw_compiler=fw_compiler, bw_compiler=_no_backward, keep_inference_input_mutations=True)
     if "gm" not in captured:
         raise CaptureError("AOTAutograd compiled no graph")
     return _views_as_reshapes(captured["gm"])

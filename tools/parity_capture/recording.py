@@ -277,14 +277,18 @@ class _Dump:
                 lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, outputs)
         if facts.aten is not None:
             aten, values, outs, called = facts.aten, snapshot, out_copy, args
+            # The tensor inputs as the call left them: what a graph that writes them (a BatchNorm's
+            # running statistics) wrote; a subclass input's writes are its inner tensors'.
+            after = [a.detach().to("cpu", copy=True) for a in args if isinstance(a, torch.Tensor)]
             if any(d is not None for d in facts.input_dims + facts.output_dims):  # tensor subclasses (DTensor)
+                after = None
                 flat_out = list(outs) if isinstance(outs, (list, tuple)) else [outs]
                 aten, values, outs = without_opaque_inputs(aten, desugared_symbolic(snapshot, facts.input_dims),
                                                            desugared_symbolic(flat_out, facts.output_dims))
                 called = desugared_symbolic(args, facts.input_dims)
             on_devices = [s.to(a.device) if isinstance(s, torch.Tensor) else s for s, a in zip(values, called)]
             gjson, entry, tensors = capture_symbolic_graph(aten, facts.shape_env, name, values, outs, input_attrs,
-                                                           unbacked_values(aten, on_devices))
+                                                           unbacked_values(aten, on_devices), inputs_after=after)
         else:
             gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
                                                          outputs=out_copy, input_attrs=input_attrs, values=snapshot,
@@ -467,7 +471,7 @@ def _reason(e: Exception) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     if len(text) > 120 and ". " in text[:200]:
         text = text[: text.index(". ", 0, 200) + 1]
-    text = text[:200]
+    text = text[:400]
     return text if isinstance(e, _NotRecorded) else f"{type(e).__name__}: {text}"
 
 

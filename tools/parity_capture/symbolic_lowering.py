@@ -9,7 +9,7 @@ import torch
 import torch.fx as fx
 
 from .errors import CaptureError
-from .lowered import _graph_entry, flatten_outputs, record_constants
+from .lowered import _graph_entry, flatten_outputs, record_constants, written_inputs
 from .serialize import graph_to_json
 from .standalone_graph import as_output
 
@@ -47,12 +47,17 @@ def unbacked_values(aten: fx.GraphModule, inputs: Sequence[Any]) -> Dict[str, An
 
 def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: Sequence[Any], outputs: Any,
                            input_attrs: Optional[Dict[int, str]] = None, unbacked: Optional[Dict[str, Any]] = None,
+                           inputs_after: Optional[Sequence[torch.Tensor]] = None,
                            ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, torch.Tensor]]:
     """An AOTAutograd graph (aot_inference_graph of a dynamo graph: symbolic with the ShapeEnv of
     its dynamic shapes, or static with `shape_env` None) with the values of the recorded call: `values` its inputs (tensors, and ints for its size inputs), `outputs`
     what it returned. The symbols take their values in this call; the graph keeps its size inputs
     and arithmetic, so it replays at any shape its ranges and guards allow. `unbacked`: the
-    values its data-dependent symbols took in the call (unbacked_values)."""
+    values its data-dependent symbols took in the call (unbacked_values). `inputs_after`: the tensor
+    inputs as the call left them; with it an input the graph writes (`aten.copy_` into it, as
+    AOTAutograd keeps an inference graph's input mutations: a BatchNorm's running statistics in
+    train mode) becomes an output `mutated/<key>` holding its new value, as the other lowerings
+    record it."""
     from .serialize import _is_sym, symbolic_facts
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(values):
@@ -83,6 +88,8 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
             inputs[n.name] = f"{name}/input/{n.name}"
             tensors[inputs[n.name]] = v
         position += 1
+    tensor_placeholders = [n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor)]
+    written = written_inputs(aten, tensor_placeholders) if inputs_after is not None else []
     record_constants(aten, name, attr_keys, tensors)
     gjson = graph_to_json(aten, name, attr_keys, facts)
     # The graph returns what the call returned: its tensors and the numbers its nodes compute
@@ -91,6 +98,9 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
     out_fx = next(n for n in aten.graph.nodes if n.op == "output")
     returned = out_fx.args[0] if isinstance(out_fx.args[0], (list, tuple)) else [out_fx.args[0]]
     names, leaves = flatten_outputs(outputs)
+    for position, ph in written:  # appended to the graph's outputs, in this order
+        names.append(f"mutated/{attr_keys.get(ph.name) or inputs[ph.name]}")
+        leaves.append(inputs_after[position])
     if len(returned) != len(leaves):
         raise CaptureError(f"the symbolic graph returns {len(returned)} values but the call returned {len(leaves)}")
     kept = [(r.name, n, v) for r, n, v in zip(returned, names, leaves)
