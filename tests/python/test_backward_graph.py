@@ -60,3 +60,42 @@ def test_an_output_no_gradient_reached_takes_zeros():
     torch.testing.assert_close(tensors[entry["expected_outputs"][0]], want)
     zeros = [t for k, t in tensors.items() if k in entry["inputs"].values() and t.shape == (3,)]
     assert zeros and all(not z.any() for z in zeros), entry["inputs"]
+
+
+class RoundSTE(torch.autograd.Function):
+    """A straight-through estimator: rounds forward, passes the gradient through unchanged (the
+    derivative of round is zero)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+def test_a_custom_autograd_function_s_backward_is_recorded_as_its_own_graph(tmp_path):
+    """Differentiating the recorded forward would differentiate `round` (zero gradients); the
+    program ran the Function's own backward. The dump backend records that backward, AOTAutograd's
+    partition of dynamo's autograd_function_apply, as <graph>_backward, with the program's
+    gradients."""
+    import json
+    import os
+    from safetensors.torch import load_file
+    from parity_capture import dump_backend
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: RoundSTE.apply(lin(x), 16.0).sum(), backend=dump_backend(str(tmp_path / "ste")))
+    f(torch.randn(4, 8)).backward()
+    torch._dynamo.reset()
+    m = json.load(open(tmp_path / "ste" / "manifest.json"))
+    names = [g["name"] for g in m["graphs"]]
+    assert names == ["graph_0", "graph_0_backward"], (names, m.get("skipped_graphs"))
+    bwd = m["graphs"][1]
+    tensors = load_file(os.path.join(tmp_path / "ste", m["tensors"]))
+    got = dict(zip(bwd["output_names"], (tensors[k] for k in bwd["expected_outputs"])))
+    weight = next(v for n, v in got.items() if n.endswith("weight"))
+    assert weight.abs().sum() > 0  # round's derivative would make it zero
+    torch.testing.assert_close(weight, lin.weight.grad)

@@ -26,14 +26,23 @@ from .symbolic_lowering import capture_symbolic_graph
 
 def wanted(gm: fx.GraphModule, args: Sequence[Any]) -> bool:
     """Whether a train call of dynamo's graph `gm` with `args` (grad on, some input requiring it)
-    has its backward recorded as a graph of its own: it takes a tensor subclass (DTensor), or it
+    has its backward recorded as a graph of its own: it takes a tensor subclass (DTensor), it
     calls a collective (a functional collective with an autograd formula: a hand-written
-    sequence-parallel block's all_gather, whose backward is a reduce_scatter). Either way autograd
+    sequence-parallel block's all_gather, whose backward is a reduce_scatter), or it calls a
+    custom autograd.Function (dynamo's `autograd_function_apply`: a straight-through estimator's
+    backward passes the gradient through a `round` whose derivative is zero). Each way autograd
     runs a backward that differentiating the recorded forward in a replay would not."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
     if any(isinstance(a, torch.Tensor) and is_traceable_wrapper_subclass(a) for a in args):
         return True
-    return any(n.op == "call_function" and _calls_collective(n.target) for n in gm.graph.nodes)
+    return any(n.op == "call_function" and (_calls_collective(n.target) or _custom_function(n.target)) for n in gm.graph.nodes)
+
+
+def _custom_function(target: Any) -> bool:
+    """Whether `target` is dynamo's call of a custom autograd.Function (its forward and backward
+    traced as subgraphs)."""
+    apply = getattr(torch.ops.higher_order, "autograd_function_apply", None)
+    return apply is not None and target is apply
 
 
 def _calls_collective(target: Any) -> bool:
