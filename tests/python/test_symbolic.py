@@ -387,3 +387,28 @@ def test_a_tensor_subclass_of_a_dynamic_shape_is_recorded_desugared_with_its_siz
     assert "symbols" in graph_json(tmp_path / "two", entry)
     r = run_parity(parity_bin, "repro", "run", str(tmp_path / "two"))
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_graph_that_writes_an_input_records_the_write_or_is_refused():
+    """AOTAutograd keeps an inference graph's input writes as copies into the inputs (a running
+    statistic): with the inputs' values after the call each becomes an output mutated/<key> holding
+    the program's new value; without them the graph is refused, its write never left unjudged."""
+    import torch.fx
+    from parity_capture.errors import CaptureError
+    from parity_capture.lowering import aot_inference_graph
+    from parity_capture.symbolic_lowering import capture_symbolic_graph
+
+    def step(x, stat):
+        stat.mul_(0.9).add_(x.mean(0), alpha=0.1)
+        return (x * 2,)
+
+    gm = torch.fx.symbolic_trace(step)
+    x, stat = torch.randn(4, 3), torch.zeros(3)
+    aten = aot_inference_graph(gm, [x, stat.clone()])
+    with pytest.raises(CaptureError, match="writes its input"):
+        capture_symbolic_graph(aten, None, "g", [x, stat], [x * 2])
+    after = stat.clone().mul_(0.9).add_(x.mean(0), alpha=0.1)
+    aten = aot_inference_graph(gm, [x, stat.clone()])
+    _, entry, tensors = capture_symbolic_graph(aten, None, "g", [x, stat], [x * 2], {1: "buffer/stat"}, inputs_after=[x, after])
+    assert entry["output_names"][-1] == "mutated/buffer/stat", entry["output_names"]
+    torch.testing.assert_close(tensors[entry["expected_outputs"][-1]], after)

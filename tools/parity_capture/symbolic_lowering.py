@@ -57,7 +57,7 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
     inputs as the call left them; with it an input the graph writes (`aten.copy_` into it, as
     AOTAutograd keeps an inference graph's input mutations: a BatchNorm's running statistics in
     train mode) becomes an output `mutated/<key>` holding its new value, as the other lowerings
-    record it."""
+    record it; without it such a graph is refused (its write would go unjudged)."""
     from .serialize import _is_sym, symbolic_facts
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(values):
@@ -89,7 +89,10 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
             tensors[inputs[n.name]] = v
         position += 1
     tensor_placeholders = [n for n, v in zip(placeholders, values) if isinstance(v, torch.Tensor)]
-    written = written_inputs(aten, tensor_placeholders) if inputs_after is not None else []
+    written = written_inputs(aten, tensor_placeholders)
+    if written and inputs_after is None:  # kept in the graph, its new value would never be judged
+        raise CaptureError(f"the graph writes its input {written[0][1].name}, whose value after the call this lowering "
+                           f"does not have (a tensor subclass input's)")
     record_constants(aten, name, attr_keys, tensors)
     gjson = graph_to_json(aten, name, attr_keys, facts)
     # The graph returns what the call returned: its tensors and the numbers its nodes compute
