@@ -248,8 +248,9 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # lowering whose outputs differ in dtype or shape from the program's is not taken.
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
         aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
-        written = None if _has_subclasses(values) else after()  # a subclass input's writes are its inner tensors'
-        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs, inputs_after=written)
+        # The inputs as the call left them; a subclass input's writes are its inner tensors'.
+        left = None if _has_subclasses(values) else [x for x in inputs if isinstance(x, torch.Tensor)]
+        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs, inputs_after=left)
 
     def after():  # the tensor inputs as the call left them: what a graph that writes them wrote
         return [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]

@@ -279,7 +279,7 @@ class _Dump:
             aten, values, outs, called = facts.aten, snapshot, out_copy, args
             # The tensor inputs as the call left them: what a graph that writes them (a BatchNorm's
             # running statistics) wrote; a subclass input's writes are its inner tensors'.
-            after = [a.detach().to("cpu", copy=True) for a in args if isinstance(a, torch.Tensor)]
+            after = [a for a in args if isinstance(a, torch.Tensor)]
             if any(d is not None for d in facts.input_dims + facts.output_dims):  # tensor subclasses (DTensor)
                 after = None
                 flat_out = list(outs) if isinstance(outs, (list, tuple)) else [outs]

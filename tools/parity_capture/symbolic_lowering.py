@@ -54,9 +54,9 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
     what it returned. The symbols take their values in this call; the graph keeps its size inputs
     and arithmetic, so it replays at any shape its ranges and guards allow. `unbacked`: the
     values its data-dependent symbols took in the call (unbacked_values). `inputs_after`: the tensor
-    inputs as the call left them; with it an input the graph writes (`aten.copy_` into it, as
-    AOTAutograd keeps an inference graph's input mutations: a BatchNorm's running statistics in
-    train mode) becomes an output `mutated/<key>` holding its new value, as the other lowerings
+    inputs as the call left them (live: only the written ones are copied); with it an input the
+    graph writes (`aten.copy_` into it, as AOTAutograd keeps an inference graph's input mutations: a
+    BatchNorm's running statistics in train mode) becomes an output `mutated/<key>` holding its new value, as the other lowerings
     record it; without it such a graph is refused (its write would go unjudged)."""
     from .serialize import _is_sym, symbolic_facts
     placeholders = [n for n in aten.graph.nodes if n.op == "placeholder"]
@@ -103,7 +103,7 @@ def capture_symbolic_graph(aten: fx.GraphModule, shape_env, name: str, values: S
     names, leaves = flatten_outputs(outputs)
     for position, ph in written:  # appended to the graph's outputs, in this order
         names.append(f"mutated/{attr_keys.get(ph.name) or inputs[ph.name]}")
-        leaves.append(inputs_after[position])
+        leaves.append(inputs_after[position].detach().to("cpu", copy=True))
     if len(returned) != len(leaves):
         raise CaptureError(f"the symbolic graph returns {len(returned)} values but the call returned {len(leaves)}")
     kept = [(r.name, n, v) for r, n, v in zip(returned, names, leaves)
