@@ -8,21 +8,22 @@ from conftest import run_parity, verify_cached as verify
 
 
 def test_eval_and_train_with_eager_and_inductor_one_slot_or_two(parity_bin, cache_dir, tmp_path):
-    """Suite models, eval and train, a C++ backend and a compiler: every record PASS with the train
+    """A suite model, eval and train, a C++ backend and a compiler: every record PASS with the train
     step's loss, gradients and optimizer state compared; every record splits its wall time by phase
     (metrics.phase_seconds, results/phases.h), the parts adding up to the whole within 5%, and the
     terminal says the split; two slots (-j 2) give the verdicts one gives. (aot_eager, eval and
-    train: test_every_available_backend_... below and test_host_ops.py.)"""
-    args = ["--model", "mlp", "--model", "resnet", "--test", "eval", "--test", "train",
-            "--backend", "eager", "--backend", "inductor"]
+    train: test_every_available_backend_... below and test_host_ops.py. A conv net with BatchNorm
+    through Inductor: test_minify_workflows.py's resnet, test_dynamo_backend.py's ConvBN trained;
+    resnet trained here cost the suite 53 s of Inductor compiles, its most expensive test.)"""
+    args = ["--model", "mlp", "--test", "eval", "--test", "train", "--backend", "eager", "--backend", "inductor"]
     codes = {}
     for jobs in (1, 2):
         r, lines = verify(parity_bin, cache_dir, tmp_path / f"j{jobs}", *args, "-j", str(jobs))
         assert r.returncode == 0, r.stdout + r.stderr
         codes[jobs] = {(x["model"]["model_name"], x["experiment"]["backend"], x["experiment"]["test"]): x["verification_code"]
                        for x in lines}
-        assert len(codes[jobs]) == 8 and set(codes[jobs].values()) == {"PASS"}, codes[jobs]
-        assert "8 passed, 0 failed" in r.stdout
+        assert len(codes[jobs]) == 4 and set(codes[jobs].values()) == {"PASS"}, codes[jobs]
+        assert "4 passed, 0 failed" in r.stdout
         for rec in lines:
             m = rec["metrics"]
             split = m["phase_seconds"]
