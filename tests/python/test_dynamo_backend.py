@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from conftest import run_parity, verify
+from conftest import manifest, run_parity, verify
 from parity_capture import dump_backend
 from parity_capture.dynamo_backend import ParityCaptureWarning
 from parity_capture.errors import CaptureError
@@ -28,17 +28,6 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         return self.head(self.drop(torch.relu(self.norm(self.fc(x)))))
-
-
-def manifest(d):
-    return json.load(open(os.path.join(d, "manifest.json")))
-
-
-def verify(parity_bin, out, *args):
-    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
-    path = os.path.join(str(out), "results.jsonl")
-    records = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
-    return r, records
 
 
 def dump(model, calls, out, **compile_kwargs):
