@@ -1,5 +1,6 @@
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -123,6 +124,8 @@ def wait_until(cond, seconds, every=0.1):
 # the session is over and its summary written, without the interpreter's teardown of torch,
 # dynamo and Inductor (0.5-1.3 s of each file's process, measured with strace on a 2-core CPU).
 # Only under ctest, whose entries read the exit status alone; pytest by hand ends as it always does.
+# Only where the tests imported torch: importing parity_capture.ending imports the package, torch
+# among it (2.7 s), which a file that drives only the binary never needed.
 _EXIT_STATUS = []
 
 
@@ -132,6 +135,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    if os.environ.get("PARITY_BIN") and _EXIT_STATUS:
+    if os.environ.get("PARITY_BIN") and _EXIT_STATUS and "torch" in sys.modules:
         from parity_capture.ending import end
         end(_EXIT_STATUS[-1])
