@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "runtime/jobs.h"
 #include "util/status.h"
 #include "util/zygote.h"
 
@@ -60,10 +61,9 @@ char** g_argv = nullptr;  // main's, for the zygote (what ps shows of its childr
 }  // namespace
 
 void parity::cli::StartJobZygote() {
-  // Job children (`parity _experiment`) forked instead of exec'd. Their environment may differ from
-  // this process's in what parity reads only after it loaded: its own settings, a slot's GPU, its
-  // thread count for MKL (OpenMP's the zygote applies), cuBLAS's workspace (experiment/flow.cpp).
-  parity::StartZygote(g_argc, g_argv, RunParity, {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"});
+  // Job children (`parity _experiment`) forked instead of exec'd, their environment differing from
+  // this process's only in what parity reads after it loaded (runtime/jobs.h).
+  parity::StartZygote(g_argc, g_argv, RunParity, parity::runtime::JobChildMayDiffer());
 }
 
 int RunParity(int argc, char** argv) {

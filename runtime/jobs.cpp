@@ -51,6 +51,10 @@ Expected<Child> SpawnJob(const Job& job, const fs::path& dir, const std::string&
 
 }  // namespace
 
+std::vector<std::string> JobChildMayDiffer() {
+  return {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", kCompileThreadsEnv, "CUBLAS_WORKSPACE_CONFIG"};
+}
+
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
                                                        int cpus, bool compile_threads_given) {
   jobs = std::max(1, jobs);

@@ -62,6 +62,13 @@ inline constexpr const char* kJobCommand = "_experiment";
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
                                                        int cpus, bool compile_threads_given = false);
 inline constexpr const char* kCompileThreadsEnv = "TORCHINDUCTOR_COMPILE_THREADS";
+// The variables a job child's environment may set otherwise than the driver's as it started, for
+// the zygote that forks job children instead of exec'ing the binary (util/zygote.h): what parity
+// reads only after it loaded (its own settings), every variable a slot sets (SlotEnvironments:
+// its GPU, MKL's thread count, Inductor's compile threads; OpenMP's the zygote applies again) and
+// cuBLAS's workspace (experiment/flow.cpp). A slot variable left out would make every job child
+// of such slots an exec, the binary's start again (0.22 CPU-s, libtorch's static initialisation).
+std::vector<std::string> JobChildMayDiffer();
 inline constexpr const char* kSlotCpusEnv = "PARITY_SLOT_CPUS";
 // This process's slot's share of the cores ($PARITY_SLOT_CPUS), 0 when none was given.
 int SlotCpus();

@@ -1,4 +1,5 @@
 #include "runtime/jobs.h"
+#include "util/zygote.h"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,21 @@ std::vector<std::string> Cuda(int threads, int cores, const std::string& gpu = "
   if (!gpu.empty()) e.push_back("CUDA_VISIBLE_DEVICES=" + gpu);
   e.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(cores));
   return e;
+}
+
+// Every variable a slot sets is one a job child forked by the zygote may have otherwise than the
+// driver: else each of those slots' job children is refused by the zygote and exec'd (every -j 2
+// run's were, for TORCHINDUCTOR_COMPILE_THREADS).
+TEST(Jobs, EverySlotVariableLetsTheZygoteForkTheJobChild) {
+  for (bool cuda : {false, true})
+    for (int jobs : {1, 2, 3, 8})
+      for (bool given : {false, true})
+        for (const auto& slot : SlotEnvironments(jobs, cuda, 2, "", 16, given))
+          for (const auto& var : slot) {
+            const auto eq = var.find('=');
+            ASSERT_NE(eq, std::string::npos) << var;
+            EXPECT_TRUE(ZygoteMayDiffer(JobChildMayDiffer(), var.substr(0, eq), var.substr(eq + 1))) << var;
+          }
 }
 
 TEST(Jobs, OneCpuSlotGetsNothing) { EXPECT_EQ(SlotEnvironments(1, false, 0, "", 16), Env(1)); }

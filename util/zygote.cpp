@@ -119,8 +119,8 @@ void ApplyOpenMP() {
   if (n > 0 && set) set(n);
 }
 
-bool MayDiffer(const Zygote& z, const std::string& name) {
-  for (const auto& m : z.may_differ) {
+bool Named(const std::vector<std::string>& may_differ, const std::string& name) {
+  for (const auto& m : may_differ) {
     if (!m.empty() && m.back() == '*' ? name.rfind(m.substr(0, m.size() - 1), 0) == 0 : name == m) return true;
   }
   return false;
@@ -131,11 +131,10 @@ std::string Differs(const Zygote& z, const std::vector<std::string>& env) {
   const auto want = EnvMap(env);
   for (const auto& [k, v] : want) {
     auto it = z.start_env.find(k);
-    const bool reapplied = k == kOmpThreads && PositiveCount(v) > 0;
-    if ((it == z.start_env.end() || it->second != v) && !reapplied && !MayDiffer(z, k)) return k;
+    if ((it == z.start_env.end() || it->second != v) && !ZygoteMayDiffer(z.may_differ, k, v)) return k;
   }
   for (const auto& [k, v] : z.start_env)
-    if (!want.count(k) && !MayDiffer(z, k)) return k;
+    if (!want.count(k) && !Named(z.may_differ, k)) return k;
   return "";
 }
 
@@ -329,6 +328,10 @@ std::optional<std::string> FirstLine(int fd) {
 }
 
 }  // namespace
+
+bool ZygoteMayDiffer(const std::vector<std::string>& may_differ, const std::string& name, const std::string& value) {
+  return Named(may_differ, name) || (name == kOmpThreads && PositiveCount(value) > 0);
+}
 
 void StartZygote(int argc, char** argv, ZygoteEntry entry, std::vector<std::string> may_differ) {
   if (g_socket.load() >= 0 || !entry) return;

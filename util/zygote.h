@@ -41,6 +41,12 @@ using ZygoteEntry = int (*)(int argc, char** argv);
 // environment may set otherwise than this process's.
 void StartZygote(int argc, char** argv, ZygoteEntry entry, std::vector<std::string> may_differ);
 
+// Whether a request may set `name` to `value` otherwise than this process started with: `name` is
+// one of `may_differ` (a trailing '*' a prefix), or it is OpenMP's thread count and `value` a
+// positive count (the child applies it again). The zygote's own rule, for callers that state
+// which variables their children are started with.
+bool ZygoteMayDiffer(const std::vector<std::string>& may_differ, const std::string& name, const std::string& value);
+
 // A child the zygote forked: its pid (its own process group) and the socket on which the zygote
 // says how it ended (one line: `exit N` or `signal N`; EOF when the zygote died first).
 struct ZygoteChild {
