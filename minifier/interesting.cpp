@@ -26,6 +26,34 @@ CandidateWriter::CandidateWriter(Manifest manifest, const GraphEntry& original, 
   else
     manifest_.extra.erase("amp");
   for (const ir::Node* n : original.graph.OutputValues()) output_nodes_.push_back(n->name());
+  if (requires_grad_) DifferentiatedValues(original.graph, *requires_grad_);
+}
+
+void DifferentiatedValues(const ir::Graph& g, std::set<std::string>& requires_grad) {
+  std::set<const ir::Node*> carries;  // values autograd differentiates in `g`
+  for (const ir::Node* n : g.nodes()) {
+    switch (n->kind()) {
+      case ir::NodeKind::kPlaceholder:
+        if (requires_grad.count(n->name())) carries.insert(n);
+        break;
+      case ir::NodeKind::kGetAttr:
+        if (requires_grad.count(n->target())) carries.insert(n);
+        break;
+      case ir::NodeKind::kCallFunction: {
+        bool floating = false;
+        for (const auto& m : n->meta) floating = floating || (m && c10::isFloatingType(m->dtype));
+        bool reads = false;
+        for (const ir::Node* in : n->Inputs()) reads = reads || carries.count(in) > 0;
+        if (floating && reads && n->target() != "aten::detach") {
+          carries.insert(n);
+          requires_grad.insert(n->name());
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
 }
 
 std::string CandidateWriter::KeyFor(const std::string& placeholder) const {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ class Interestingness {
 };
 
 // Writes candidate graphs of one graph of the repro being reduced as repro dirs.
+// Adds to `requires_grad` (a graph entry's differentiated inputs: placeholders by name, get_attr
+// nodes by target) the name of every node of `g` whose value autograd differentiates: a floating
+// value computed from a differentiated one (detach aside). A candidate that cuts such a value into
+// a placeholder differentiates it as the original did: the culprit alone on its input values is
+// then a train repro whose loss has a gradient, not one that fails in its reference's backward
+// ("element 0 of tensors does not require grad") where the original computed one.
+void DifferentiatedValues(const ir::Graph& g, std::set<std::string>& requires_grad);
+
 class CandidateWriter {
  public:
   // `tensors`: every tensor a candidate may read: the original ones by key, and the reference

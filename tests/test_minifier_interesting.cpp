@@ -50,6 +50,30 @@ TEST(CandidateTest, WritesLoadableDirsAndCachesVerdicts) {
   EXPECT_EQ(m->manifest().failure["kind"], "accuracy");
 }
 
+// The values a train graph differentiates: floating values computed from a differentiated input
+// (a parameter), not those of the data alone, an integer op's, or a detached one.
+TEST(CandidateWriter, DifferentiatedValuesFollowTheDifferentiatedInputs) {
+  ir::Graph g("g");
+  auto value = [&](ir::NodeKind kind, const std::string& name, const std::string& target, std::vector<std::string> args,
+                   c10::ScalarType dtype) {
+    ir::Node* n = g.Append(kind, name, target);
+    for (const auto& a : args) n->args.push_back(ir::Arg::Ref(g.Find(a)));
+    n->meta = {ir::TensorMeta{dtype, {4, 4}, {4, 1}}};
+  };
+  const auto f = c10::ScalarType::Float, l = c10::ScalarType::Long;
+  value(ir::NodeKind::kPlaceholder, "x", "x", {}, f);  // the data: not differentiated
+  value(ir::NodeKind::kGetAttr, "w", "param/w", {}, f);
+  value(ir::NodeKind::kCallFunction, "mm", "aten::mm", {"x", "w"}, f);
+  value(ir::NodeKind::kCallFunction, "softmax", "aten::_safe_softmax", {"mm"}, f);
+  value(ir::NodeKind::kCallFunction, "argmax", "aten::argmax", {"mm"}, l);
+  value(ir::NodeKind::kCallFunction, "as_float", "aten::_to_copy", {"argmax"}, f);
+  value(ir::NodeKind::kCallFunction, "detached", "aten::detach", {"mm"}, f);
+  value(ir::NodeKind::kCallFunction, "relu", "aten::relu", {"x"}, f);
+  std::set<std::string> requires_grad{"param/w"};
+  DifferentiatedValues(g, requires_grad);
+  EXPECT_EQ(requires_grad, (std::set<std::string>{"param/w", "mm", "softmax"}));
+}
+
 TEST(CandidateTest, UnwritableCandidatesAreNotJudged) {
   Small s;
   int calls = 0;

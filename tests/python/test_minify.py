@@ -186,6 +186,40 @@ def test_divergence_scan_finds_the_bisections_culprit_in_fewer_runs(parity_bin, 
     assert f"leaves the fp64 envelope at <code>%{first['node']}</code>" in text
 
 
+class Attention(torch.nn.Module):
+    """Attention trained as new code writes it: scaled_dot_product_attention with dropout under
+    autocast, which the recorded graph holds as its math (a softmax between two matmuls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+        return self.out(a.transpose(1, 2).reshape(2, 8, 16))
+
+
+def test_a_culprit_cut_out_of_a_recorded_train_graph_is_differentiated_as_it_was(parity_bin, tmp_path):
+    """A dump_backend dir names the inputs its train graph differentiates (the parameters, not the
+    data); a value a candidate cuts into an input is differentiated where the original
+    differentiated it, so the softmax alone with sum() as the loss is a train repro that fails the
+    same way (it kept the 15 ops from a parameter to the softmax while its cut input was not
+    differentiated: its reference's backward had nothing to differentiate)."""
+    from parity_capture import dump_backend
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    step = torch.compile(Attention(), backend=dump_backend(str(tmp_path / "attn")))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        step(torch.randn(2, 8, 16)).float().square().mean().backward()
+    torch._dynamo.reset()
+    r, s = minify(parity_bin, str(tmp_path / "attn"), tmp_path / "m", "--backend", "fault", "--backend-option",
+                  "op=aten::_safe_softmax", "--backend-option", "delta=0.5")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert call_functions(s) == ["aten::_safe_softmax", "aten::sum"], s["graph_text"]
+    assert "the culprit alone on its input values fails the same way" in r.stdout, r.stdout
+
+
 def test_user_check_command(parity_bin, deep, tmp_path):
     # llvm-reduce's --test: exit 0 = still interesting. Here: "the graph still calls tanh".
     check = tmp_path / "check.sh"
