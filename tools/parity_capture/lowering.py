@@ -33,7 +33,7 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
     the position of a tensor user input to a tensor key (`param/<fqn>`, `buffer/<fqn>`): that
     input is a parameter or buffer the program passed in (dynamo lifts them to inputs) and
     becomes a get_attr of that key. `inputs_after`: the tensor user inputs' values after the
-    program's call; an input the graph writes in place (an optimizer step's parameters and
+    program's call (live: only the written ones are copied); an input the graph writes in place (an optimizer step's parameters and
     state, a running statistic, a cache) becomes an output named `mutated/<key>` holding its new
     value, compared as every output is (the recorded graph is functional: it returns new values
     instead of writing its inputs). `attr_after(target)`: likewise for the module's own
@@ -89,7 +89,7 @@ def lower_exported(ep, name: str, eager_leaves: Sequence[Any], eager_names: Sequ
     for s in ep.graph_signature.output_specs:
         if s.kind == OutputKind.USER_INPUT_MUTATION and inputs_after is not None:
             pos = user_position[s.target]
-            key, value = input_attrs.get(pos) or inputs[s.target], inputs_after[pos]
+            key, value = input_attrs.get(pos) or inputs[s.target], inputs_after[pos].detach().to("cpu", copy=True)
         elif s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION) and attr_after is not None:
             key = f"{'param' if s.kind == OutputKind.PARAMETER_MUTATION else 'buffer'}/{s.target}"
             key = key if key in tensors else next(k for k in tensors if k.endswith("/" + s.target))
@@ -139,7 +139,7 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
     """make_fx over a functional call with parameters and buffers as explicit inputs. `values`:
     the tensor inputs' values to record (default: the traced ones); `attrs_before`: parameters'
     and buffers' values to record by name (default: as they are now). `inputs_after`: the tensor
-    inputs' values after the program's call; with it the inputs are traced as copies (the call's
+    inputs' values after the program's call (live: only the written ones are copied); with it the inputs are traced as copies (the call's
     writes land on those), and an input the graph writes in place becomes an output
     `mutated/<key>` holding its new value, as lower_exported records it."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -204,7 +204,7 @@ def lower_make_fx(model, args, kwargs, gname, eager_leaves, eager_names, mode, i
     outputs = [(oname, value) for oname, value in zip(eager_names, eager_leaves) if isinstance(value, torch.Tensor)]
     for position, ph in written:
         key = attr_keys.get(ph.name) or inputs[ph.name]
-        outputs.append((f"mutated/{key}", inputs_after[position]))
+        outputs.append((f"mutated/{key}", inputs_after[position].detach().to("cpu", copy=True)))
     out_keys, out_names = [], []
     for k, (oname, value) in enumerate(outputs):
         out_keys.append(f"{gname}/output/{k}")
@@ -246,25 +246,26 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # the casts autocast made inside them; AOTAutograd traces the ops that ran, casts included,
     # functionalized, as a torch.compile backend receives them. make_fx is the last resort. A
     # lowering whose outputs differ in dtype or shape from the program's is not taken.
+    # The tensor inputs as the call left them (live: each lowering copies only those its graph
+    # writes, its new value); every lowering traces copies or fakes, never these.
+    after = [x for x in inputs if isinstance(x, torch.Tensor)]
+
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
         aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
-        # The inputs as the call left them; a subclass input's writes are its inner tensors'.
-        left = None if _has_subclasses(values) else [x for x in inputs if isinstance(x, torch.Tensor)]
-        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs, inputs_after=left)
-
-    def after():  # the tensor inputs as the call left them: what a graph that writes them wrote
-        return [x.detach().to("cpu", copy=True) for x in inputs if isinstance(x, torch.Tensor)]
+        # A subclass input's writes are its inner tensors'.
+        return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs,
+                                      inputs_after=None if _has_subclasses(values) else after)
 
     def export():
         ep = torch.export.export(gm, tuple(inputs), strict=False).run_decompositions({})
-        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs, after(),
+        return lower_exported(ep, name, leaves, names, tensor_values, input_attrs, after,
                               lambda target: gm.get_parameter(target).detach().to("cpu", copy=True)
                               if target in dict(gm.named_parameters()) else gm.get_buffer(target).detach().to("cpu", copy=True),
                               attrs_before)
 
     def fx_trace():
         return lower_make_fx(gm, tuple(copies()), {}, name, leaves, names, "eval", input_attrs, tensor_values,
-                             inputs_after=after())
+                             inputs_after=after)
 
     # A graph of torch.func transforms (vmap, grad inside the compiled code): torch.export fails
     # on it, or traces grad's result as zeros; AOTAutograd flattens it as it does for a backend.
