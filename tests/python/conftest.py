@@ -44,7 +44,7 @@ def standalone_env(home):
     torch and safetensors), its own HOME; the suite's Inductor cache, compiler and thread count
     kept (where it compiles, the kernels the minify compiled are found, not built again)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
-    env.update({k: os.environ[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    env.update({k: os.environ[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_VEC_ISA_OK", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
                 if k in os.environ})
     return env
 
