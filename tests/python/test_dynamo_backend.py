@@ -642,6 +642,40 @@ def test_batchnorm_trained_under_autocast_records_its_running_statistics(parity_
     assert any(o["path"].startswith("mutated/buffer/bn.") for o in rec["outputs"]), rec["outputs"]
 
 
+class TaggedLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.rnn = torch.nn.LSTM(8, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, 20)
+
+    def forward(self, tok):
+        h, _ = self.rnn(self.emb(tok))
+        return torch.nn.functional.cross_entropy(self.head(h).flatten(0, 1).float(), tok.flatten())
+
+
+def test_an_lstm_trained_under_autocast_is_recorded_as_training_decomposes_it(parity_bin, tmp_path):
+    """The trace behind the recorded forward runs without grad, where ATen's CPU LSTM picks
+    oneDNN's RNN layer with train=False (an inference-only call: its backward needs a workspace
+    only a training call makes); every backend then failed the train step
+    (aot_eager: "expected all tensors_saved_with_vc_check to be Tensors"). A graph the program
+    differentiates is traced as training decomposes it: the unrolled cell, and the step passes."""
+    torch.manual_seed(0)
+    model = TaggedLSTM()
+    tok = torch.randint(0, 20, (2, 3))
+    # (allow_rnn: dynamo runs an LSTM eagerly without it)
+    with torch._dynamo.config.patch(allow_rnn=True), torch.autocast("cpu", dtype=torch.bfloat16):
+        _, caught = dump(model, lambda f: f(tok).backward(), tmp_path / "lstm")
+    m = manifest(tmp_path / "lstm")
+    assert not m.get("skipped_graphs") and not caught, (m.get("skipped_graphs"), [str(w.message) for w in caught])
+    g = json.load(open(os.path.join(tmp_path / "lstm", m["graphs"][0]["file"])))
+    targets = {n["target"] for n in g["nodes"] if n["op"] == "call_function"}
+    assert "aten::mkldnn_rnn_layer" not in targets and "aten::sigmoid" in targets, sorted(targets)
+    r, (rec,) = verify(parity_bin, tmp_path / "v", tmp_path / "lstm", "--backend", "aot_eager")
+    assert r.returncode == 0 and rec["verification_code"] == "PASS", r.stdout + r.stderr
+    assert any(o["path"].startswith("grad/") for o in rec["outputs"]), rec["outputs"]
+
+
 class CheckpointedBN(torch.nn.Module):
     def __init__(self):
         super().__init__()

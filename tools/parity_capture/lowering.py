@@ -249,9 +249,11 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # The tensor inputs as the call left them (live: each lowering copies only those its graph
     # writes, its new value); every lowering traces copies or fakes, never these.
     after = [x for x in inputs if isinstance(x, torch.Tensor)]
+    differentiated = _differentiated(inputs)  # the copies the lowerings trace need no grad
 
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
-        aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
+        aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies(), differentiated),
+                                                  desugared(values), desugared(outputs))
         # A subclass input's writes are its inner tensors'.
         return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs,
                                       inputs_after=None if _has_subclasses(values) else after)
@@ -277,7 +279,7 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     why, failed = "", []
     for k, lower in enumerate(lowerings):
         try:
-            with transform_state_kept():
+            with transform_state_kept(), _as_training_traces(differentiated):
                 lowered = lower()
         except Exception as e:  # the next lowering may record it (make_fx: data-dependent sizes are concrete)
             if k == len(lowerings) - 1:
@@ -446,11 +448,46 @@ def _autocast_active(inputs: Sequence[Any]) -> bool:
     return any(torch.is_autocast_enabled(d) for d in devices if d in ("cpu", "cuda", "xpu", "mps", "hpu"))
 
 
-def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx.GraphModule:
+def _differentiated(inputs: Sequence[Any]) -> bool:
+    """Whether a call on `inputs` is one autograd records (grad on, a tensor input that needs it)."""
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
+
+
+def _as_training_traces(differentiated: bool):
+    """Where the program differentiates the graph, the inference trace decomposes its ops as a
+    training trace does. One decomposition of ATen chooses by grad: the CPU LSTM's
+    (select_one_layer_lstm_function) takes oneDNN's RNN layer only where its input needs no grad,
+    with `train=False`, a call whose backward needs the workspace only a training call makes;
+    traced so, the recorded train step failed on every backend (aot_eager, Inductor). With
+    oneDNN off for the trace, the LSTM is the unrolled cell a training trace records. (Of torch's
+    Python decompositions only the LSTM's reads the flag; an op recorded whole keeps its kernel's
+    choice to the replay, where the flag is as the replay's process has it.)"""
+    return _onednn_off() if differentiated else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _onednn_off():
+    """oneDNN's enabled flag off, and only it (torch.backends.mkldnn.flags sets its TF32 and
+    fp32-precision settings too, whose legacy and new APIs then clash: torch.export failed after it
+    in the same process)."""
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+
+
+def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any],
+                        differentiated: Optional[bool] = None) -> fx.GraphModule:
     """The ATen graph AOTAutograd hands a backend for `gm` (dynamo's graph, traced with its fake,
     possibly symbolic, example inputs): functionalized, SymInt inputs and size arithmetic kept.
-    Traced without grad: the forward as inference (a train run differentiates it itself)."""
+    Traced without grad: the forward as inference (a train run differentiates it itself), its
+    ops decomposed as a training trace decomposes them where the program differentiates it
+    (`differentiated`; default: whether `example_inputs` are a call autograd records)."""
     from torch._functorch.aot_autograd import aot_module_simplified
+    if differentiated is None:
+        differentiated = _differentiated(example_inputs)
     captured: Dict[str, fx.GraphModule] = {}
 
     def fw_compiler(g, _inputs):
@@ -466,7 +503,7 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx
     # HF train step was refused so). Grad mode changes no forward value.
     differentiates = _differentiates_inside(gm)
     traced = checkpointed.as_marked_calls(gm)
-    with torch.enable_grad() if differentiates else torch.no_grad():
+    with torch.enable_grad() if differentiates else torch.no_grad(), _as_training_traces(differentiated):
         aot_module_simplified(traced if differentiates else _without_grad_mode_switches(traced), list(example_inputs),
                               fw_compiler=fw_compiler, bw_compiler=_no_backward, keep_inference_input_mutations=True)
     if "gm" not in captured:
