@@ -85,6 +85,11 @@ std::string Value(double v) {
 
 bool FloatingOutput(const at::Tensor& t) { return t.defined() && t.is_floating_point() && t.numel() > 0; }
 
+std::string BudgetsText(double budgets) {
+  if (budgets >= kUnboundedBudgets) return "beyond a noise budget of zero";
+  return Num3(budgets) + " noise budgets";
+}
+
 std::string Num3(double v) {
   char buf[32];
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -172,7 +177,7 @@ json NoiseBudget::ToJson() const {
 }
 
 json BudgetCheck::ToJson() const {
-  auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(1e300); };
+  auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(kUnboundedBudgets); };
   json j = {{"within", within},     {"budgets", finite(budgets)}, {"by", by},
             {"rmse", rmse},         {"max_abs", max_abs},         {"eager_rmse", eager_rmse},
             {"exceeding", exceeding}, {"numel", numel},           {"nonfinite", nonfinite}};
@@ -187,7 +192,7 @@ std::string Sentence(const std::string& output, const NoiseBudget& budget, const
                                                           : "the eager rerun with " + budget.set_by;
   const bool rmse = check.by == "rmse";
   std::string s = (output.empty() ? "" : output + ": ") + (check.nonfinite > 0 ? "NaN/Inf where eager is finite (or the reverse)"
-                                                        : Num3(check.budgets) + " noise budgets from fp64");
+                                                        : BudgetsText(check.budgets) + " from fp64");
   s += " (" + std::string(rmse ? "RMSE " : "largest error ") + Num3(rmse ? check.rmse : check.max_abs) + " against a budget of " +
        Num3(rmse ? budget.rmse : budget.max_abs) + " = " + Factor() + " x the largest of " +
        std::to_string(budget.samples.size()) + " eager runs' errors, set by " + set_by + "; eager's own RMSE is " +

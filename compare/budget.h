@@ -71,6 +71,12 @@ BudgetCheck CheckBudget(const NoiseBudget& budget, const at::Tensor& fp64, const
 // elements exceed it, the worst at [0, 17]: ..." (without "logits: " when `output` is "").
 std::string Sentence(const std::string& output, const NoiseBudget& budget, const BudgetCheck& check);
 
+// How many budgets a result is from fp64, as words: "37.2 noise budgets", or, where its budget
+// is zero (every eager run exact: sin(0), a copy) and it is not, "beyond a noise budget of zero".
+// JSON holds no infinity: such a count is written as kUnboundedBudgets, which reads back alike.
+inline constexpr double kUnboundedBudgets = 1e300;
+std::string BudgetsText(double budgets);
+
 // "[0, 17]"
 std::string IndexText(const std::vector<int64_t>& index);
 // Three significant digits ("3.1e-04", "0.42", "37.2").

@@ -31,7 +31,7 @@ json FirstBeyondBudget(const json& divergence, const ir::Graph& original) {
       if (std::string line = ir::ModelLine(n->stack_trace); !line.empty()) where += ", " + line;
     }
     f["sentence"] = "the first value to leave its own noise budget is %" + e["node"].get<std::string>() + " (" +
-                    e["target"].get<std::string>() + where + ") at " + compare::Num3(e["budgets"].get<double>()) + " budgets";
+                    e["target"].get<std::string>() + where + "), " + compare::BudgetsText(e["budgets"].get<double>()) + " from fp64";
     return f;
   }
   return nullptr;

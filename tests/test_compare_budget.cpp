@@ -1,5 +1,7 @@
 #include "compare/budget.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -56,6 +58,23 @@ TEST(Budget, CheckSaysHowManyBudgetsHowManyElementsAndWhere) {
   EXPECT_NE(s.find("logits: "), std::string::npos) << s;
   EXPECT_NE(s.find("noise budgets from fp64"), std::string::npos) << s;
   EXPECT_NE(s.find("1 of 12 elements exceed it, the worst at [1, 2]: 6.5 where fp64 has 6"), std::string::npos) << s;
+}
+
+TEST(Budget, AnErrorWhereTheBudgetIsZeroIsBeyondItInWordsAndInJson) {
+  // sin(0) and a copy are exact in every eager run: their budget is zero, and any error is
+  // beyond it by no finite count (the minifier's divergence scan met it at a RoPE's position 0).
+  const at::Tensor f64 = at::zeros({4}, at::kDouble);
+  const at::Tensor eager = at::zeros({4});
+  const NoiseBudget b = MeasureBudget(f64, {{"eager", eager}});
+  EXPECT_EQ(b.rmse, 0.0);
+  const BudgetCheck c = CheckBudget(b, f64, eager, Vec({0.0, 1e-3, 0.0, 0.0}));
+  EXPECT_FALSE(c.within);
+  EXPECT_TRUE(std::isinf(c.budgets));
+  EXPECT_EQ(c.ToJson()["budgets"].get<double>(), kUnboundedBudgets);
+  const std::string s = Sentence("y", b, c);
+  EXPECT_NE(s.find("y: beyond a noise budget of zero from fp64"), std::string::npos) << s;
+  EXPECT_EQ(BudgetsText(c.ToJson()["budgets"].get<double>()), "beyond a noise budget of zero");
+  EXPECT_EQ(BudgetsText(37.2), "37.2 noise budgets");
 }
 
 TEST(Budget, NonFiniteWhereEagerIsFiniteFails) {

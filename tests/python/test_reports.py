@@ -3,6 +3,8 @@ read by a real consumer (junitparser), summary.md appended to $GITHUB_STEP_SUMMA
 report rendered in headless Chromium (Debian's package) with the network off: its plots drawn,
 no console errors, nothing fetched."""
 import csv
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -106,3 +108,16 @@ def test_progress_on_a_tty_plain_lines_otherwise(parity_bin, dirs, tmp_path):
     assert re.search(r"[\r\n]\x1b\[K\[1/1\] mlp fault eval float32: backend \d+s", tty.stdout), repr(tty.stdout[-800:])
     plain = parity(parity_bin, *args[1:-2], "--output-dir", tmp_path / "plain")
     assert "\x1b[K" not in plain.stdout and "[1/1] mlp fault eval float32: VERIFIER_DIDNT_RUN" in plain.stdout, plain.stdout
+
+
+def test_the_budgets_column_says_an_error_where_the_budget_is_zero_in_words():
+    """results.jsonl writes an error where the noise budget is zero (every eager run exact) as
+    compare/budget.h's kUnboundedBudgets (JSON has no infinity); the HTML report's budgets column
+    says so in words, not as 1.00e+300. report.py is loaded as the file parity runs (torch-free)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "parity_capture", "report.py")
+    spec = importlib.util.spec_from_file_location("parity_report", path)
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert report.budgets_text(1e300) == "beyond a budget of 0"
+    assert report.budgets_text(37.2) == "37.2"
+    assert report.budgets_text(None) == "–"

@@ -77,6 +77,16 @@ def histogram_svg(path: str, hist: dict) -> str:
     return svg_of(fig)
 
 
+# compare/budget.h's kUnboundedBudgets: how results.jsonl writes an error where the noise budget is
+# zero (every eager run exact), which no finite count of budgets measures.
+UNBOUNDED_BUDGETS = 1e300
+
+
+def budgets_text(v) -> str:
+    """An output's distance from fp64 in noise budgets, as the budgets column shows it."""
+    return "beyond a budget of 0" if isinstance(v, (int, float)) and v >= UNBOUNDED_BUDGETS else fmt(v)
+
+
 def fmt(v) -> str:
     if v is None:
         return "–"
@@ -231,7 +241,7 @@ def build(data: dict) -> dict:
             st = o.get("stats") or {}
             check = (o.get("noise_budget") or {}).get("check") or {}
             outputs.append({"path": o.get("path"), "pass": o.get("pass", True), "rule": o.get("rule", ""),
-                            "budgets": fmt(check.get("budgets")) if check else "",
+                            "budgets": budgets_text(check.get("budgets")) if check else "",
                             "message": o.get("message", ""),
                             "cells": [fmt(st.get(k)) for k in ("numel", "max_abs_err", "max_rel_err", "rmse_res_vs_fp64",
                                                                "rmse_ref_vs_fp64", "cosine", "mismatches")],
