@@ -249,11 +249,9 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # The tensor inputs as the call left them (live: each lowering copies only those its graph
     # writes, its new value); every lowering traces copies or fakes, never these.
     after = [x for x in inputs if isinstance(x, torch.Tensor)]
-    differentiated = _differentiated(inputs)  # the copies the lowerings trace need no grad
 
     def aot():  # tensor subclasses (DTensor) desugared: the graph takes and returns their inner (local) tensors
-        aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies(), differentiated),
-                                                  desugared(values), desugared(outputs))
+        aten, inner, outs = without_opaque_inputs(aot_inference_graph(gm, copies()), desugared(values), desugared(outputs))
         # A subclass input's writes are its inner tensors'.
         return capture_symbolic_graph(aten, None, name, inner, outs, input_attrs,
                                       inputs_after=None if _has_subclasses(values) else after)
@@ -277,6 +275,9 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values) or _has_subclasses(leaves)
     lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
     why, failed = "", []
+    # Every lowering traces as training decomposes where the program differentiates the graph
+    # (judged on the live inputs: the copies they trace need no grad).
+    differentiated = _differentiated(inputs)
     for k, lower in enumerate(lowerings):
         try:
             with transform_state_kept(), _as_training_traces(differentiated):
@@ -478,16 +479,14 @@ def _onednn_off():
         torch._C._set_mkldnn_enabled(was)
 
 
-def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any],
-                        differentiated: Optional[bool] = None) -> fx.GraphModule:
+def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> fx.GraphModule:
     """The ATen graph AOTAutograd hands a backend for `gm` (dynamo's graph, traced with its fake,
     possibly symbolic, example inputs): functionalized, SymInt inputs and size arithmetic kept.
     Traced without grad: the forward as inference (a train run differentiates it itself), its
-    ops decomposed as a training trace decomposes them where the program differentiates it
-    (`differentiated`; default: whether `example_inputs` are a call autograd records)."""
+    ops decomposed as a training trace decomposes them where `example_inputs` are a call autograd
+    records (dynamo's fakes of a train call; capture_graph_module, which passes copies, says so
+    around it)."""
     from torch._functorch.aot_autograd import aot_module_simplified
-    if differentiated is None:
-        differentiated = _differentiated(example_inputs)
     captured: Dict[str, fx.GraphModule] = {}
 
     def fw_compiler(g, _inputs):
@@ -503,7 +502,7 @@ def aot_inference_graph(gm: fx.GraphModule, example_inputs: Sequence[Any],
     # HF train step was refused so). Grad mode changes no forward value.
     differentiates = _differentiates_inside(gm)
     traced = checkpointed.as_marked_calls(gm)
-    with torch.enable_grad() if differentiates else torch.no_grad(), _as_training_traces(differentiated):
+    with torch.enable_grad() if differentiates else torch.no_grad(), _as_training_traces(_differentiated(example_inputs)):
         aot_module_simplified(traced if differentiates else _without_grad_mode_switches(traced), list(example_inputs),
                               fw_compiler=fw_compiler, bw_compiler=_no_backward, keep_inference_input_mutations=True)
     if "gm" not in captured:
