@@ -34,6 +34,7 @@ import traceback
 
 SERVER_ENV = "PARITY_TEST_PYTEST_SERVER"
 IDLE_S = 120.0
+READY_S = 90.0  # the server's imports, at most (about 4 s on a 2-core machine)
 # What the server imports before it serves (each fork starts with them imported); a test of this
 # file sets PARITY_TEST_PYTEST_PRELOAD to serve without torch.
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.export", "numpy", "safetensors.torch",
@@ -291,19 +292,26 @@ def serve(path: str) -> int:
 
 def start(path: str) -> int:
     """Ends the server at `path` if one listens there (it may have imported other sources), starts
-    one detached, and waits until it listens. Exit 0 either way: without a server, each entry
-    starts pytest itself."""
-    stop(path)
-    log = open(path + ".log", "w")
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", path], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True)
-    said = proc.stdout.readline().strip()
-    proc.stdout.close()
-    print(f"pytest_fork: server {proc.pid} at {path}: {said or 'ended: see ' + path + '.log'}")
+    one detached, and waits until it listens (READY_S at most). Exit 0 whatever happens: ctest's
+    fixture must not fail, and without a server each entry starts pytest itself."""
+    try:
+        stop(path)
+        with open(path + ".log", "w") as log:
+            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", path], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=log, start_new_session=True, text=True)
+        said = proc.stdout.readline().strip() if select.select([proc.stdout], [], [], READY_S)[0] else ""
+        if not said:
+            proc.kill()
+            said = f"not ready within {READY_S:.0f} s (killed; see {path}.log)"
+        proc.stdout.close()
+        print(f"pytest_fork: server {proc.pid} at {path}: {said}")
+    except Exception as e:  # noqa: BLE001 (said; the entries run pytest themselves)
+        print(f"pytest_fork: no server at {path}: {type(e).__name__}: {e}")
     return 0
 
 
 def stop(path: str) -> int:
+    """Asks the server at `path` to end once its runs have; exit 0 whatever happens."""
     if not os.path.exists(path):
         return 0
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
