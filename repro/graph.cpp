@@ -5,6 +5,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "repro/sym_expr.h"
+
 namespace parity::ir {
 
 const char* ToString(NodeKind kind) {
@@ -61,6 +63,54 @@ void Graph::PruneSubgraphs() {
   for (const auto& n : nodes_)
     for (const auto& s : n->SubgraphNames()) used.insert(s);
   for (auto it = subgraphs.begin(); it != subgraphs.end();) it = used.count(it->first) ? std::next(it) : subgraphs.erase(it);
+}
+
+namespace {
+// The symbols `text` reads into `out`; false when it does not parse.
+bool ReadSymbols(const std::string& text, std::set<std::string>& out) {
+  if (text.empty()) return true;
+  auto e = sym::Expr::Parse(text, "a size expression");
+  if (!e.ok()) return false;
+  for (const auto& s : e->Symbols()) out.insert(s);
+  return true;
+}
+
+// The symbols every value of `g` and of its subgraphs reads; false when an expression does not parse.
+bool ValueSymbols(const Graph& g, std::set<std::string>& out) {
+  for (const Node* n : g.nodes()) {
+    if (!ReadSymbols(n->sym, out)) return false;
+    for (const auto& m : n->meta)
+      if (m)
+        for (const auto& d : m->sym_shape)
+          if (!ReadSymbols(d, out)) return false;
+  }
+  for (const auto& [name, sub] : g.subgraphs)
+    if (!ValueSymbols(*sub, out)) return false;
+  return true;
+}
+}  // namespace
+
+void Graph::PruneSymbols() {
+  if (symbols.empty()) return;
+  std::set<std::string> read;
+  if (!ValueSymbols(*this, read)) return;
+  std::vector<std::set<std::string>> guard_reads(guards.size());
+  for (size_t i = 0; i < guards.size(); ++i)
+    if (!ReadSymbols(guards[i], guard_reads[i])) return;
+  auto meets = [&read](const std::set<std::string>& s) {
+    return std::any_of(s.begin(), s.end(), [&read](const std::string& x) { return read.count(x) != 0; });
+  };
+  for (bool grew = true; grew;) {  // a guard relating a read symbol to others keeps them too
+    grew = false;
+    for (const auto& gr : guard_reads)
+      if (meets(gr))
+        for (const auto& x : gr) grew |= read.insert(x).second;
+  }
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < guards.size(); ++i)
+    if (guard_reads[i].empty() || meets(guard_reads[i])) kept.push_back(guards[i]);
+  guards = std::move(kept);
+  for (auto it = symbols.begin(); it != symbols.end();) it = read.count(it->first) ? std::next(it) : symbols.erase(it);
 }
 
 std::pair<std::string, std::string> SplitOperatorName(const std::string& t) {
@@ -266,6 +316,7 @@ void Graph::EliminateDeadCode() {
     if (!live.count(n.get())) doomed.insert(n.get());
   Erase(doomed);
   PruneSubgraphs();
+  PruneSymbols();
 }
 
 std::vector<std::string> Graph::RemoveUnusedPlaceholders() {
@@ -280,6 +331,7 @@ std::vector<std::string> Graph::RemoveUnusedPlaceholders() {
       names.push_back(n->name());
     }
   Erase(doomed);
+  PruneSymbols();
   return names;
 }
 
@@ -371,6 +423,7 @@ Expected<Graph> Graph::Extract(const std::set<std::string>& keep, const std::vec
   }
   PARITY_RETURN_IF_ERROR(g.SetOutputs(outputs));
   g.PruneSubgraphs();
+  g.PruneSymbols();
   PARITY_RETURN_IF_ERROR(g.Lint());
   return g;
 }

@@ -289,10 +289,11 @@ class Graph {
 
   [[nodiscard]] Graph Clone() const;
 
-  // Removes call_function/get_attr nodes no output or side-effecting op depends on.
+  // Removes call_function/get_attr nodes no output or side-effecting op depends on, then the
+  // subgraphs and symbols nothing reads any more (PruneSubgraphs, PruneSymbols).
   // Placeholders stay (their removal changes the signature: a separate, explicit step).
   void EliminateDeadCode();
-  // Removes placeholders no node reads; returns their names.
+  // Removes placeholders no node reads, then the symbols nothing reads any more; returns their names.
   std::vector<std::string> RemoveUnusedPlaceholders();
 
   // The prefix of the graph up to and including node `last`, returning `outputs` (names of
@@ -309,6 +310,13 @@ class Graph {
   void Erase(const std::set<const Node*>& names);
   // Drops the subgraphs no node names.
   void PruneSubgraphs();
+  // Drops the symbols nothing reads: no value's size expression (a node's `sym`, a tensor's
+  // `sym_shape`, here or in a subgraph) and no guard over a symbol that is read (a guard reading
+  // one read symbol keeps all of its own); drops the guards over dropped symbols only. A slice
+  // of a symbolic graph (a minifier's candidate) then declares the symbols of what it kept, not
+  // every symbol of the graph it was cut from. An expression that does not parse keeps every
+  // symbol (the reader reports it where it is read).
+  void PruneSymbols();
 
  private:
   void Reindex();

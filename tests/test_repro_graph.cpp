@@ -125,6 +125,66 @@ TEST(Graph, RemoveUnusedPlaceholders) {
   EXPECT_TRUE(k.Lint().ok());
 }
 
+// A symbolic graph: x : f32[s0] and n (a size input, s1); u = nonzero's count (u0), an unbacked
+// u1 no value reads; guards over each.
+TensorMeta Meta(c10::ScalarType dtype, std::vector<int64_t> shape, std::vector<std::string> sym_shape) {
+  TensorMeta m;
+  m.dtype = dtype;
+  m.stride.assign(shape.size(), 1);
+  m.shape = std::move(shape);
+  m.sym_shape = std::move(sym_shape);
+  return m;
+}
+
+Graph Symbolic() {
+  Graph g("sym");
+  Node* x = g.Append(NodeKind::kPlaceholder, "x", "x");
+  x->meta = {Meta(c10::ScalarType::Float, {4}, {"s0"})};
+  Node* n = g.Append(NodeKind::kPlaceholder, "n", "n");
+  n->sym = "s1";
+  Node* nz = g.Append(NodeKind::kCallFunction, "nz", "aten::nonzero");
+  nz->args = {Arg::Ref(x)};
+  nz->meta = {Meta(c10::ScalarType::Long, {2, 1}, {"u0", ""})};
+  Node* r = g.Append(NodeKind::kCallFunction, "r", "aten::relu");
+  r->args = {Arg::Ref(x)};
+  r->meta = x->meta;
+  Node* o = g.Append(NodeKind::kOutput, "output", "output");
+  o->args = {Arg::List({Arg::Ref(nz), Arg::Ref(r), Arg::Ref(n)})};
+  for (const char* s : {"s0", "s1", "s2", "u0", "u1"}) g.symbols[s].hint = 2;
+  g.guards = {"s0 >= 2", "Eq(s1, 2*s2)", "u1 >= 0", "Ne(u0, 3)", "True"};
+  return g;
+}
+
+std::vector<std::string> SymbolNames(const Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& [name, s] : g.symbols) out.push_back(name);
+  return out;
+}
+
+TEST(Graph, ASliceDeclaresTheSymbolsOfWhatItKept) {
+  Graph g = Symbolic();
+  g.PruneSymbols();  // u1 is read by nothing but its own guard
+  EXPECT_EQ(SymbolNames(g), (std::vector<std::string>{"s0", "s1", "s2", "u0"}));
+  EXPECT_EQ(g.guards, (std::vector<std::string>{"s0 >= 2", "Eq(s1, 2*s2)", "Ne(u0, 3)", "True"}));
+  // Without nonzero and the size input: s0 alone (s2 goes with the guard relating it to s1).
+  auto relu = Symbolic().Extract({"x", "r"}, {"r"});
+  ASSERT_TRUE(relu.ok()) << relu.error().message;
+  EXPECT_EQ(SymbolNames(*relu), std::vector<std::string>{"s0"});
+  EXPECT_EQ(relu->guards, (std::vector<std::string>{"s0 >= 2", "True"}));
+  // The size input dropped as unread, by the step that drops it.
+  Graph k = Symbolic();
+  k.Find("output")->args = {Arg::List({Arg::Ref(k.Find("r"))})};
+  k.EliminateDeadCode();
+  EXPECT_EQ(SymbolNames(k), (std::vector<std::string>{"s0", "s1", "s2"}));  // n still a placeholder
+  EXPECT_EQ(k.RemoveUnusedPlaceholders(), std::vector<std::string>{"n"});
+  EXPECT_EQ(SymbolNames(k), std::vector<std::string>{"s0"});
+  // An expression that does not parse keeps every symbol.
+  Graph bad = Symbolic();
+  bad.guards.push_back("Eq(s0,");
+  bad.PruneSymbols();
+  EXPECT_EQ(bad.symbols.size(), 5u);
+}
+
 TEST(Graph, OperatorNameSplitsOverloads) {
   Graph g("n");
   Node* a = g.Append(NodeKind::kCallFunction, "a", "aten::add.Tensor");
