@@ -35,6 +35,7 @@ import traceback
 SERVER_ENV = "PARITY_TEST_PYTEST_SERVER"
 IDLE_S = 120.0
 READY_S = 90.0  # the server's imports, at most (about 4 s on a 2-core machine)
+STOP_S = 60.0  # --stop waits this long at most for the runs to end
 # What the server imports before it serves (each fork starts with them imported); a test of this
 # file sets PARITY_TEST_PYTEST_PRELOAD to serve without torch.
 PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.export", "numpy", "safetensors.torch",
@@ -315,6 +316,7 @@ def stop(path: str) -> int:
     if not os.path.exists(path):
         return 0
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(STOP_S)  # a run that outlives its entry's kill does not hold ctest's cleanup
     try:
         sock.connect(path)
         _send(sock, {"stop": True})
