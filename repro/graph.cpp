@@ -330,6 +330,7 @@ std::vector<std::string> Graph::RemoveUnusedPlaceholders() {
       doomed.insert(n.get());
       names.push_back(n->name());
     }
+  if (doomed.empty()) return names;  // nothing removed: no symbol newly unread
   Erase(doomed);
   PruneSymbols();
   return names;
