@@ -45,9 +45,8 @@ _IGNORED = ("_", "OLDPWD", "PWD", "SHLVL")
 _MAX_REQUEST = 1 << 20
 
 
-def _line(sock) -> dict:
-    """One JSON line from `sock` ({} at EOF before one)."""
-    data = b""
+def _line(sock, data: bytes = b"") -> dict:
+    """One JSON line from `sock`, after the `data` already received of it ({} at EOF before one)."""
     while not data.endswith(b"\n"):
         chunk = sock.recv(65536)
         if not chunk:
@@ -190,13 +189,8 @@ class Server:
             uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
             if uid != os.getuid():
                 raise PermissionError(f"uid {uid} is not this server's")
-            data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
-            while data and not data.endswith(b"\n") and len(data) < _MAX_REQUEST:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            request = json.loads(data)
+            data, fds, _, _ = socket.recv_fds(conn, 65536, 3)  # the streams come with the line's first bytes
+            request = _line(conn, data) if data else {}
         except (OSError, ValueError) as e:
             for fd in fds:
                 os.close(fd)
