@@ -52,7 +52,7 @@ Expected<Child> SpawnJob(const Job& job, const fs::path& dir, const std::string&
 }  // namespace
 
 std::vector<std::string> JobChildMayDiffer() {
-  return {"PARITY_*", "CUDA_VISIBLE_DEVICES", "MKL_NUM_THREADS", kCompileThreadsEnv, "CUBLAS_WORKSPACE_CONFIG"};
+  return {"PARITY_*", kVisibleDevicesEnv, "MKL_NUM_THREADS", kCompileThreadsEnv, "CUBLAS_WORKSPACE_CONFIG"};
 }
 
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
@@ -74,7 +74,7 @@ std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int 
     if (ids.empty())
       for (int i = 0; i < gpus; ++i) ids.push_back(std::to_string(i));
     if (ids.size() > 1 && jobs > 1)
-      for (size_t i = 0; i < env.size(); ++i) env[i].push_back("CUDA_VISIBLE_DEVICES=" + ids[i % ids.size()]);
+      for (size_t i = 0; i < env.size(); ++i) env[i].push_back(std::string(kVisibleDevicesEnv) + "=" + ids[i % ids.size()]);
   } else if (jobs > 1) {
     const std::string threads = std::to_string(share);
     for (auto& e : env) e = {"OMP_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads};

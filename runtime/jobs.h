@@ -62,6 +62,7 @@ inline constexpr const char* kJobCommand = "_experiment";
 std::vector<std::vector<std::string>> SlotEnvironments(int jobs, bool cuda, int gpus, const std::string& visible_devices,
                                                        int cpus, bool compile_threads_given = false);
 inline constexpr const char* kCompileThreadsEnv = "TORCHINDUCTOR_COMPILE_THREADS";
+inline constexpr const char* kVisibleDevicesEnv = "CUDA_VISIBLE_DEVICES";
 // The variables a job child's environment may set otherwise than the driver's as it started, for
 // the zygote that forks job children instead of exec'ing the binary (util/zygote.h): what parity
 // reads only after it loaded (its own settings), every variable a slot sets (SlotEnvironments:

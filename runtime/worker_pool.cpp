@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -182,12 +183,15 @@ namespace {
 // in their place (tools/parity_capture/forkserver.py): the modules --import names (worker.py
 // imports them as it starts), cuBLAS's workspace (read at its first handle, which parity's own
 // experiments set), parity's settings of its C++ side (a slot's cores, the cache dir), CI
-// systems' shard indices, and PYTHONPATH (the fork puts the request's entries in sys.path, and
+// systems' shard indices, PYTHONPATH (the fork puts the request's entries in sys.path, and
 // refuses a request whose entries would shadow a module the server imported, or drop one it
-// imported from).
+// imported from), Inductor's compile threads (the fork decides them again from its own
+// environment) and which GPUs are visible (the server never initialises CUDA, which reads it;
+// how many are visible is in the key: its imports asked NVML whether one is), so that the slots
+// of a run on several GPUs fork their workers from one server.
 bool LeftToTheFork(const std::string& name) {
   static const char* const kNames[] = {kImportEnv, "CUBLAS_WORKSPACE_CONFIG", kKeepWorkersEnv, kWorkerPoolEnv, "PARITY_SHARDS",
-                                       kSlotCpusEnv, "PARITY_CACHE_DIR", "PYTHONPATH",
+                                       kSlotCpusEnv, "PARITY_CACHE_DIR", "PYTHONPATH", kCompileThreadsEnv, kVisibleDevicesEnv,
                                        "CI_NODE_INDEX", "CI_NODE_TOTAL", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
                                        "JOB_COMPLETION_INDEX"};
   for (const char* n : kNames)
@@ -205,6 +209,14 @@ bool ThreadsPerRequest(const std::map<std::string, std::string>& env) {
   return omp->second.find_first_not_of('0') != std::string::npos;
 }
 
+// How many devices a CUDA_VISIBLE_DEVICES value names (its comma-separated entries).
+std::string VisibleCount(const std::string& value) {
+  size_t n = 0;
+  std::stringstream in(value);
+  for (std::string id; std::getline(in, id, ',');) n += !id.empty();
+  return std::to_string(n);
+}
+
 std::string KeyOf(const std::vector<std::string>& extra_env, bool fork_server) {
   const std::map<std::string, std::string> env = WorkerEnvironment(extra_env);
   std::string text = std::string(fork_server ? "fork server of " : "") + "python " + WorkerPython() + "\n";
@@ -212,6 +224,7 @@ std::string KeyOf(const std::vector<std::string>& extra_env, bool fork_server) {
   text += "cwd " + fs::current_path(ec).string() + "\n";
   const bool threads_left = fork_server && ThreadsPerRequest(env);
   if (threads_left) text += "threads per request\n";
+  if (auto gpus = env.find(kVisibleDevicesEnv); fork_server && gpus != env.end()) text += "visible devices " + VisibleCount(gpus->second) + "\n";
   for (const auto& [k, v] : env) {
     const bool left = fork_server && (LeftToTheFork(k) || (threads_left && (k == "OMP_NUM_THREADS" || k == "MKL_NUM_THREADS")));
     if (!Ignored(k) && !SameAsUnset(k, v, env) && !left) text += "env " + k + "=" + v + "\n";

@@ -180,6 +180,14 @@ TEST_F(Pool, AForkServerServesWorkersThatDifferOnlyInWhatTheyReadOrSetAfterTheFo
     EXPECT_NE(ForkServerKey(kvs), slots) << kvs[0];
   }
   EXPECT_NE(ForkServerKey({"OMP_NUM_THREADS=1"}), ForkServerKey({"OMP_NUM_THREADS=2"}));
+  // A slot's GPU and its compile threads (set in the fork, or read after it): the slots of a run
+  // on several GPUs share one server. How many GPUs are visible is what the imports saw.
+  const std::string gpu0 = ForkServerKey({"CUDA_VISIBLE_DEVICES=0", "TORCHINDUCTOR_COMPILE_THREADS=16"});
+  EXPECT_EQ(ForkServerKey({"CUDA_VISIBLE_DEVICES=1", "TORCHINDUCTOR_COMPILE_THREADS=8"}), gpu0);
+  EXPECT_EQ(ForkServerKey({"CUDA_VISIBLE_DEVICES=1"}), gpu0);
+  EXPECT_NE(PoolKey({"CUDA_VISIBLE_DEVICES=1"}), PoolKey({"CUDA_VISIBLE_DEVICES=0"}));
+  EXPECT_NE(ForkServerKey({"CUDA_VISIBLE_DEVICES=0,1"}), gpu0);
+  EXPECT_NE(ForkServerKey({"CUDA_VISIBLE_DEVICES="}), gpu0);
   // What torch reads at its import: another server.
   for (const char* kv : {"TORCHINDUCTOR_FREEZING=1", "HOME=/elsewhere"}) EXPECT_NE(ForkServerKey({kv}), base) << kv;
   // PYTHONPATH: the fork adopts the request's (or refuses it: forkserver.py), one server.

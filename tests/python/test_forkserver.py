@@ -156,9 +156,10 @@ def test_a_run_answers_its_pid_then_its_exit_and_dies_with_its_client(served):
 
 
 def test_a_fork_takes_the_request_s_pythonpath_and_threads_unless_a_module_would_be_shadowed(served, tmp_path):
-    """The key leaves PYTHONPATH and a slot's thread counts to the fork (runtime/worker_pool.cpp): a
-    request whose path adds a dir gets it in sys.path where Python puts it, and its thread count
-    (the server imported with one); a path whose added dir holds a module the server imported
+    """The key leaves PYTHONPATH, a slot's thread counts and its compile threads to the fork
+    (runtime/worker_pool.cpp): a request whose path adds a dir gets it in sys.path where Python
+    puts it, its thread count (the server imported with one) and Inductor's compile threads its
+    environment sets (the server's config read its own at import); a path whose added dir holds a module the server imported
     (json) or an installed distribution (its entry points were read), or that drops the dir
     parity_capture came from, is refused, answered with why, and
     parity starts that worker itself (runtime/fork_server.cpp)."""
@@ -167,7 +168,9 @@ def test_a_fork_takes_the_request_s_pythonpath_and_threads_unless_a_module_would
     extra.mkdir()
     (extra / "probe_mod.py").write_text(
         "import json, os, sys, torch\n"
-        "json.dump({'threads': torch.get_num_threads(), 'path': sys.path}, open(os.environ['PROBE_OUT'], 'w'))\n")
+        "from torch._inductor import config\n"
+        "json.dump({'threads': torch.get_num_threads(), 'path': sys.path, 'compile_threads': config.compile_threads},\n"
+        "          open(os.environ['PROBE_OUT'], 'w'))\n")
     base = TOOLS + os.pathsep + os.environ.get("PYTHONPATH", "")
 
     def request(name, pythonpath, **env):
@@ -175,11 +178,12 @@ def test_a_fork_takes_the_request_s_pythonpath_and_threads_unless_a_module_would
         req = {"argv": ["--socket", str(d / f"{name}.sock")], "log": str(d / f"{name}.log"), "env": env, "cwd": str(d)}
         return json.loads(ask(d, (json.dumps(req) + "\n").encode()))
 
-    answer = request("probe", base + os.pathsep + str(extra), PARITY_IMPORT="probe_mod", PROBE_OUT=str(tmp_path / "probe.json"))
+    answer = request("probe", base + os.pathsep + str(extra), PARITY_IMPORT="probe_mod", PROBE_OUT=str(tmp_path / "probe.json"),
+                     TORCHINDUCTOR_COMPILE_THREADS="3")
     try:
         assert wait_until(lambda: (tmp_path / "probe.json").exists(), 60), (d / "probe.log").read_text()
         seen = json.load(open(tmp_path / "probe.json"))
-        assert seen["threads"] == 2, seen
+        assert seen["threads"] == 2 and seen["compile_threads"] == 3, seen
         tools_at = seen["path"].index(TOOLS)
         assert str(extra) in seen["path"][tools_at:tools_at + 3], seen["path"]
     finally:

@@ -111,3 +111,19 @@ def test_the_isa_probes_build_side_by_side_and_the_list_is_inductors(monkeypatch
         assert side_by_side == one_by_one and "avx512" not in side_by_side and "avx2" in side_by_side
     finally:
         _fresh_isa_answers()  # the next test's list is the real one's
+
+
+def test_a_fork_server_prepares_the_cpu_s_first_compile_only_where_no_cuda_device_is(monkeypatch, capsys):
+    """first_compile_paid (the fork server, before it serves): without a CUDA device the CPU's
+    vector ISA chosen and one graph compiled; with one neither (a compile would initialise CUDA,
+    and the ISA's probes, which CUDA workers never ask, held the server's first fork back)."""
+    calls = []
+    monkeypatch.setattr(warm, "pick_cpu_isa", lambda: calls.append("isa"))
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: calls.append("compile"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    warm.first_compile_paid()
+    assert calls == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    warm.first_compile_paid()
+    assert calls == ["isa", "compile"]
+    assert "the first compile failed" in capsys.readouterr().err  # the stand-in returned no function

@@ -116,9 +116,16 @@ def refusal(server_pythonpath, server_cwd: str, req: dict) -> str:
     return ""
 
 
-def _adopt(server_pythonpath, server_cwd: str, env: dict, cwd: str) -> None:
+# Inductor's compile threads: read once as its config is imported, decided again in a fork
+# whose environment sets them otherwise (runtime/worker_pool.cpp leaves them out of the key).
+COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
+
+
+def _adopt(server_pythonpath, server_cwd: str, env: dict, cwd: str, server_compile_threads=None) -> None:
     """In a fork: sys.path with the request's PYTHONPATH entries where the server's were (after
-    the script's entry), and the request's thread count (refusal() said both can be taken)."""
+    the script's entry), the request's thread count (refusal() said both can be taken) and its
+    compile threads. Its CUDA_VISIBLE_DEVICES needs nothing: CUDA, which reads it, starts in the
+    fork."""
     have = pythonpath_entries(server_pythonpath, server_cwd)
     want = pythonpath_entries(env.get("PYTHONPATH"), cwd)
     if have != want:
@@ -129,6 +136,9 @@ def _adopt(server_pythonpath, server_cwd: str, env: dict, cwd: str) -> None:
     if n := threads_per_request(env):
         import torch
         torch.set_num_threads(n)
+    if env.get(COMPILE_THREADS) != server_compile_threads and "torch._inductor.config" in sys.modules:
+        from torch._inductor import config
+        config.compile_threads = config.decide_compile_threads()
 
 
 def _prepare() -> None:
@@ -198,14 +208,14 @@ def _enter_process(req: dict, keep_fds: set) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    server_pythonpath, server_cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    server_pythonpath, server_cwd, server_threads = os.environ.get("PYTHONPATH"), os.getcwd(), os.environ.get(COMPILE_THREADS)
     env = req.get("env")
     if isinstance(env, dict):
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
         if req.get("cwd"):
             os.chdir(req["cwd"])
-        _adopt(server_pythonpath, server_cwd, os.environ, os.getcwd())
+        _adopt(server_pythonpath, server_cwd, os.environ, os.getcwd(), server_threads)
     elif req.get("cwd"):
         os.chdir(req["cwd"])
 

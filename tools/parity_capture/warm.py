@@ -202,17 +202,21 @@ def pick_cpu_isa() -> None:
 
 def first_compile_paid() -> None:
     """What every process's first Inductor compile costs beyond its graph, paid once in a process
-    whose forks compile (the fork server, before it serves): the CPU's vector ISA (pick_cpu_isa)
-    and, on a host without a CUDA device, one tiny CPU graph compiled (dynamo's, AOTAutograd's and
+    whose forks compile (the fork server, before it serves), on a host without a CUDA device: the
+    CPU's vector ISA (pick_cpu_isa) and one tiny CPU graph compiled (dynamo's, AOTAutograd's and
     Inductor's lazy set-up: measured on a 2-core CPU, a process's first cached compile 1.5 s, its
-    second 0.05 s). Where CUDA devices are visible (asked through NVML by the caller) no graph is
-    compiled: Inductor asks the device's properties, which initialises CUDA (measured on an H200,
-    torch 2.11), and no fork of a process that did can use it. Compiled without the compile pool (a
-    pool's processes and threads would not survive a fork), and dynamo reset after: a fork starts
-    with no compiled code. A failure is only logged (each fork's own first compile meets it)."""
-    pick_cpu_isa()
+    second 0.05 s). Where CUDA devices are visible (asked through NVML by the caller) neither: a
+    graph compiled asks the device's properties, which initialises CUDA (measured on an H200, torch
+    2.11), and no fork of a process that did can use it; and the ISA is what CUDA workers never ask
+    (its probes, several compiler runs, took 20.7-23.4 s in a fresh process on a 2-GPU H200 host,
+    before the server's first fork: the first run with workers kept waited 12.4 s for its worker,
+    against 2.7 s for one started afresh, and 2.2 s without them), so a fork that compiles for the
+    CPU chooses it itself. Compiled without the compile pool (a pool's
+    processes and threads would not survive a fork), and dynamo reset after: a fork starts with no
+    compiled code. A failure is only logged (each fork's own first compile meets it)."""
     if torch.cuda.is_available():
         return
+    pick_cpu_isa()
     try:
         from torch import _dynamo
         from torch._inductor import config as inductor_config
