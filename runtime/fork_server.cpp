@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "runtime/python_env.h"
@@ -44,9 +46,8 @@ int ConnectUnix(const std::string& path) {
   return fd;
 }
 
-// Starts the key's server and connects to it once it listens. A server that ends at once with
-// status 0 found another of its key up (its lock held): that one's socket is awaited instead.
-Expected<int> StartServerAndConnect(const std::string& base, const std::vector<std::string>& env) {
+// Starts the key's server at `base` without waiting for it to listen; it outlives this process.
+Expected<Child> StartServer(const std::string& base, const std::vector<std::string>& env) {
   SpawnOptions so;
   so.env = env;
   for (auto& e : PythonEnv()) so.env.push_back(e);
@@ -55,21 +56,7 @@ Expected<int> StartServerAndConnect(const std::string& base, const std::vector<s
   so.outlive_parent = true;
   std::vector<std::string> argv = PackageModuleCommand(WorkerPython(), "forkserver");
   argv.insert(argv.end(), {"--socket", base + ".sock", "--lock", base + ".lock", "--keep-idle", std::to_string(KeepWorkers())});
-  auto child = Child::Spawn(argv, so);
-  if (!child.ok()) return child.error();
-  const auto deadline = std::chrono::steady_clock::now() + kListenSeconds;
-  int fd;
-  while ((fd = ConnectUnix(base + ".sock")) < 0) {
-    if (child->pid() > 0)
-      if (auto ended = child->Poll(); ended && !(ended->exited && ended->code == 0))
-        return Error::Runtime("fork server ended at start-up (" + ended->Describe() + "); see " + base + ".log");
-    if (std::chrono::steady_clock::now() > deadline)
-      return Error::Runtime("fork server did not listen at " + base + ".sock within " + std::to_string(kListenSeconds.count()) +
-                            " s; see " + base + ".log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (child->pid() > 0) child->Release();  // it outlives this process
-  return fd;
+  return Child::Spawn(argv, so);
 }
 
 Status Send(int fd, const std::string& bytes) {
@@ -124,11 +111,55 @@ void KillGroup(pid_t pid) {
 }
 }  // namespace
 
+Unsent::~Unsent() {
+  if (server && server->pid() > 0) server->Release();  // a pool's server outlives this process
+}
+
+Expected<int> Unsent::Deliver() {
+  const int fd = ConnectUnix(base + ".sock");
+  if (fd < 0) {
+    if (server && server->pid() > 0)
+      if (auto ended = server->Poll(); ended && !(ended->exited && ended->code == 0))  // 0: another of its key is up
+        return Error::Runtime("fork server ended at start-up (" + ended->Describe() + "); see " + base + ".log");
+    if (!server && starting > 0 && ::kill(starting, 0) != 0 && errno == ESRCH)  // another request's server, gone
+      return Error::Runtime("fork server ended at start-up; see " + base + ".log");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Error::Runtime("fork server did not listen at " + base + ".sock within " + std::to_string(kListenSeconds.count()) +
+                            " s; see " + base + ".log");
+    return -1;
+  }
+  if (!SendAll(fd, line)) {
+    ::close(fd);
+    return Error::Runtime(std::string("fork server: send: ") + std::strerror(errno));
+  }
+  if (server && server->pid() > 0) server->Release();
+  server.reset();
+  return fd;
+}
+
 PendingFork::~PendingFork() {
   if (fd_ >= 0) ::close(fd_);
 }
 
 Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait) {
+  if (unsent_) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      auto fd = unsent_->Deliver();
+      if (!fd.ok()) {
+        unsent_.reset();
+        return fd.error();
+      }
+      if (*fd >= 0) {
+        fd_ = *fd;
+        unsent_.reset();
+        wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero()));
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= until) return std::optional<pid_t>();  // its server does not listen yet
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   if (fd_ < 0) return Error::Runtime("fork server: no request pending");
   auto line = NextLine(fd_, buffer_, wait);
   if (line.ok() && !line->has_value()) return std::optional<pid_t>();  // not answered yet
@@ -142,37 +173,83 @@ Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait)
 }
 
 namespace {
-// Connects to the server at `server_base` (starting it when none answers) and sends `request`
-// with the environment and working dir a forked process gets.
-Expected<int> SendRequest(const std::string& server_base, nlohmann::json request, const std::vector<std::string>& env) {
+// Whether this process should start the server at `base` now: false while one it started there
+// may still be starting (kListenSeconds), so that a run's slots, asking side by side, start one
+// server (a second would import torch before finding the first's lock, and exit).
+// `pid`: the one that may still be starting (set when false), 0 when unknown yet.
+struct Started {
+  std::chrono::steady_clock::time_point at;
+  pid_t pid = 0;
+};
+std::mutex started_mu;
+std::map<std::string, Started>& StartedHere() {
+  static std::map<std::string, Started> started;
+  return started;
+}
+bool StartingHere(const std::string& base, pid_t& pid) {
+  std::lock_guard<std::mutex> lock(started_mu);
+  const auto now = std::chrono::steady_clock::now();
+  auto& started = StartedHere();
+  auto it = started.find(base);
+  if (it != started.end() && now - it->second.at < kListenSeconds) {
+    pid = it->second.pid;
+    return false;
+  }
+  started[base] = {now, 0};
+  return true;
+}
+void StartedAs(const std::string& base, pid_t pid) {
+  std::lock_guard<std::mutex> lock(started_mu);
+  StartedHere()[base].pid = pid;
+}
+
+// A request with the environment and working dir a forked process gets, to the server at
+// `server_base`: sent now where it listens (the connection), else left unsent until it does,
+// the server started first (a pool's: it outlives this process).
+struct Sending {
+  int fd = -1;
+  std::optional<Unsent> unsent;
+};
+Expected<Sending> SendRequest(const std::string& server_base, nlohmann::json request, const std::vector<std::string>& env) {
   if (auto refused = ReadFile(server_base + ".refused"); refused.ok())  // it said it cannot serve: not asked again
     return Error::Runtime("fork server " + server_base + " refused to serve: " + *refused);
-  int fd = ConnectUnix(server_base + ".sock");
-  if (fd < 0) {
-    PARITY_ASSIGN_OR_RETURN(fd, StartServerAndConnect(server_base, env));
-  }
   std::error_code ec;
   request["env"] = WorkerEnvironment(env);
   request["cwd"] = fs::current_path(ec).string();
-  if (auto sent = Send(fd, request.dump() + "\n"); !sent.ok()) {
-    ::close(fd);
-    return sent.error();
+  Sending out;
+  std::optional<Child> server;
+  if (const int fd = ConnectUnix(server_base + ".sock"); fd >= 0) {
+    out.fd = fd;
+    if (auto sent = Send(fd, request.dump() + "\n"); !sent.ok()) {
+      ::close(fd);
+      return sent.error();
+    }
+    return out;
   }
-  return fd;
+  pid_t starting = 0;
+  if (StartingHere(server_base, starting)) {  // else another request of this process just started it: one server, not one each
+    PARITY_ASSIGN_OR_RETURN(Child child, StartServer(server_base, env));
+    StartedAs(server_base, child.pid());
+    server.emplace(std::move(child));
+  }
+  out.unsent.emplace(server_base, request.dump() + "\n", std::move(server), std::chrono::steady_clock::now() + kListenSeconds);
+  out.unsent->starting = starting;
+  return out;
 }
 }  // namespace
 
 Expected<PendingFork> RequestFork(const std::string& server_base, const std::vector<std::string>& worker_args,
                                   const std::vector<std::string>& env, const std::string& log_path) {
-  PARITY_ASSIGN_OR_RETURN(const int fd, SendRequest(server_base, {{"argv", worker_args}, {"log", log_path}}, env));
-  return PendingFork(fd, server_base + ".log");
+  PARITY_ASSIGN_OR_RETURN(Sending s, SendRequest(server_base, {{"argv", worker_args}, {"log", log_path}}, env));
+  return PendingFork(s.fd, server_base + ".log", std::move(s.unsent));
 }
 
 Expected<ForkedRun> RequestRun(const std::string& server_base, const std::string& module, const std::vector<std::string>& args,
                                const std::vector<std::string>& env, const std::string& log_path) {
-  PARITY_ASSIGN_OR_RETURN(const int fd, SendRequest(server_base, {{"run", module}, {"argv", args}, {"log", log_path}}, env));
-  return ForkedRun(fd, server_base + ".log");
+  PARITY_ASSIGN_OR_RETURN(Sending s, SendRequest(server_base, {{"run", module}, {"argv", args}, {"log", log_path}}, env));
+  return ForkedRun(s.fd, server_base + ".log", std::move(s.unsent));
 }
+
 
 ForkedRun::~ForkedRun() {
   if (!ended_) Kill();
@@ -186,10 +263,21 @@ void ForkedRun::Close() {
 
 void ForkedRun::Kill() {
   if (pid_ > 0 && !ended_) KillGroup(pid_);
+  unsent_.reset();  // never sent: nothing ran
   Close();  // the supervisor kills the group too (the run may not have made it yet)
 }
 
 Expected<std::optional<ExitInfo>> ForkedRun::Poll() {
+  if (unsent_) {
+    auto fd = unsent_->Deliver();
+    if (!fd.ok()) {
+      unsent_.reset();
+      return fd.error();
+    }
+    if (*fd < 0) return std::optional<ExitInfo>();  // its server does not listen yet
+    fd_ = *fd;
+    unsent_.reset();
+  }
   for (;;) {
     if (ended_) return ended_;
     if (fd_ < 0) return Error::Runtime("fork server: the run's connection is closed");

@@ -34,10 +34,32 @@ bool ForkServersEnabled();
 // workers (KeepWorkers() > 0) and fork servers are on; nullopt otherwise.
 std::optional<std::string> ForkServerBase(const std::vector<std::string>& extra_env);
 
+// A request whose server does not listen yet (one just started listens once the package's
+// imports, torch among them, are done: seconds on a GPU host): it is sent by the first poll that
+// finds the server listening, so that asking never waits for a server's start.
+struct Unsent {
+  std::string base;             // the server's `<base>.sock`
+  std::string line;             // the request
+  std::optional<Child> server;  // the server this process started for it, watched until it listens
+  std::chrono::steady_clock::time_point deadline;
+  pid_t starting = 0;           // without `server`: the one another request of this process started
+  ~Unsent();  // a server started here that outlives this process is released, never killed
+  Unsent(std::string b, std::string l, std::optional<Child> s, std::chrono::steady_clock::time_point d)
+      : base(std::move(b)), line(std::move(l)), server(std::move(s)), deadline(d) {}
+  Unsent(Unsent&&) noexcept = default;
+  Unsent& operator=(Unsent&&) = delete;
+  // The connection once the request is sent (-1 while the server does not listen yet); kRuntime
+  // when the server ended at start-up or did not listen by the deadline.
+  [[nodiscard]] Expected<int> Deliver();
+};
+
 // A fork asked for and not answered yet: the server answers once its imports are done.
 class PendingFork {
  public:
-  PendingFork(PendingFork&& o) noexcept : fd_(o.fd_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)) { o.fd_ = -1; }
+  PendingFork(PendingFork&& o) noexcept
+      : fd_(o.fd_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)), unsent_(std::move(o.unsent_)) {
+    o.fd_ = -1;
+  }
   PendingFork& operator=(PendingFork&&) = delete;
   ~PendingFork();  // an unanswered fork's worker ends at once (its client is gone)
   // The worker's pid once the server answered, nullopt while it has not (waiting up to `wait`);
@@ -47,10 +69,11 @@ class PendingFork {
  private:
   friend Expected<PendingFork> RequestFork(const std::string&, const std::vector<std::string>&,
                                            const std::vector<std::string>&, const std::string&);
-  PendingFork(int fd, std::string log) : fd_(fd), log_(std::move(log)) {}
+  PendingFork(int fd, std::string log, std::optional<Unsent> unsent) : fd_(fd), log_(std::move(log)), unsent_(std::move(unsent)) {}
   int fd_ = -1;
   std::string buffer_;
   std::string log_;  // the server's, named in errors
+  std::optional<Unsent> unsent_;  // the request, while its server does not listen yet
 };
 
 // Asks the fork server at `server_base` (`<pool dir>/<pool key>-fs`: its .sock, .lock and .log;
@@ -67,7 +90,8 @@ class PendingFork {
 class ForkedRun {
  public:
   ForkedRun(ForkedRun&& o) noexcept
-      : fd_(o.fd_), pid_(o.pid_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)), ended_(o.ended_) {
+      : fd_(o.fd_), pid_(o.pid_), buffer_(std::move(o.buffer_)), log_(std::move(o.log_)), ended_(o.ended_),
+        unsent_(std::move(o.unsent_)) {
     o.fd_ = -1;
   }
   ForkedRun& operator=(ForkedRun&&) = delete;
@@ -83,13 +107,14 @@ class ForkedRun {
  private:
   friend Expected<ForkedRun> RequestRun(const std::string&, const std::string&, const std::vector<std::string>&,
                                         const std::vector<std::string>&, const std::string&);
-  ForkedRun(int fd, std::string log) : fd_(fd), log_(std::move(log)) {}
+  ForkedRun(int fd, std::string log, std::optional<Unsent> unsent) : fd_(fd), log_(std::move(log)), unsent_(std::move(unsent)) {}
   void Close();
   int fd_ = -1;
   pid_t pid_ = 0;
   std::string buffer_;
   std::string log_;  // the server's, named in errors
   std::optional<ExitInfo> ended_;
+  std::optional<Unsent> unsent_;  // the request, while its server does not listen yet
 };
 
 // Asks the fork server at `server_base` (as RequestFork does) to run parity_capture.`module`'s
@@ -97,6 +122,7 @@ class ForkedRun {
 [[nodiscard]] Expected<ForkedRun> RequestRun(const std::string& server_base, const std::string& module,
                                              const std::vector<std::string>& args, const std::vector<std::string>& env,
                                              const std::string& log_path);
+
 
 // The fork servers up in pool dir `dir`: (key, pid) of each.
 std::vector<std::pair<std::string, pid_t>> ListForkServers(const std::filesystem::path& dir);

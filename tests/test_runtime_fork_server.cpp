@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -74,6 +76,42 @@ TEST(ForkServer, TheWorkersPidComesOnceTheServerAnswers) {
   auto answer = pending->Poll(10s);
   ASSERT_TRUE(answer.ok()) << answer.error().message;
   EXPECT_EQ(**answer, 4242);
+}
+
+TEST(ForkServer, AskingAServerNotUpStartsOneAndNeverWaitsForItToListen) {
+  // A server takes seconds to listen (its package's imports, torch among them): asking starts it
+  // and returns at once; the request goes once it listens. A second request of this process meanwhile
+  // starts no second server. The "interpreter" here is a script that counts its starts and sleeps.
+  testing::TempDir tmp;
+  const std::string base = (tmp.path() / "k-fs").string();
+  const fs::path starts = tmp.path() / "starts", python = tmp.path() / "python";
+  ASSERT_TRUE(WriteFileAtomic(python, "#!/bin/sh\necho $$ >> " + starts.string() + "\nexec sleep 30\n").ok());
+  fs::permissions(python, fs::perms::owner_all);
+  const char* had = std::getenv("PARITY_PYTHON");
+  const std::string saved = had ? had : "";
+  ::setenv("PARITY_PYTHON", python.c_str(), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto first = RequestFork(base, {"--socket", "w1.sock"}, {}, "w1.log");
+  auto second = RequestRun(base, "rank_replay", {}, {}, "r.log");
+  const auto asked = std::chrono::steady_clock::now() - t0;
+  if (had) ::setenv("PARITY_PYTHON", saved.c_str(), 1); else ::unsetenv("PARITY_PYTHON");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_LT(asked, 1s);
+  auto polled = first->Poll(0ms);
+  ASSERT_TRUE(polled.ok());
+  EXPECT_FALSE(polled->has_value());  // its server does not listen yet
+  for (int i = 0; i < 500 && !fs::exists(starts); ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(100ms);
+  const std::string pids = *ReadFile(starts);
+  EXPECT_EQ(std::count(pids.begin(), pids.end(), '\n'), 1) << pids;  // one server for both requests
+  ::kill(std::atoi(pids.c_str()), SIGKILL);  // it outlives this process, as a pool's server does
+  FakeServer server(base, [](int c, const nlohmann::json&) { Write(c, "{\"pid\": 4242}\n"); });
+  auto answer = first->Poll(10s);
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  EXPECT_EQ(**answer, 4242);
+  server.Join();
+  EXPECT_EQ(server.request["argv"], nlohmann::json({"--socket", "w1.sock"}));
 }
 
 TEST(ForkServer, TheRequestCarriesArgumentsTheMergedEnvironmentTheWorkingDirAndTheLog) {
