@@ -679,6 +679,40 @@ def test_an_lstm_trained_under_autocast_is_recorded_as_training_decomposes_it(pa
     assert any(o["path"].startswith("grad/") for o in rec["outputs"]), rec["outputs"]
 
 
+class AutocastInside(torch.nn.Module):
+    """A train step that enters autocast itself, inside the compiled code, around a checkpointed
+    convolution block (as a diffusion UNet's training step does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.n = torch.nn.GroupNorm(2, 4)
+
+    def block(self, x):
+        return self.c(torch.nn.functional.silu(self.n(x)))
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False)
+        return y.float().square().mean()
+
+
+def test_a_graph_that_enters_autocast_itself_is_recorded_as_amp(parity_bin, tmp_path):
+    """The autocast is entered inside the compiled code, not around the call: the graph was not
+    recorded (torch.export ran the checkpointed convolution without the autocast, "Tensor dtype
+    mismatch! Expected: torch.float32, Got: torch.bfloat16"; make_fx failed on the checkpoint),
+    and a graph recorded so would have been judged at float32's tolerance. AOTAutograd records it,
+    its amp dtype the graph's own, and it verifies at amp's tolerance."""
+    torch.manual_seed(0)
+    _, caught = dump(AutocastInside(), lambda f: f(torch.randn(2, 4, 8, 8)).backward(), tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert not m.get("skipped_graphs") and not caught, (m.get("skipped_graphs"), [str(w.message) for w in caught])
+    assert m["graphs"][0]["mode"] == "train" and m["graphs"][0]["amp"] == "bfloat16", m["graphs"][0]
+    r, (rec,) = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0 and rec["verification_code"] == "PASS", r.stdout + r.stderr
+    assert rec["experiment"]["dtype"] == "amp" and rec["tolerance"] == 1e-2, rec["tolerance"]
+
+
 class CheckpointedBN(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -272,7 +272,8 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # A graph of tensor subclasses (DTensor: tensor parallelism) too, taken or made (DTensor.from_local
     # of a plain tensor): AOTAutograd desugars them into plain tensors and the functional
     # collectives their ops make.
-    aot_first = _autocast_active(inputs) or _calls_transforms(gm) or _has_subclasses(values) or _has_subclasses(leaves)
+    aot_first = (_autocast_active(inputs) or _enters_autocast(gm) or _calls_transforms(gm) or _has_subclasses(values)
+                 or _has_subclasses(leaves))
     lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
     why, failed = "", []
     # Every lowering traces as training decomposes where the program differentiates the graph
@@ -447,6 +448,37 @@ def without_opaque_inputs(aten: fx.GraphModule, values: List[Any], outputs: Any 
 def _autocast_active(inputs: Sequence[Any]) -> bool:
     devices = {x.device.type for x in inputs if isinstance(x, torch.Tensor)} | {"cpu"}
     return any(torch.is_autocast_enabled(d) for d in devices if d in ("cpu", "cuda", "xpu", "mps", "hpu"))
+
+
+def autocast_entered(gm: fx.GraphModule, device: Optional[str] = None) -> Optional[torch.dtype]:
+    """The autocast dtype dynamo's graph enters itself (a `with torch.autocast(...)` inside the
+    compiled code: its _enter_autocast(device_type, dtype, enabled, cache_enabled) call), on
+    `device` or any; None where it enters none (or only disabled ones)."""
+    enter = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
+    if enter is None:
+        return None
+    for m in gm.modules():
+        if not isinstance(m, fx.GraphModule):
+            continue
+        for n in m.graph.nodes:
+            if n.op != "call_function" or n.target is not enter or not n.args:
+                continue
+            kind = n.args[0] if isinstance(n.args[0], str) else None
+            dtype = n.args[1] if len(n.args) > 1 and isinstance(n.args[1], torch.dtype) else None
+            enabled = n.args[2] if len(n.args) > 2 else True
+            if kind is None or enabled is False or (device is not None and kind != device):
+                continue
+            return dtype or torch.get_autocast_dtype(kind)
+    return None
+
+
+def _enters_autocast(gm: fx.GraphModule) -> bool:
+    """Whether dynamo's graph enters autocast itself (autocast_entered). Traced again by
+    torch.export, a checkpointed block inside it runs without the autocast (its region's ops keep
+    the dtype they had outside, against the program's: a Conv2d's output float32 where the
+    program's was bfloat16), and make_fx fails on the checkpoint's functionalization; AOTAutograd
+    traces what ran."""
+    return autocast_entered(gm) is not None
 
 
 def _differentiated(inputs: Sequence[Any]) -> bool:

@@ -17,7 +17,7 @@ import torch
 from . import backward_graph, checkpointed
 from .errors import CaptureError
 from .lowered import PRODUCER, flatten_outputs
-from .lowering import (aot_inference_graph, capture_graph_module, desugared, desugared_symbolic, symbolic_dims,
+from .lowering import (aot_inference_graph, autocast_entered, capture_graph_module, desugared, desugared_symbolic, symbolic_dims,
                        transform_state_kept, without_opaque_inputs)
 from .replay_check import replay_mismatch
 from .symbolic_lowering import capture_symbolic_graph, unbacked_values
@@ -171,8 +171,9 @@ def symbolic_reason(gm: torch.fx.GraphModule) -> Optional[str]:
     return None
 
 
-def describe_call(args: List[Any]) -> Dict[str, Any]:
-    """What a call ran: floating dtypes, device, autocast, grad."""
+def describe_call(args: List[Any], gm: Optional[torch.fx.GraphModule] = None) -> Dict[str, Any]:
+    """What a call ran: floating dtypes, device, autocast (on at the call, or entered by the graph
+    `gm` itself: a `with torch.autocast` inside the compiled code), grad."""
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     dtypes = sorted({_dtype_name(t.dtype) for t in tensors if t.is_floating_point()})
     devices = sorted({t.device.type for t in tensors})
@@ -182,6 +183,8 @@ def describe_call(args: List[Any]) -> Dict[str, Any]:
         info["dtypes"] = dtypes
     if torch.is_autocast_enabled(device):
         info["amp"] = _dtype_name(torch.get_autocast_dtype(device))
+    elif gm is not None and (entered := autocast_entered(gm, device)) is not None:
+        info["amp"] = _dtype_name(entered)
     info["grad"] = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     return info
 
@@ -293,7 +296,7 @@ class _Dump:
             gjson, entry, tensors = capture_graph_module(specialize_scalar_inputs(gm, snapshot), list(args), name,
                                                          outputs=out_copy, input_attrs=input_attrs, values=snapshot,
                                                          attrs_before=attrs)
-        info = describe_call(args)
+        info = describe_call(args, gm)
         grad = info.pop("grad")
         entry.update(info)
         entry["mode"] = "eval"
