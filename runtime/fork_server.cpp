@@ -153,7 +153,8 @@ Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait)
       if (*fd >= 0) {
         fd_ = *fd;
         unsent_.reset();
-        wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero()));
+        const auto left = std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero());
+        wait = std::chrono::duration_cast<std::chrono::milliseconds>(left);  // what is left of it for the answer
         break;
       }
       if (std::chrono::steady_clock::now() >= until) return std::optional<pid_t>();  // its server does not listen yet
@@ -227,7 +228,7 @@ Expected<Sending> SendRequest(const std::string& server_base, nlohmann::json req
     return out;
   }
   pid_t starting = 0;
-  if (StartingHere(server_base, starting)) {  // else another request of this process just started it: one server, not one each
+  if (StartingHere(server_base, starting)) {  // else another request of this process just started it
     PARITY_ASSIGN_OR_RETURN(Child child, StartServer(server_base, env));
     StartedAs(server_base, child.pid());
     server.emplace(std::move(child));

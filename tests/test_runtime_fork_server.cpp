@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,7 +106,9 @@ TEST(ForkServer, AskingAServerNotUpStartsOneAndNeverWaitsForItToListen) {
   std::this_thread::sleep_for(100ms);
   const std::string pids = *ReadFile(starts);
   EXPECT_EQ(std::count(pids.begin(), pids.end(), '\n'), 1) << pids;  // one server for both requests
-  ::kill(std::atoi(pids.c_str()), SIGKILL);  // it outlives this process, as a pool's server does
+  const pid_t stand_in = std::atoi(pids.c_str());
+  ::kill(stand_in, SIGKILL);        // it outlives this process, as a pool's server does;
+  ::waitpid(stand_in, nullptr, 0);  // ended, it is this process's child to reap (no zombie for a later test's waitpid(-1))
   FakeServer server(base, [](int c, const nlohmann::json&) { Write(c, "{\"pid\": 4242}\n"); });
   auto answer = first->Poll(10s);
   ASSERT_TRUE(answer.ok()) << answer.error().message;

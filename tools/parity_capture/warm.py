@@ -210,8 +210,8 @@ def first_compile_paid() -> None:
     2.11), and no fork of a process that did can use it; and the ISA is what CUDA workers never ask
     (its probes, several compiler runs, took 20.7-23.4 s in a fresh process on a 2-GPU H200 host,
     before the server's first fork: the first run with workers kept waited 12.4 s for its worker,
-    against 2.7 s for one started afresh, and 2.2 s without them), so a fork that compiles for the
-    CPU chooses it itself. Compiled without the compile pool (a pool's
+    against 2.7 s for one started afresh; 2.2 s and 1.7 s once the server skipped them), so a fork
+    that compiles for the CPU chooses it itself. Compiled without the compile pool (a pool's
     processes and threads would not survive a fork), and dynamo reset after: a fork starts with no
     compiled code. A failure is only logged (each fork's own first compile meets it)."""
     if torch.cuda.is_available():
