@@ -174,34 +174,19 @@ Expected<std::optional<pid_t>> PendingFork::Poll(std::chrono::milliseconds wait)
 }
 
 namespace {
-// Whether this process should start the server at `base` now: false while one it started there
-// may still be starting (kListenSeconds), so that a run's slots, asking side by side, start one
-// server (a second would import torch before finding the first's lock, and exit).
-// `pid`: the one that may still be starting (set when false), 0 when unknown yet.
-struct Started {
-  std::chrono::steady_clock::time_point at;
-  pid_t pid = 0;
-};
-std::mutex started_mu;
-std::map<std::string, Started>& StartedHere() {
-  static std::map<std::string, Started> started;
-  return started;
-}
-bool StartingHere(const std::string& base, pid_t& pid) {
-  std::lock_guard<std::mutex> lock(started_mu);
+// The server at `base` started now (the child), or, where this process started it less than
+// kListenSeconds ago, that one's pid (it may still be starting): a run's slots, asking side by
+// side, start one server (a second would import torch before finding the first's lock, and exit).
+Expected<std::pair<std::optional<Child>, pid_t>> StartOnce(const std::string& base, const std::vector<std::string>& env) {
+  static std::mutex mu;
+  static std::map<std::string, std::pair<std::chrono::steady_clock::time_point, pid_t>> started;
+  std::lock_guard<std::mutex> lock(mu);
   const auto now = std::chrono::steady_clock::now();
-  auto& started = StartedHere();
-  auto it = started.find(base);
-  if (it != started.end() && now - it->second.at < kListenSeconds) {
-    pid = it->second.pid;
-    return false;
-  }
-  started[base] = {now, 0};
-  return true;
-}
-void StartedAs(const std::string& base, pid_t pid) {
-  std::lock_guard<std::mutex> lock(started_mu);
-  StartedHere()[base].pid = pid;
+  if (auto it = started.find(base); it != started.end() && now - it->second.first < kListenSeconds)
+    return std::pair<std::optional<Child>, pid_t>{std::nullopt, it->second.second};
+  PARITY_ASSIGN_OR_RETURN(Child child, StartServer(base, env));
+  started[base] = {now, child.pid()};
+  return std::pair<std::optional<Child>, pid_t>{std::move(child), 0};
 }
 
 // A request with the environment and working dir a forked process gets, to the server at
@@ -218,7 +203,6 @@ Expected<Sending> SendRequest(const std::string& server_base, nlohmann::json req
   request["env"] = WorkerEnvironment(env);
   request["cwd"] = fs::current_path(ec).string();
   Sending out;
-  std::optional<Child> server;
   if (const int fd = ConnectUnix(server_base + ".sock"); fd >= 0) {
     out.fd = fd;
     if (auto sent = Send(fd, request.dump() + "\n"); !sent.ok()) {
@@ -227,14 +211,9 @@ Expected<Sending> SendRequest(const std::string& server_base, nlohmann::json req
     }
     return out;
   }
-  pid_t starting = 0;
-  if (StartingHere(server_base, starting)) {  // else another request of this process just started it
-    PARITY_ASSIGN_OR_RETURN(Child child, StartServer(server_base, env));
-    StartedAs(server_base, child.pid());
-    server.emplace(std::move(child));
-  }
-  out.unsent.emplace(server_base, request.dump() + "\n", std::move(server), std::chrono::steady_clock::now() + kListenSeconds);
-  out.unsent->starting = starting;
+  PARITY_ASSIGN_OR_RETURN(auto started, StartOnce(server_base, env));
+  out.unsent.emplace(server_base, request.dump() + "\n", std::move(started.first), std::chrono::steady_clock::now() + kListenSeconds);
+  out.unsent->starting = started.second;
   return out;
 }
 }  // namespace

@@ -272,8 +272,11 @@ def capture_graph_module(gm: fx.GraphModule, inputs: Sequence[Any], name: str, o
     # A graph of tensor subclasses (DTensor: tensor parallelism) too, taken or made (DTensor.from_local
     # of a plain tensor): AOTAutograd desugars them into plain tensors and the functional
     # collectives their ops make.
-    aot_first = (_autocast_active(inputs) or _enters_autocast(gm) or _calls_transforms(gm) or _has_subclasses(values)
-                 or _has_subclasses(leaves))
+    # A graph that enters autocast itself (autocast_entered) too: torch.export, tracing it again,
+    # runs a checkpointed block inside it without the autocast (a Conv2d's output float32 where the
+    # program's was bfloat16), and make_fx fails on the checkpoint's functionalization.
+    aot_first = (_autocast_active(inputs) or autocast_entered(gm) is not None or _calls_transforms(gm)
+                 or _has_subclasses(values) or _has_subclasses(leaves))
     lowerings = [aot, fx_trace] if aot_first else [export, fx_trace]
     why, failed = "", []
     # Every lowering traces as training decomposes where the program differentiates the graph
@@ -470,15 +473,6 @@ def autocast_entered(gm: fx.GraphModule, device: Optional[str] = None) -> Option
                 continue
             return dtype or torch.get_autocast_dtype(kind)
     return None
-
-
-def _enters_autocast(gm: fx.GraphModule) -> bool:
-    """Whether dynamo's graph enters autocast itself (autocast_entered). Traced again by
-    torch.export, a checkpointed block inside it runs without the autocast (its region's ops keep
-    the dtype they had outside, against the program's: a Conv2d's output float32 where the
-    program's was bfloat16), and make_fx fails on the checkpoint's functionalization; AOTAutograd
-    traces what ran."""
-    return autocast_entered(gm) is not None
 
 
 def _differentiated(inputs: Sequence[Any]) -> bool:
