@@ -4,7 +4,9 @@
 // Where the backend computes in another process (Backend::RunsApart: the Python worker), its
 // compile and first run go to the worker first, and the reference runs (eager twice, fp64) run
 // here meanwhile: the experiment costs the longer of the two, not their sum. Its timed runs come
-// after the reference's, so neither times the other. Noise budgets (four more eager runs per
+// after the reference's, so neither times the other. In a dir of several graphs, a graph's
+// backend that waits for a worker still starting lets the later graphs' references run meanwhile
+// (graph_run.cpp). Noise budgets (four more eager runs per
 // graph) are measured last, only where NoiseBudgets says they are needed.
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -142,9 +144,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   DeterministicSetup();
   Setup s;
   if (Stop st = Prepare(f, s)) return Accounted(f, *st, s.ctx.device);
-  const bool multi = s.repro->graphs().size() > 1;
-  for (const GraphEntry& graph : s.repro->graphs())
-    if (Stop st = RunGraph(f, *s.backend, s.ctx, graph, multi)) return Accounted(f, *st, s.ctx.device);
+  if (Stop st = RunGraphs(f, *s.backend, s.ctx)) return Accounted(f, *st, s.ctx.device);
   FillTimes(spec, f.c.run_times, f.r);
   // The comparison takes most of the slot's cores (the backend's work is done:
   // runtime::ComparisonCpus); the calibration runs at the reference's own thread count.

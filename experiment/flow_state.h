@@ -52,9 +52,11 @@ using Stop = std::optional<ExperimentResult>;  // set when the experiment ends e
 
 inline Stop Early(Flow& f, Code code, std::string error) { return Finish(f.r, code, std::move(error)); }
 
-// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
-// shape; its units added to f.units, its results to f.c.
-Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi);
+// Every graph of the repro dir (ctx.repro) in order: at each of its shapes the reference (eager
+// twice, fp64), and the backend at every shape; each graph's units added to f.units, its results
+// to f.c. Later graphs' references may run while an earlier graph's backend waits for its worker;
+// the record is the same as without.
+Stop RunGraphs(Flow& f, Backend& backend, const ExperimentContext& ctx);
 
 // Budgets where they are needed (the units `judged` says); whether any was measured.
 bool Calibrate(Flow& f, const ExperimentResult& judged);

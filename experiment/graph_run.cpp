@@ -46,14 +46,15 @@ double GraphTolerance(const ExperimentSpec& spec, const GraphEntry& graph) {
 
 // Eager twice: as PyTorch's benchmark runner, bitwise on CUDA; on the CPU, same()'s default
 // tolerance (threaded CPU BLAS may reorder reductions between two runs of the same process).
-Stop CheckDeterministic(Flow& f, const NamedTensors& a, const NamedTensors& b, bool cuda, const std::string& prefix) {
+// Says where the two runs differ, nothing when they agree.
+std::optional<std::string> Nondeterministic(const NamedTensors& a, const NamedTensors& b, bool cuda, const std::string& prefix) {
   compare::SameOptions exact;
   exact.tol = cuda ? 0.0 : 1e-4;
   exact.equal_nan = true;
   exact.compute_stats = false;
   for (size_t k = 0; k < a.size(); ++k) {
     auto v = compare::SameTensor(a[k].second, b[k].second, std::nullopt, exact);
-    if (!v.pass) return Early(f, Code::kNondeterministicEagerRun, "eager runs differ on " + prefix + a[k].first + ": " + v.message);
+    if (!v.pass) return "eager runs differ on " + prefix + a[k].first + ": " + v.message;
   }
   return std::nullopt;
 }
@@ -184,12 +185,6 @@ Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, cons
   return runs;
 }
 
-// The reference of one shape: eager twice (they must agree) and fp64 (without it, cosine).
-struct Reference {
-  NamedTensors eager, fp64;
-  bool fp64_ran = false;
-};
-
 // Results held on the device go to the host as soon as they are made: the comparison reads them
 // there, and the device holds one run's working set at a time.
 void ToHost(NamedTensors& results) {
@@ -197,107 +192,189 @@ void ToHost(NamedTensors& results) {
     if (t.defined() && !t.device().is_cpu()) t = t.to(at::kCPU);
 }
 
-Stop RunEagerTwice(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
-                   const std::string& prefix, Reference& ref) {
-  // An eager failure is EAGER_FAILED whatever fp64 made of the graph.
-  auto failed = [&](const std::string& what) {
-    f.r.reference_error.clear();
-    f.r.cosine = f.spec.cosine;
-    return Early(f, Code::kEagerFailed, what);
-  };
-  f.clock.Enter("eager");
-  auto first = RunReference(program, *sh.repro, *sh.graph, mode, ro);
-  if (!first.ok()) return failed("eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message);
-  ToHost(*first);
-  f.clock.Enter("eager", "eager_2nd_run");
-  auto second = RunReference(program, *sh.repro, *sh.graph, mode, ro);
-  if (!second.ok()) return failed("eager 2nd run: " + second.error().message);
-  ToHost(*second);
-  if (Stop st = CheckDeterministic(f, *first, *second, ro.device.is_cuda(), prefix)) return st;
-  ref.eager = std::move(*first);
-  return std::nullopt;
-}
+// The reference of one shape: eager twice (they must agree) and fp64 (without it, cosine).
+struct Reference {
+  NamedTensors eager, fp64;
+  bool fp64_ran = false;
+  std::string fp64_error;  // why the fp64 run failed; the record says it at the graph's turn (Settle)
+};
 
-void RunFp64(Flow& f, const interp::Program& program, const Shape& sh, const std::string& mode, const ReferenceOptions& ro,
-             const std::string& prefix, Reference& ref) {
-  f.clock.Enter("fp64", "fp64_reference");
-  ReferenceOptions r64 = ro;
-  r64.float_dtype = c10::kDouble;
-  r64.hook = nullptr;
-  auto fp64 = RunReference(program, *sh.repro, *sh.graph, mode, r64);
-  if (!fp64.ok()) {
-    // Never silent: the record says the reference is missing, why, and which rule decided.
-    f.c.fp64_ok = false;
-    if (f.r.reference_error.empty()) f.r.reference_error = prefix + fp64.error().message.substr(0, 300);
-    f.r.cosine = true;
-    return;
-  }
-  ToHost(*fp64);
-  ref.fp64_ran = true;
-  ref.fp64 = std::move(*fp64);
-}
+// A step that ended its graph's reference: what the record says at the graph's turn.
+struct Failure {
+  Code code;
+  std::string message;
+  bool eager = false;  // an eager run failed: EAGER_FAILED whatever fp64 made of the graph
+};
 
 // One graph as its steps see it: its program, the shapes it runs at (each with its context), the
-// reference's options and, per shape, the reference's results.
+// reference's options and, per shape, the reference's results. Its reference is a list of steps
+// (StepCount) that may run ahead of the graph's turn, while an earlier graph's backend waits for a
+// worker still starting (RunGraphs); what they make of the record (a failure, notes, a missing
+// fp64 reference) is kept here and said at the graph's turn, so a record is what it would be
+// without running ahead.
 struct GraphRun {
+  const GraphEntry* graph = nullptr;
+  ExperimentContext ctx;  // the experiment's, at this graph
+  bool planned = false, settled = false;
+  std::optional<Failure> failed;  // no step of the graph runs after a failed one
+  std::vector<std::string> notes;
   const interp::Program* prog = nullptr;
   std::string gprefix, mode;
   std::vector<Shape> shapes;
   std::vector<ExperimentContext> contexts;
   ReferenceOptions ro;
   std::vector<Reference> refs;
+  size_t done = 0;  // reference steps run
   // The record's path prefix of a shape's values: the graph's name (several graphs), its label.
   std::string PrefixOf(const Shape& sh) const { return gprefix + (sh.label.empty() ? "" : sh.label + "/"); }
+  // On an accelerator the fp64 runs, the largest working sets, come first and alone: the backend
+  // (in its own process, on the same device) starts after them (BackendAfter), so the two sides
+  // never hold their largest working sets at once. Their results are on the host by then, and the
+  // blocks their working sets left in the caching allocator go back to the device (one step):
+  // beside the backend this process then holds what the eager runs take, not the fp64 run's peak
+  // (measured on an H200, BERT trained under amp bf16: the device's most memory in use over a warm
+  // verify 6.3 -> 4.3 GiB, against the Python runner's 4.8 GiB; docs/gpu.md). On the CPU each
+  // shape's eager pair, then its fp64 run.
+  bool Fp64First() const { return !ctx.device.is_cpu(); }
+  size_t StepCount() const { return Fp64First() ? 2 * shapes.size() + 1 : 2 * shapes.size(); }
+  size_t BackendAfter() const { return Fp64First() ? shapes.size() + 1 : 0; }
 };
 
+// Eager twice: the shape's eager pair, which must agree.
+void RunEagerTwice(Flow& f, GraphRun& g, size_t i) {
+  const Shape& sh = g.shapes[i];
+  f.clock.Enter("eager");
+  auto first = RunReference(*g.prog, *sh.repro, *sh.graph, g.mode, g.ro);
+  if (!first.ok()) {
+    g.failed = Failure{Code::kEagerFailed, "eager 1st run" + (sh.label.empty() ? "" : " at " + sh.label) + ": " + first.error().message, true};
+    return;
+  }
+  ToHost(*first);
+  f.clock.Enter("eager", "eager_2nd_run");
+  auto second = RunReference(*g.prog, *sh.repro, *sh.graph, g.mode, g.ro);
+  if (!second.ok()) {
+    g.failed = Failure{Code::kEagerFailed, "eager 2nd run: " + second.error().message, true};
+    return;
+  }
+  ToHost(*second);
+  if (auto differ = Nondeterministic(*first, *second, g.ro.device.is_cuda(), g.PrefixOf(sh))) {
+    g.failed = Failure{Code::kNondeterministicEagerRun, *differ};
+    return;
+  }
+  g.refs[i].eager = std::move(*first);
+}
+
+void RunFp64(Flow& f, GraphRun& g, size_t i) {
+  const Shape& sh = g.shapes[i];
+  f.clock.Enter("fp64", "fp64_reference");
+  ReferenceOptions r64 = g.ro;
+  r64.float_dtype = c10::kDouble;
+  r64.hook = nullptr;
+  auto fp64 = RunReference(*g.prog, *sh.repro, *sh.graph, g.mode, r64);
+  if (!fp64.ok()) {
+    g.refs[i].fp64_error = g.PrefixOf(sh) + fp64.error().message.substr(0, 300);
+    return;
+  }
+  ToHost(*fp64);
+  g.refs[i].fp64_ran = true;
+  g.refs[i].fp64 = std::move(*fp64);
+}
+
+// The graph's next reference step (GraphRun says their order).
+void RunStep(Flow& f, GraphRun& g) {
+  const size_t n = g.shapes.size(), s = g.done++;
+  if (g.Fp64First()) {
+    if (s < n)
+      RunFp64(f, g, s);
+    else if (s == n)
+      ReleaseCachedMemory(g.ctx.device);
+    else
+      RunEagerTwice(f, g, s - n - 1);
+  } else if (s % 2 == 0) {
+    RunEagerTwice(f, g, s / 2);
+  } else {
+    RunFp64(f, g, s / 2);
+  }
+}
+
+// The graph's steps up to `upto`, each after `threads` shared the cores (when given).
+void RunSteps(Flow& f, GraphRun& g, size_t upto, const ReferenceThreads* threads) {
+  while (!g.failed && g.done < upto) {
+    if (threads) threads->Share();
+    RunStep(f, g);
+  }
+}
+
 // The graph compiled for the interpreter, the shapes it runs at, the reference's options.
-Stop PlanGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi, GraphRun& g) {
+void PlanGraph(Flow& f, Backend& backend, const ExperimentContext& ectx, bool multi, GraphRun& g) {
   const ExperimentSpec& spec = f.spec;
+  const GraphEntry& graph = *g.graph;
+  g.planned = true;
   g.gprefix = multi ? graph.name + "/" : "";
   g.mode = graph.mode.empty() ? spec.test : graph.mode;
-  ctx.graph = &graph;
-  ctx.mode = g.mode;
+  g.ctx = ectx;
+  g.ctx.graph = &graph;
+  g.ctx.mode = g.mode;
   f.clock.Enter("load", "eager");
-  auto program = interp::Program::Compile(graph.graph, (ctx.repro->root() / graph.file).string());
-  if (!program.ok()) return Early(f, Code::kEagerFailed, program.error().message);
+  auto program = interp::Program::Compile(graph.graph, (g.ctx.repro->root() / graph.file).string());
+  if (!program.ok()) {
+    g.failed = Failure{Code::kEagerFailed, program.error().message};
+    return;
+  }
   f.programs.push_back(std::move(*program));
   g.prog = &f.programs.back();
-  auto shapes = ShapesOf(f, ctx, graph);
-  if (!shapes.ok()) return Early(f, Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message);
+  auto shapes = ShapesOf(f, g.ctx, graph);
+  if (!shapes.ok()) {
+    g.failed = Failure{Code::kEagerFailed, "shapes of " + graph.name + ": " + shapes.error().message};
+    return;
+  }
   g.shapes = std::move(*shapes);
   if (spec.sweep > 0 && graph.graph.symbolic() && g.shapes.size() == 1)
-    Note(f.r, graph.name + ": verified at its recorded shape only (" +
-                  (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") +
-                  ")");
+    g.notes.push_back(graph.name + ": verified at its recorded shape only (" +
+                      (!TangentsFitEveryShape(graph) ? "its recorded gradients have the recorded sizes" : "its ranges and guards allow no other") +
+                      ")");
   for (const Shape& sh : g.shapes) {
-    ExperimentContext sc = ctx;
+    ExperimentContext sc = g.ctx;
     sc.repro = sh.repro;
     sc.graph = sh.graph;
     g.contexts.push_back(std::move(sc));
   }
-  g.ro.device = ctx.device;
-  g.ro.hook = backend.EagerHook(ctx);
+  g.ro.device = g.ctx.device;
+  g.ro.hook = backend.EagerHook(g.ctx);
   g.ro.while_limit = spec.while_limit;
   g.refs.resize(g.shapes.size());
-  return std::nullopt;
+}
+
+// What the graph's steps so far make of the record, said once: its notes, a missing fp64
+// reference (never silent: the record says it is missing, why, and which rule decided), and a
+// failure, which ends the experiment.
+Stop Settle(Flow& f, GraphRun& g) {
+  if (!g.settled) {
+    g.settled = true;
+    for (const auto& note : g.notes) Note(f.r, note);
+    for (const auto& ref : g.refs)
+      if (!ref.fp64_error.empty()) {
+        f.c.fp64_ok = false;
+        if (f.r.reference_error.empty()) f.r.reference_error = ref.fp64_error;
+        f.r.cosine = true;
+      }
+  }
+  if (!g.failed) return std::nullopt;
+  if (g.failed->eager) {
+    f.r.reference_error.clear();
+    f.r.cosine = f.spec.cosine;
+  }
+  return Early(f, g.failed->code, g.failed->message);
 }
 
 // The reference at every shape (eager twice, fp64) and the backend's runs: beside the reference
-// where the backend runs apart, after it otherwise.
-Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const GraphEntry& graph, bool multi, GraphRun& g,
+// where the backend runs apart, after it otherwise. While the backend waits for a worker still
+// starting, `ahead` runs a step of a later graph's reference (false: none is left).
+Stop RunBothSides(Flow& f, Backend& backend, GraphRun& g, bool multi, const std::function<bool()>& ahead,
                   std::vector<BackendRun>& out) {
-  // On an accelerator the fp64 run, the largest working set, comes first and alone: the backend
-  // (in its own process, on the same device) starts after it, so the two sides never hold their
-  // largest working sets at once. Its results are on the host by then, and the blocks its working
-  // set left in the caching allocator go back to the device: beside the backend this process then
-  // holds what the eager runs take, not the fp64 run's peak (measured on an H200, BERT trained
-  // under amp bf16: the device's most memory in use over a warm verify 6.3 -> 4.3 GiB, against the
-  // Python runner's 4.8 GiB; docs/gpu.md).
-  const bool fp64_first = !ctx.device.is_cpu();
-  if (fp64_first) {
-    for (size_t i = 0; i < g.shapes.size(); ++i) RunFp64(f, *g.prog, g.shapes[i], g.mode, g.ro, g.PrefixOf(g.shapes[i]), g.refs[i]);
-    ReleaseCachedMemory(ctx.device);
-  }
+  const ExperimentContext& ctx = g.ctx;
+  RunSteps(f, g, g.BackendAfter(), nullptr);
+  if (g.failed) return Settle(f, g);
   // Host ops call the worker from the reference runs: then the backend waits its turn.
   const bool apart = backend.RunsApart(ctx) && ctx.repro->manifest().host_ops.empty();
   std::optional<BackendBeside> beside;
@@ -308,21 +385,20 @@ Stop RunBothSides(Flow& f, Backend& backend, const ExperimentContext& ctx, const
     for (auto& c : first_runs) c.iterations = 0;
     beside.emplace(backend, std::move(first_runs), ctx.device.is_cpu());
   }
-  // A CPU reference leaves a core to a worker still starting (reference_threads.h); the slot's
-  // named socket tells of a kept worker before the backend's thread has connected to it.
-  std::function<bool()> listening;
-  if (beside && ctx.device.is_cpu()) listening = [&] { return runtime::NamedWorkerListening() || beside->Listening(); };
-  const ReferenceThreads threads(std::move(listening));
-  for (size_t i = 0; i < g.shapes.size(); ++i) {
-    const Shape& sh = g.shapes[i];
+  // Whether the worker has answered; the slot's named socket tells of a kept worker before the
+  // backend's thread has connected to it.
+  auto answered = [&] { return runtime::NamedWorkerListening() || beside->Listening(); };
+  // A CPU reference leaves a core to a worker still starting (reference_threads.h).
+  const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>(answered) : nullptr);
+  RunSteps(f, g, g.StepCount(), &threads);  // on a failure `beside` is waited for as it goes
+  if (Stop st = Settle(f, g)) return st;
+  while (beside && !answered()) {
     threads.Share();
-    if (Stop st = RunEagerTwice(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i])) return st;  // `beside` is waited for as it goes
-    threads.Share();
-    if (!fp64_first) RunFp64(f, *g.prog, sh, g.mode, g.ro, g.PrefixOf(sh), g.refs[i]);
+    if (!ahead()) break;
   }
   threads.Restore();
   if (beside) beside->ReferenceDone();
-  const std::string named = multi ? graph.name : "";  // the graph a failure names
+  const std::string named = multi ? g.graph->name : "";  // the graph a failure names
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
   if (apart) {
     f.clock.Enter("backend_runs", "backend");
@@ -375,14 +451,39 @@ void Collect(Flow& f, const GraphEntry& graph, const GraphRun& g, std::vector<Ba
 
 }  // namespace
 
-// One graph: at each of its shapes the reference (eager twice, fp64), and the backend at every
-// shape (one compile for all where it can), beside the reference where it runs apart.
-Stop RunGraph(Flow& f, Backend& backend, ExperimentContext& ctx, const GraphEntry& graph, bool multi) {
-  GraphRun g;
-  if (Stop st = PlanGraph(f, backend, ctx, graph, multi, g)) return st;
-  std::vector<BackendRun> runs;
-  if (Stop st = RunBothSides(f, backend, ctx, graph, multi, g, runs)) return st;
-  Collect(f, graph, g, runs);
+// Every graph in order: at each of its shapes the reference (eager twice, fp64), and the backend
+// at every shape (one compile for all where it can), beside the reference where it runs apart.
+// While a graph's backend waits for its worker to answer (a fresh one imports torch, dynamo and
+// Inductor for seconds), the steps of the later graphs' references run ahead, one at a time, in
+// graph order; the results they leave on the host are the ones the flow keeps anyway.
+Stop RunGraphs(Flow& f, Backend& backend, const ExperimentContext& ctx) {
+  const auto& entries = ctx.repro->graphs();
+  const bool multi = entries.size() > 1;
+  std::vector<GraphRun> graphs(entries.size());
+  for (size_t k = 0; k < entries.size(); ++k) graphs[k].graph = &entries[k];
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    // One step of the first later graph with steps left; none past one that failed.
+    auto ahead = [&, k] {
+      for (size_t j = k + 1; j < graphs.size(); ++j) {
+        GraphRun& later = graphs[j];
+        if (!later.planned) {
+          PlanGraph(f, backend, ctx, multi, later);
+          return true;
+        }
+        if (later.failed) return false;
+        if (later.done < later.StepCount()) {
+          RunStep(f, later);
+          return true;
+        }
+      }
+      return false;
+    };
+    GraphRun& g = graphs[k];
+    if (!g.planned) PlanGraph(f, backend, ctx, multi, g);
+    std::vector<BackendRun> runs;
+    if (Stop st = RunBothSides(f, backend, g, multi, ahead, runs)) return st;
+    Collect(f, *g.graph, g, runs);
+  }
   return std::nullopt;
 }
 

@@ -4,7 +4,12 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/sum.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -25,6 +30,35 @@ TempDir::~TempDir() { RemoveAll(path_); }
 fs::path TestData() {
   const char* v = std::getenv("PARITY_TEST_DATA");
   return v ? fs::path(v) : fs::path();
+}
+
+std::thread FakeWorkerSocket(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen) {
+  int srv = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  EXPECT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::listen(srv, 1), 0);
+  return std::thread([srv, answers, seen] {
+    int c = ::accept(srv, nullptr, nullptr);
+    std::string buf;
+    char tmp[4096];
+    auto complete = [&] { return !buf.empty() && (buf[0] == '\x01' ? buf.size() >= 8 : buf.find('\n') != std::string::npos); };
+    for (const auto& a : answers) {
+      while (!complete()) {
+        ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
+        if (n <= 0) break;
+        buf.append(tmp, static_cast<size_t>(n));
+      }
+      const size_t len = !buf.empty() && buf[0] == '\x01' ? 8 : buf.find('\n') + 1;
+      if (seen) seen->push_back(buf.substr(0, len));
+      buf.erase(0, len);
+      std::string out = !a.empty() && a[0] == '\x01' ? a : a + "\n";
+      (void)!::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+    }
+    ::close(c);
+    ::close(srv);
+  });
 }
 
 std::string Slurp(const fs::path& p) {

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "repro/repro_dir.h"
 
@@ -37,6 +39,12 @@ ir::Graph ParseGraph(const std::string& text, const std::string& file = "test.js
 
 // Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).
 void WriteSmallRepro(const std::filesystem::path& dir);
+
+// A fake Python worker: listens on the Unix socket `path` (before returning), accepts one
+// connection, answers each request (a line, or an 8-byte frame starting with \x01) with the next
+// of `answers` (a frame as it is, anything else as a line), then closes. The requests it read go
+// to `seen` when given.
+std::thread FakeWorkerSocket(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen = nullptr);
 
 std::string Slurp(const std::filesystem::path& p);
 void Spit(const std::filesystem::path& p, const std::string& data);

@@ -3,11 +3,7 @@
 #include "runtime/worker.h"
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include <cstring>
 #include <thread>
 
 #include "test_helpers.h"
@@ -15,42 +11,10 @@
 namespace parity::runtime {
 namespace {
 
-// Listens on `path`, accepts one connection, answers each request (a line, or an 8-byte frame
-// starting with \x01) with the next of `answers` (a frame as it is, anything else as a line),
-// then closes. The requests it read go to `seen` when given.
-std::thread FakeWorker(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen = nullptr) {
-  int srv = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  EXPECT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  EXPECT_EQ(::listen(srv, 1), 0);
-  return std::thread([srv, answers, seen] {
-    int c = ::accept(srv, nullptr, nullptr);
-    std::string buf;
-    char tmp[4096];
-    auto complete = [&] { return !buf.empty() && (buf[0] == '\x01' ? buf.size() >= 8 : buf.find('\n') != std::string::npos); };
-    for (const auto& a : answers) {
-      while (!complete()) {
-        ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
-        if (n <= 0) break;
-        buf.append(tmp, static_cast<size_t>(n));
-      }
-      const size_t len = !buf.empty() && buf[0] == '\x01' ? 8 : buf.find('\n') + 1;
-      if (seen) seen->push_back(buf.substr(0, len));
-      buf.erase(0, len);
-      std::string out = !a.empty() && a[0] == '\x01' ? a : a + "\n";
-      (void)!::send(c, out.data(), out.size(), MSG_NOSIGNAL);
-    }
-    ::close(c);
-    ::close(srv);
-  });
-}
-
 TEST(WorkerClient, PythonExceptionIsTyped) {
   testing::TempDir dir;
   const std::string sock = (dir / "w.sock").string();
-  auto server = FakeWorker(sock, {R"({"ok": true, "pong": 1})",
+  auto server = testing::FakeWorkerSocket(sock, {R"({"ok": true, "pong": 1})",
                                   R"({"ok": false, "error_type": "BackendCompilerFailed", "error": "inductor raised: boom", )"
                                   R"("traceback": "Traceback (most recent call last):\n  ..."})"});
   auto client = WorkerClient::Connect(sock);
@@ -75,7 +39,7 @@ TEST(WorkerClient, PythonExceptionIsTyped) {
 TEST(WorkerClient, MalformedAnswerIsALostWorker) {
   testing::TempDir dir;
   const std::string sock = (dir / "w.sock").string();
-  auto server = FakeWorker(sock, {"not json"});
+  auto server = testing::FakeWorkerSocket(sock, {"not json"});
   auto client = WorkerClient::Connect(sock);
   ASSERT_TRUE(client.ok());
   auto r = client->Call({{"cmd", "ping"}});
@@ -92,7 +56,7 @@ TEST(WorkerClient, PlanRepeatsTravelAsFrames) {
   const std::string sock = (dir / "w.sock").string();
   const std::string same("\x01\0\0\0\0\0\0\0", 8);
   std::vector<std::string> seen;
-  auto server = FakeWorker(sock,
+  auto server = testing::FakeWorkerSocket(sock,
                            {same, R"({"ok": false, "error_type": "UnknownPlan", "error": "plan 7 is unknown"})",
                             R"({"ok": true, "same": true})", std::string("\x01\0\0\0\x05\0\0\0", 8)},
                            &seen);
@@ -133,7 +97,7 @@ TEST(NamedWorkerListening, TheNamedSocketListensOnceItExists) {
   EXPECT_FALSE(NamedWorkerListening());  // none named
   ::setenv("PARITY_WORKER_SOCKET", path.c_str(), 1);
   EXPECT_FALSE(NamedWorkerListening());  // still starting: no socket yet
-  std::thread fake = FakeWorker(path, {});
+  std::thread fake = testing::FakeWorkerSocket(path, {});
   EXPECT_TRUE(NamedWorkerListening());
   ::unsetenv("PARITY_WORKER_SOCKET");
   (void)WorkerClient::Connect(path);  // lets the fake worker end
