@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (set-up, then every test; .ci/run calls it), inside a 30-minute budget
 # on a fresh 2-core machine. After the suite come two labels that each build parity a second time,
-# each run when the budget (PARITY_CI_BUDGET_S, default 1800 s) still holds its cost (scaled by
-# how long this machine took for the suite: scripts/ci_labels.sh), else the log says it was left
-# out and why:
+# each run when the budget (PARITY_CI_BUDGET_S, default 1680 s: 2 of CI's 30 minutes kept spare)
+# still holds its cost (scaled by how long this machine took for the suite: scripts/ci_labels.sh),
+# else the log says it was left out and why:
 #   sanitize  the sanitizer build and the fuzz runs (PARITY_SANITIZE_COST_S, default 300 s: 105 s of
 #             unity build and 66 s of fuzzing on a 2-core machine, 174 s in all, with room to spare);
 #             PARITY_CI_SANITIZE=1 runs them regardless, =0 never;

@@ -24,10 +24,10 @@ def label(spent_s, suite_s, want="auto", cost_s=300, **env):
 
 @pytest.mark.parametrize("spent_s,suite_s,runs", [
     (1000, 300, True),    # a fast machine: the cost is never below its reference (300 s)
-    (1500, 300, True),    # 1500 + 300 = 1800: fits exactly
-    (1501, 300, False),
-    (1300, 605, True),    # a slow machine: 300 s at its pace is 300 * 605 / 420 = 432 s; 1732 fits
-    (1400, 605, False),   # 1832 does not
+    (1380, 300, True),    # 1380 + 300 = 1680 (CI's 1800 less 120 kept spare): fits exactly
+    (1381, 300, False),
+    (1200, 605, True),    # a slow machine: 300 s at its pace is 300 * 605 / 420 = 432 s; 1632 fits
+    (1300, 605, False),   # 1732 does not
 ])
 def test_a_label_runs_when_its_cost_at_this_machines_pace_fits_the_budget(spent_s, suite_s, runs):
     out = label(spent_s, suite_s)
@@ -36,14 +36,14 @@ def test_a_label_runs_when_its_cost_at_this_machines_pace_fits_the_budget(spent_
     else:
         assert out.startswith("ci: ctest -L install left out: ") and f"(the suite took {suite_s} s)" in out, out
         cost = 300 * max(suite_s, 420) // 420
-        assert f"it takes about {cost} s of the 1800 s budget" in out, out
+        assert f"it takes about {cost} s of the 1680 s budget" in out, out
 
 
 def test_forced_either_way_and_the_budget_and_reference_from_the_environment():
     assert label(5000, 900, want="1").startswith("RUN ")
     assert "left out" in label(0, 300, want="0")
     assert "left out" in label(1000, 300, PARITY_CI_BUDGET_S="1200")
-    # A reference of 200 s: a 400 s suite is twice as slow, 600 s of cost; 1000 + 600 fits 1800.
+    # A reference of 200 s: a 400 s suite is twice as slow, 600 s of cost; 1000 + 600 fits 1680.
     assert label(1000, 400, PARITY_SUITE_REF_S="200").startswith("RUN ")
     assert "about 600 s" in label(1300, 400, PARITY_SUITE_REF_S="200")
 
