@@ -392,11 +392,16 @@ Stop RunBothSides(Flow& f, Backend& backend, GraphRun& g, bool multi, const std:
   const ReferenceThreads threads(beside && ctx.device.is_cpu() ? std::function<bool()>(answered) : nullptr);
   RunSteps(f, g, g.StepCount(), &threads);  // on a failure `beside` is waited for as it goes
   if (Stop st = Settle(f, g)) return st;
+  bool ran_ahead = false;
   while (beside && !answered()) {
     threads.Share();
     if (!ahead()) break;
+    ran_ahead = true;
   }
   threads.Restore();
+  // What the steps ahead left in the caching allocator (a later graph's fp64 working set, if its
+  // release step had not come yet) goes back to the device before the backend runs beside.
+  if (ran_ahead && !ctx.device.is_cpu()) ReleaseCachedMemory(ctx.device);
   if (beside) beside->ReferenceDone();
   const std::string named = multi ? g.graph->name : "";  // the graph a failure names
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};

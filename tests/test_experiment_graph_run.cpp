@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -92,14 +93,17 @@ class Steps {
 const char* const kBackendFails = R"({"ok": false, "error_type": "BackendCompilerFailed", "error": "boom", "traceback": ""})";
 
 // An experiment over `dir` with Inductor, its worker at a socket of `tmp` that listens once
-// `listen_when` says so of the steps heard (checked every 10 ms; after 20 s regardless).
+// `listen_when` says so of the steps heard (checked every 10 ms; after 20 s regardless), or
+// before the experiment starts where there is no `listen_when`.
 ExperimentResult RunWithLateWorker(const testing::TempDir& tmp, const fs::path& dir, Steps& steps,
                                    const std::function<bool(const Steps&)>& listen_when) {
   const std::string sock = (tmp / "w.sock").string();
   ::setenv("PARITY_WORKER_SOCKET", sock.c_str(), 1);
   std::atomic<bool> over{false};
   std::thread fake;
+  if (!listen_when) fake = testing::FakeWorkerSocket(sock, {kBackendFails});
   std::thread starter([&] {
+    if (!listen_when) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!over && !listen_when(steps) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -165,8 +169,8 @@ TEST(GraphRun, NothingRunsAheadOfAWorkerThatListens) {
   testing::TempDir tmp;
   WriteTwoGraphs(tmp / "repro", /*b_fails=*/false);
   Steps steps;
-  ExperimentResult r = RunWithLateWorker(tmp, tmp / "repro", steps, [](const Steps&) { return true; });
-  // The socket was there before "a"'s reference ended: "b" never started ("a"'s backend failed).
+  ExperimentResult r = RunWithLateWorker(tmp, tmp / "repro", steps, nullptr);
+  // The socket was there before the experiment started: "b" never started ("a"'s backend failed).
   EXPECT_EQ(r.code, Code::kExceptionRaised) << r.error;
   EXPECT_EQ(steps.CountBefore("fp64_reference", "backend"), 1) << steps.Text();
   EXPECT_EQ(steps.CountBefore("fp64_reference", "no such step"), 1) << steps.Text();
