@@ -12,6 +12,7 @@ import subprocess
 import sys
 import warnings
 
+import pytest
 import torch
 
 from conftest import manifest, run_parity, verify
@@ -734,3 +735,37 @@ def test_a_graph_no_lowering_records_says_each_lowerings_reason(tmp_path):
     reason = skipped["reason"]
     assert reason.startswith("CaptureError: no lowering recorded the graph (aot: "), reason
     assert "invoke_subgraph writes its inputs" in reason and "; fx_trace: " in reason, reason
+
+
+class PickedExpert(torch.nn.Module):
+    """One of three experts chosen by an index the program passes (as a router's top choice)."""
+    def __init__(self):
+        super().__init__()
+        self.experts = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x, w, top):
+        return self.experts[top](x) * w[..., top:top + 1]
+
+
+@pytest.mark.parametrize("how", ["eval", "amp", "train"])
+def test_an_index_specialized_after_a_recompile_is_no_input_of_the_dir(parity_bin, tmp_path, how):
+    """Called with another index, dynamo recompiles with the index as a dynamic int, then
+    specializes it again (the experts[top] lookup): the graph keeps its placeholder, which no node
+    reads and which holds no value. Each lowering (export; AOTAutograd under autocast; a train
+    graph) wrote it, and the manifest listed no input for it: the dir was refused ("graphs[1]:
+    field "inputs" has no entry for placeholder"). It is left out; every graph verifies."""
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(4, 3, requires_grad=how == "train")
+
+    def calls(f):
+        for top in (1, 0, 2):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=how == "amp"):
+                out = f(x, w, top)
+            if how == "train":
+                out.sum().backward()
+
+    _, caught = dump(PickedExpert(), calls, tmp_path / "prog")
+    m = manifest(tmp_path / "prog")
+    assert len(m["graphs"]) == 3 and not m.get("skipped_graphs") and not caught, (m, [str(c.message) for c in caught])
+    r, records = verify(parity_bin, tmp_path / "v", tmp_path / "prog", "--backend", "eager")
+    assert r.returncode == 0 and [rec["verification_code"] for rec in records] == ["PASS"], r.stdout + r.stderr

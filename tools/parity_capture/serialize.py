@@ -331,6 +331,21 @@ def _with_subgraph_symbols(gm: fx.GraphModule, symbols: Optional[Dict[str, Any]]
     return out
 
 
+def _unread_constant(n: fx.Node) -> bool:
+    """Whether placeholder `n` is an input no node reads and that holds no tensor and no symbol: a
+    constant the graph was specialized to (an int the program passed, such as an index dynamo made
+    dynamic after a recompile and then specialized again; None), which export, AOTAutograd and
+    dynamo all keep as a placeholder without a value. A repro dir holds tensors and symbols only,
+    so the top graph is written without it (its manifest entry never lists it as an input)."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+    if n.users:
+        return False
+    v = n.meta.get("val", n.meta.get("example_value"))
+    if isinstance(v, torch.Tensor) or (isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v)):
+        return False
+    return not (isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) and free_symbols(v))
+
+
 def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[str, Any], top: bool) -> Dict[str, Any]:
     """{"nodes": [...], "subgraphs": {...}} of one graph module (the top graph, or a subgraph)."""
     prims_as_aten(gm)
@@ -346,7 +361,8 @@ def _graph_body(gm: fx.GraphModule, attr_keys: Dict[str, str], unbacked: Dict[st
     nodes: List[Dict[str, Any]] = []
     # parity wants placeholders first, then get_attr; FX graphs from export interleave nothing
     # but keep them in one block, so a stable partition keeps the order otherwise.
-    ordered = [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in attr_keys]
+    ordered = [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in attr_keys
+               and not (top and _unread_constant(n))]
     ordered += [n for n in gm.graph.nodes if n.op == "placeholder" and n.name in attr_keys]
     ordered += [n for n in gm.graph.nodes if n.op != "placeholder" and n.name not in subgraph_of]
     for n in ordered:
