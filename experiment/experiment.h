@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,7 +113,34 @@ struct ExperimentResult {
 // ends early says it ended (ExperimentResult::phase).
 using PhaseFn = std::function<void(const std::string& phase)>;
 
-// Runs the flow in this process.
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase);
+// An experiment this process runs later (a job server's next job: runtime/jobs.h), prepared while
+// an earlier one waits for a worker still starting: its repro dir read, its backend made, its
+// graphs' reference steps run as far as the wait allowed. What they make of the record (a failure,
+// notes) is kept and said at its turn, as running ahead within one experiment does; the time is
+// the earlier experiment's (its record's `ahead` phase). Nothing run ahead talks to the worker: a
+// step that would (a host op, a backend that asks the worker what it supports) ends the
+// preparation, and the experiment runs afresh at its turn.
+class PreparedExperiment {
+ public:
+  explicit PreparedExperiment(ExperimentSpec spec);
+  ~PreparedExperiment();
+  PreparedExperiment(const PreparedExperiment&) = delete;
+  PreparedExperiment& operator=(const PreparedExperiment&) = delete;
+  const ExperimentSpec& spec() const;
+  // One more step of it; false when none is left, or it cannot go on.
+  bool Step();
+  struct State;  // flow_state.h
+
+ private:
+  friend ExperimentResult RunExperiment(const ExperimentSpec&, const PhaseFn&, PreparedExperiment*,
+                                        const std::vector<PreparedExperiment*>&);
+  std::unique_ptr<State> state_;
+};
+
+// Runs the flow in this process: from `prepared` where it is this spec's and went ahead (else
+// afresh); `next`, the experiments this process runs next, go ahead in order while this one waits
+// for its worker to start.
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase, PreparedExperiment* prepared = nullptr,
+                               const std::vector<PreparedExperiment*>& next = {});
 
 }  // namespace parity::experiment

@@ -87,11 +87,6 @@ void FillTimes(const ExperimentSpec& spec, const std::vector<double>& run_times,
 }
 
 // The repro dir, the device and the backend: what every graph's steps need.
-struct Setup {
-  std::optional<ReproDir> repro;
-  std::unique_ptr<Backend> backend;
-  ExperimentContext ctx;
-};
 Stop Prepare(Flow& f, Setup& s) {
   const ExperimentSpec& spec = f.spec;
   f.clock.Enter("load");
@@ -127,24 +122,90 @@ Stop Prepare(Flow& f, Setup& s) {
 // What the record says of the time and memory it took, whatever came of it.
 ExperimentResult Accounted(Flow& f, ExperimentResult r, c10::Device device) {
   r.phase_seconds = f.clock.Seconds();
-  if (int64_t peak = PeakMemory(device); peak > 0) r.peak_memory_bytes["reference"] = peak;
+  if (int64_t peak = std::max(f.peak_before, PeakMemory(device)); peak > 0) r.peak_memory_bytes["reference"] = peak;
   return r;
+}
+
+// The most memory the device held since its peak was last reset, kept as `f`'s, and the peak reset:
+// what runs next is another experiment's.
+void KeepPeak(Flow& f, c10::Device device) {
+  f.peak_before = std::max(f.peak_before, PeakMemory(device));
+  ResetPeakMemory(device);
+}
+
+// The state's repro dir, device and backend, and its graphs' runs to come; false when it ended early
+// (`stop` says how).
+bool SetUp(PreparedExperiment::State& st, Stop& stop) {
+  stop = Prepare(st.f, st.setup);
+  if (stop) return false;
+  st.graphs = NewGraphRuns(st.setup.ctx);
+  return true;
 }
 
 }  // namespace
 
-ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase) {
-  Flow f{spec, {}, PhaseClock(nullptr), {}, {}, {}, {}};
+PreparedExperiment::State::State(ExperimentSpec s) : spec(std::move(s)), f{spec, {}, PhaseClock(nullptr), {}, {}, {}, {}, 0} {
+  f.r.tol = EffectiveTolerance(spec);
+  f.r.cosine = spec.cosine;
+}
+
+PreparedExperiment::PreparedExperiment(ExperimentSpec spec) : state_(std::make_unique<State>(std::move(spec))) {}
+PreparedExperiment::~PreparedExperiment() = default;
+const ExperimentSpec& PreparedExperiment::spec() const { return state_->spec; }
+
+bool PreparedExperiment::Step() {
+  State& st = *state_;
+  if (!st.usable) return false;
+  DeterministicSetup();
+  runtime::WorkerRefusal refusal;  // the worker is the earlier experiment's now
+  bool more = true;
+  if (!st.graphs) {
+    Stop stop;
+    more = SetUp(st, stop);
+    st.usable = more;  // one that ends early ends so at its turn again
+  } else {
+    more = StepAhead(st.f, *st.setup.backend, st.setup.ctx, *st.graphs);
+  }
+  st.ahead = true;
+  if (refusal.refused()) st.usable = false;
+  if (st.setup.repro) KeepPeak(st.f, st.setup.ctx.device);
+  return more && st.usable;
+}
+
+ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_phase, PreparedExperiment* prepared,
+                               const std::vector<PreparedExperiment*>& next) {
+  // Where `prepared` went ahead, the flow goes on from its state; its time from here is its own.
+  std::unique_ptr<PreparedExperiment::State> fresh;
+  PreparedExperiment::State* state = prepared ? prepared->state_.get() : nullptr;
+  if (!state || !state->ahead || !state->usable || !state->graphs || state->spec.ToJson() != spec.ToJson()) {
+    fresh = std::make_unique<PreparedExperiment::State>(spec);
+    state = fresh.get();
+  }
+  Flow& f = state->f;
   f.clock = PhaseClock([&](const std::string& step) {
     f.r.phase = step;
     if (on_phase) on_phase(step);
   });
-  f.r.tol = EffectiveTolerance(spec);
-  f.r.cosine = spec.cosine;
   DeterministicSetup();
-  Setup s;
-  if (Stop st = Prepare(f, s)) return Accounted(f, *st, s.ctx.device);
-  if (Stop st = RunGraphs(f, *s.backend, s.ctx)) return Accounted(f, *st, s.ctx.device);
+  Setup& s = state->setup;
+  if (!state->graphs) {
+    Stop stop;
+    if (!SetUp(*state, stop)) return Accounted(f, *stop, s.ctx.device);
+  } else {
+    f.clock.Enter("load");
+    ResetPeakMemory(s.ctx.device);  // what ran since it went ahead was another experiment's
+  }
+  // While this experiment waits for its worker with nothing of its own left to run, a step of the
+  // first of `next` with one left.
+  auto beyond = [&] {
+    if (next.empty()) return false;
+    f.clock.Enter("ahead", runtime::kAheadPhase);
+    KeepPeak(f, s.ctx.device);
+    for (PreparedExperiment* n : next)
+      if (n->Step()) return true;
+    return false;
+  };
+  if (Stop st = RunGraphs(f, *s.backend, s.ctx, *state->graphs, beyond)) return Accounted(f, *st, s.ctx.device);
   FillTimes(spec, f.c.run_times, f.r);
   // The comparison takes most of the slot's cores (the backend's work is done:
   // runtime::ComparisonCpus); the calibration runs at the reference's own thread count.

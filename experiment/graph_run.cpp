@@ -69,6 +69,10 @@ Stop BackendFailed(Flow& f, const Error& e, const std::string& graph) {
   return Early(f, Code::kExceptionRaised, (graph.empty() ? "" : graph + ": ") + e.Text());
 }
 
+}  // namespace
+
+// The types a graph's runs keep (GraphRuns outlives a step: a prepared experiment holds them).
+
 // One shape of a graph: the recorded call's (the capture itself), or a --shapes variant.
 struct Shape {
   std::string label;  // "" for the recorded shape, else "[s77=12]"
@@ -76,6 +80,8 @@ struct Shape {
   const GraphEntry* graph;
   sym::Bindings symbols;
 };
+
+namespace {
 
 // The shapes a graph runs at: the recorded one, and for a symbolic graph under --shapes sweep
 // its variants, written into the experiment's work dir (kept in f.variants).
@@ -192,6 +198,8 @@ void ToHost(NamedTensors& results) {
     if (t.defined() && !t.device().is_cpu()) t = t.to(at::kCPU);
 }
 
+}  // namespace
+
 // The reference of one shape: eager twice (they must agree) and fp64 (without it, cosine).
 struct Reference {
   NamedTensors eager, fp64;
@@ -239,6 +247,13 @@ struct GraphRun {
   size_t StepCount() const { return Fp64First() ? 2 * shapes.size() + 1 : 2 * shapes.size(); }
   size_t BackendAfter() const { return Fp64First() ? shapes.size() + 1 : 0; }
 };
+
+struct GraphRuns {
+  std::vector<GraphRun> graphs;  // the repro dir's, in order
+  bool multi = false;            // several: a record names its graph
+};
+
+namespace {
 
 // Eager twice: the shape's eager pair, which must agree.
 void RunEagerTwice(Flow& f, GraphRun& g, size_t i) {
@@ -454,40 +469,55 @@ void Collect(Flow& f, const GraphEntry& graph, const GraphRun& g, std::vector<Ba
   }
 }
 
+// One step of the first graph from `from` on with steps left (its plan the first); none past one
+// that failed.
+bool StepFrom(Flow& f, Backend& backend, const ExperimentContext& ctx, GraphRuns& runs, size_t from) {
+  for (size_t j = from; j < runs.graphs.size(); ++j) {
+    GraphRun& later = runs.graphs[j];
+    if (!later.planned) {
+      PlanGraph(f, backend, ctx, runs.multi, later);
+      return true;
+    }
+    if (later.failed) return false;
+    if (later.done < later.StepCount()) {
+      RunStep(f, later);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+void GraphRunsDelete::operator()(GraphRuns* g) const { delete g; }
+
+GraphRunsPtr NewGraphRuns(const ExperimentContext& ctx) {
+  GraphRunsPtr runs(new GraphRuns);
+  const auto& entries = ctx.repro->graphs();
+  runs->multi = entries.size() > 1;
+  runs->graphs.resize(entries.size());
+  for (size_t k = 0; k < entries.size(); ++k) runs->graphs[k].graph = &entries[k];
+  return runs;
+}
+
+bool StepAhead(Flow& f, Backend& backend, const ExperimentContext& ctx, GraphRuns& runs) {
+  return StepFrom(f, backend, ctx, runs, 0);
+}
 
 // Every graph in order: at each of its shapes the reference (eager twice, fp64), and the backend
 // at every shape (one compile for all where it can), beside the reference where it runs apart.
 // While a graph's backend waits for its worker to answer (a fresh one imports torch, dynamo and
 // Inductor for seconds), the steps of the later graphs' references run ahead, one at a time, in
-// graph order; the results they leave on the host are the ones the flow keeps anyway.
-Stop RunGraphs(Flow& f, Backend& backend, const ExperimentContext& ctx) {
-  const auto& entries = ctx.repro->graphs();
-  const bool multi = entries.size() > 1;
-  std::vector<GraphRun> graphs(entries.size());
-  for (size_t k = 0; k < entries.size(); ++k) graphs[k].graph = &entries[k];
-  for (size_t k = 0; k < graphs.size(); ++k) {
-    // One step of the first later graph with steps left; none past one that failed.
-    auto ahead = [&, k] {
-      for (size_t j = k + 1; j < graphs.size(); ++j) {
-        GraphRun& later = graphs[j];
-        if (!later.planned) {
-          PlanGraph(f, backend, ctx, multi, later);
-          return true;
-        }
-        if (later.failed) return false;
-        if (later.done < later.StepCount()) {
-          RunStep(f, later);
-          return true;
-        }
-      }
-      return false;
-    };
-    GraphRun& g = graphs[k];
-    if (!g.planned) PlanGraph(f, backend, ctx, multi, g);
-    std::vector<BackendRun> runs;
-    if (Stop st = RunBothSides(f, backend, g, multi, ahead, runs)) return st;
-    Collect(f, *g.graph, g, runs);
+// graph order, and then `beyond`'s; the results they leave on the host are the ones the flow
+// keeps anyway.
+Stop RunGraphs(Flow& f, Backend& backend, const ExperimentContext& ctx, GraphRuns& runs, const std::function<bool()>& beyond) {
+  for (size_t k = 0; k < runs.graphs.size(); ++k) {
+    auto ahead = [&, k] { return StepFrom(f, backend, ctx, runs, k + 1) || (beyond && beyond()); };
+    GraphRun& g = runs.graphs[k];
+    if (!g.planned) PlanGraph(f, backend, ctx, runs.multi, g);
+    std::vector<BackendRun> runs_of_g;
+    if (Stop st = RunBothSides(f, backend, g, runs.multi, ahead, runs_of_g)) return st;
+    Collect(f, *g.graph, g, runs_of_g);
   }
   return std::nullopt;
 }

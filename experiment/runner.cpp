@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <iterator>
 #include <thread>
 
@@ -85,11 +86,38 @@ std::string DeviceName(const ExperimentSpec& spec) {
   return name;
 }
 
-// One experiment of a job dir: DIR/spec.json's, run in DIR (a rerun runs in its own dir).
-Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase) {
+// The spec of a job dir, run in that dir (a rerun runs in its own dir).
+Expected<ExperimentSpec> SpecOf(const nlohmann::json& j, const fs::path& dir) {
   PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, ExperimentSpec::FromJson(j));
   spec.work_dir = fs::absolute(dir).string();
-  ExperimentResult r = RunExperiment(spec, on_phase);
+  return spec;
+}
+
+// One experiment of a job dir: DIR/spec.json's, run in DIR. In a job server, an experiment an
+// earlier job prepared is this one's where its dir is (those told of before it are dropped: they
+// will not come); the next ones the driver told of are prepared while this one waits for its worker.
+Expected<nlohmann::json> RunJob(const nlohmann::json& j, const fs::path& dir, const runtime::PhaseFn& on_phase,
+                                const std::vector<runtime::NextJob>& next) {
+  // The job server's next jobs, prepared, in order; never torn down at exit (they may hold tensors).
+  static auto* parked = new std::deque<std::unique_ptr<PreparedExperiment>>();
+  PARITY_ASSIGN_OR_RETURN(ExperimentSpec spec, SpecOf(j, dir));
+  std::unique_ptr<PreparedExperiment> prepared;
+  auto dir_of = [](const std::unique_ptr<PreparedExperiment>& p) { return p->spec().work_dir; };
+  if (auto it = std::find_if(parked->begin(), parked->end(), [&](const auto& p) { return dir_of(p) == spec.work_dir; });
+      it != parked->end()) {
+    prepared = std::move(*it);
+    parked->erase(parked->begin(), it + 1);
+  }
+  for (const auto& n : next) {
+    auto told = SpecOf(n.spec, n.dir);
+    if (!told.ok()) break;
+    if (std::none_of(parked->begin(), parked->end(), [&](const auto& p) { return dir_of(p) == told->work_dir; }))
+      parked->push_back(std::make_unique<PreparedExperiment>(std::move(*told)));
+  }
+  std::vector<PreparedExperiment*> ahead;
+  for (const auto& p : *parked) ahead.push_back(p.get());
+  ExperimentResult r = RunExperiment(spec, on_phase, prepared.get(), ahead);
+  prepared.reset();
   r.device_name = DeviceName(spec);  // the driver's record names it without asking a worker while jobs run
   nlohmann::json result = r.ToJson();
   try {

@@ -18,6 +18,7 @@ inline constexpr PhaseInfo kPhases[] = {
     {"load", "the repro dir read and its graphs made ready for the interpreter"},
     {"eager", "the eager reference, twice"},
     {"fp64", "the fp64 reference"},
+    {"ahead", "the next experiment's reference, run while this one waited for its worker (the next one's record leaves it out)"},
     {"worker_start", "waiting for the Python worker to start (beyond what the reference hid)"},
     {"compile", "waiting for the backend's compile and first run (beyond what the reference hid)"},
     {"backend_runs", "the backend's timed runs, and its results read back"},

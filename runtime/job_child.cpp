@@ -3,6 +3,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,12 +23,19 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace job_dir;
 
-int JobChildMain(const fs::path& dir, const JobFn& run) {
+int JobChildMain(const fs::path& dir, const JobFn& run, const std::vector<fs::path>& next) {
   auto text = ReadFile(dir / kSpec);
   if (!text.ok()) return 2;
   const json spec = json::parse(*text, nullptr, false);
   const fs::path status = dir / kStatus;
-  auto result = run(spec, dir, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; });
+  std::vector<NextJob> told;  // the next jobs the driver told of, up to one whose spec does not read
+  for (const fs::path& n : next) {
+    auto text = ReadFile(n / kSpec);
+    json next_spec = text.ok() ? json::parse(*text, nullptr, false) : json();
+    if (!next_spec.is_object()) break;
+    told.push_back({std::move(next_spec), n});
+  }
+  auto result = run(spec, dir, [&](const std::string& phase) { std::ofstream(status, std::ios::trunc) << phase << "\n"; }, told);
   if (!result.ok()) {
     std::fprintf(stderr, "%s\n", result.error().message.c_str());
     return 2;
@@ -55,7 +63,7 @@ std::optional<std::string> ReadLine(int fd, std::string& buffer) {
 }
 
 // Runs one job with this process's stdout and stderr in DIR/log.txt, as a job child's are.
-int RunLogged(const fs::path& dir, const JobFn& run) {
+int RunLogged(const fs::path& dir, const std::vector<fs::path>& next, const JobFn& run) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
@@ -66,7 +74,7 @@ int RunLogged(const fs::path& dir, const JobFn& run) {
     ::dup2(log, 2);
     ::close(log);
   }
-  const int code = JobChildMain(dir, run);
+  const int code = JobChildMain(dir, run, next);
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
@@ -96,7 +104,13 @@ int JobServerMain(const std::string& socket, const JobFn& run) {
   if (fd < 0) return 3;
   std::string buffer;
   while (auto line = ReadLine(fd, buffer)) {
-    const int code = RunLogged(fs::path(*line), run);
+    std::vector<fs::path> dirs;  // the job's, then the next ones'
+    for (size_t at = 0; at <= line->size();) {
+      const size_t tab = std::min(line->find('\t', at), line->size());
+      dirs.emplace_back(line->substr(at, tab - at));
+      at = tab + 1;
+    }
+    const int code = RunLogged(dirs.front(), {dirs.begin() + 1, dirs.end()}, run);
     ReleaseWorker();  // the slot's worker serves the driver between jobs
     if (!SendAll(fd, std::to_string(code) + "\n")) break;
   }

@@ -263,7 +263,13 @@ Expected<json> JobRunner::Ask(const json& req) {
   return resp;
 }
 
-Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& dir, size_t index, size_t slot) {
+bool JobRunner::WorkerStarting(size_t slot) {
+  std::error_code ec;
+  return !fs::exists(WorkerOf(slot).socket_path(), ec);
+}
+
+Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& dir, size_t index, size_t slot,
+                                              const std::vector<std::pair<const Job*, fs::path>>& next) {
   std::string socket;
   if (job.needs_worker) {
     // Launched, not waited for: the child does what needs no worker while it starts, and waits
@@ -277,7 +283,12 @@ Expected<JobRunner::Running> JobRunner::Start(const Job& job, const fs::path& di
   if (persistent_) {
     PARITY_RETURN_IF_ERROR(EnsureServer(slot));
     PARITY_RETURN_IF_ERROR(PrepareDir(job, dir));
-    if (!SendAll(slots_[slot].server->fd, fs::absolute(dir).string() + "\n")) {
+    std::string line = fs::absolute(dir).string();
+    for (const auto& [next_job, next_dir] : next) {
+      if (!PrepareDir(*next_job, next_dir).ok()) break;
+      line += "\t" + fs::absolute(next_dir).string();
+    }
+    if (!SendAll(slots_[slot].server->fd, line + "\n")) {
       StopServer(slot);
       return Error::Runtime("job server of slot " + std::to_string(slot) + " stopped taking jobs");
     }
@@ -382,6 +393,9 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
   std::vector<bool> busy(slots_.size(), false);
   std::vector<Running> running;
   std::map<std::string, size_t> bound;  // affinity -> the slot its first job ran in
+  // The jobs each slot takes next, in order, told to its server with a job it ran (see jobs.h).
+  std::vector<std::deque<size_t>> told(slots_.size());
+  std::vector<bool> untold(jobs.size(), false);  // ended in kAheadPhase once: run without a next job
   auto dir_of = [&](size_t i) {
     const fs::path& d = jobs[i].dir;
     return attempts[i] == 0 ? d : fs::path(d.string() + ".r" + std::to_string(attempts[i]));
@@ -392,16 +406,41 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
       pending.push_front(i);
     }
   };
-  while (!pending.empty() || !running.empty()) {
+  auto told_left = [&] { return std::any_of(told.begin(), told.end(), [](const auto& t) { return !t.empty(); }); };
+  while (!pending.empty() || !running.empty() || told_left()) {
     // Every free slot takes a job, whether or not its worker listens yet (Start).
-    for (size_t slot = 0; slot < slots_.size() && !pending.empty(); ++slot) {
+    std::vector<std::pair<size_t, size_t>> taken;  // (slot, job)
+    for (size_t slot = 0; slot < slots_.size(); ++slot) {
       if (busy[slot]) continue;
+      if (!told[slot].empty()) {
+        taken.emplace_back(slot, told[slot].front());
+        told[slot].pop_front();
+        continue;
+      }
       auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
       if (next == pending.end()) continue;  // what is left waits for its slot
-      const size_t i = *next;
+      taken.emplace_back(slot, *next);
       pending.erase(next);
+    }
+    // Where a job will wait for its slot's worker to start, its server is told of the slot's next
+    // jobs: taken from the queue in turns, a job per such slot a turn, as the slots would take them.
+    std::vector<size_t> telling;
+    for (const auto& [slot, i] : taken)
+      if (persistent_ && jobs[i].needs_worker && !untold[i] && WorkerStarting(slot)) telling.push_back(slot);
+    for (size_t turn = 0; turn < kNextJobsTold; ++turn)
+      for (size_t slot : telling) {
+        if (told[slot].size() > turn) continue;
+        auto next = NextJobFor(slot, pending, jobs, &bound);
+        if (next == pending.end()) continue;
+        told[slot].push_back(*next);
+        pending.erase(next);
+      }
+    for (const auto& [slot, i] : taken) {
+      std::vector<std::pair<const Job*, fs::path>> ahead;
+      if (std::find(telling.begin(), telling.end(), slot) != telling.end())
+        for (size_t j : told[slot]) ahead.emplace_back(&jobs[j], dir_of(j));
       if (on_start) on_start(i, dir_of(i));
-      auto run = Start(jobs[i], dir_of(i), i, slot);
+      auto run = Start(jobs[i], dir_of(i), i, slot, ahead);
       if (run.ok()) {
         running.push_back(std::move(*run));
         busy[slot] = true;
@@ -416,8 +455,18 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
     Running run = std::move(running[k]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
     busy[run.slot] = false;
-    done(run.index, Finish(jobs[run.index], run));
+    JobOutcome outcome = Finish(jobs[run.index], run);
+    if (FailedAhead(outcome) && !untold[run.index]) {
+      untold[run.index] = true;  // a next job's failure, not this one's: this one again, alone
+      pending.push_front(run.index);
+      continue;
+    }
+    done(run.index, outcome);
   }
+}
+
+bool FailedAhead(const JobOutcome& outcome) {
+  return !outcome.result && outcome.failure.empty() && outcome.phase == kAheadPhase;
 }
 
 std::string CurrentPhase(const fs::path& dir) {

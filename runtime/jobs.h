@@ -20,6 +20,13 @@
 // result: a CUDA error, an out-of-memory) or whose slot's worker was restarted is never used
 // again: the next job of the slot starts a fresh one.
 //
+// A job whose slot's worker is still starting is sent with the slot's next jobs (up to
+// kNextJobsTold, their dirs, their specs written): the server may prepare them while this one
+// waits for the worker (their repro dirs read, their references run: experiment/experiment.h
+// PreparedExperiment), saying kAheadPhase meanwhile. They are the slot's, taken from the queue
+// then, and run next there in that order. A job that crashes or hangs in kAheadPhase is run again
+// without next jobs: what failed was a next job's, which then fails in its own turn.
+//
 // A slot's worker may be one an earlier run kept warm (runtime/worker_pool.h, --keep-workers):
 // adopted when the slot first needs one, handed back when the runner ends unless it was retired.
 // A job starts without waiting for its slot's worker to listen: the child waits for the socket
@@ -45,6 +52,10 @@ namespace parity::runtime {
 
 // The hidden subcommand of a job's child (cli/cmd_experiment.cpp registers it).
 inline constexpr const char* kJobCommand = "_experiment";
+// The phase a job says while it prepares its slot's next jobs (above), and how many it is told of:
+// on two H200s a slot's first job waited 1.9-3.3 s for its worker, a next job's reference about 1 s.
+inline constexpr const char* kAheadPhase = "ahead";
+inline constexpr size_t kNextJobsTold = 2;
 
 // The extra environment of each of `jobs` slots. On CUDA each slot gets cpus/jobs threads, at
 // most 4 (OMP_NUM_THREADS, MKL_NUM_THREADS: the host side of a CUDA run is small, and full
@@ -160,8 +171,12 @@ class JobRunner {
   void StopServer(size_t slot, bool wait = true);  // wait false: killed, left to be reaped (Child::Abandon)
   // A served job's end, if it has come: its exit code back, the server's death, or nullopt.
   std::optional<ExitInfo> PollServed(size_t slot);
-  // Starts `job` in `slot` in `dir`; why it could not start otherwise.
-  Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot);
+  // Starts `job` in `slot` in `dir`, telling a job server of `next` (the slot's next jobs and their
+  // dirs); why it could not start otherwise.
+  Expected<Running> Start(const Job& job, const std::filesystem::path& dir, size_t index, size_t slot,
+                          const std::vector<std::pair<const Job*, std::filesystem::path>>& next = {});
+  // Whether the slot's worker is one still to start or starting (its socket not there yet).
+  bool WorkerStarting(size_t slot);
   // Waits until one of `running` ends (or passes its deadline, or its worker died starting) and
   // returns its position.
   size_t WaitAny(std::vector<Running>& running, const OnTick& on_tick);
@@ -183,6 +198,11 @@ class JobRunner {
 std::deque<size_t>::iterator NextJobFor(size_t slot, std::deque<size_t>& pending, const std::vector<Job>& jobs,
                                         std::map<std::string, size_t>* bound);
 
+// Whether a job that ended so failed in another job's place: its process crashed or hung in
+// kAheadPhase, preparing a next job (see above), its worker alive; it is then run again without
+// next jobs.
+bool FailedAhead(const JobOutcome& outcome);
+
 // Driver side: the phase a running child is in ("" before its first).
 std::string CurrentPhase(const std::filesystem::path& dir);
 
@@ -190,12 +210,20 @@ std::string CurrentPhase(const std::filesystem::path& dir);
 // callback that records each phase as it starts; what it returns is written to DIR/result.json.
 // Exit 0 when the result was written, 2 when the spec cannot be read.
 using PhaseFn = std::function<void(const std::string& phase)>;
+// `next`: the jobs this process runs next, in order, where the driver told of them (a job server's
+// job whose worker is starting) and their specs could be read.
+struct NextJob {
+  nlohmann::json spec;
+  std::filesystem::path dir;
+};
 using JobFn = std::function<Expected<nlohmann::json>(const nlohmann::json& spec, const std::filesystem::path& dir,
-                                                     const PhaseFn& on_phase)>;
-int JobChildMain(const std::filesystem::path& dir, const JobFn& run);
+                                                     const PhaseFn& on_phase, const std::vector<NextJob>& next)>;
+// `next`: the next jobs' dirs, where the driver told of them.
+int JobChildMain(const std::filesystem::path& dir, const JobFn& run, const std::vector<std::filesystem::path>& next = {});
 // Child side of a job server (`parity _experiment --serve SOCKET`): listens on `socket`, serves
-// one driver: for each DIR it sends, runs JobChildMain(DIR, run) with stdout and stderr in
-// DIR/log.txt, releases its worker connection, and sends the exit code back. Returns when the
+// one driver: for each line it sends (DIR, then TAB NEXT for each next job it tells of), runs
+// JobChildMain(DIR, run, NEXTs) with stdout and stderr in DIR/log.txt, releases its worker
+// connection, and sends the exit code back. Returns when the
 // driver closes the connection.
 int JobServerMain(const std::string& socket, const JobFn& run);
 

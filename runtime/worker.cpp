@@ -386,7 +386,11 @@ WorkerProcess* OwnWorker() {
   return own.get();
 }
 
+// The refusal this thread is under (WorkerRefusal), if any.
+thread_local WorkerRefusal* refusal = nullptr;
+
 Expected<WorkerClient*> ProcessWorker() {
+  if (refusal) return refusal->Refuse();
   std::optional<WorkerClient>& client = ProcessClient();
   if (client) return &*client;
   std::string path;
@@ -432,6 +436,15 @@ Status ConnectWorker() {
 }
 
 void ReleaseWorker() { ProcessClient().reset(); }
+
+WorkerRefusal::WorkerRefusal() : outer_(refusal) { refusal = this; }
+
+WorkerRefusal::~WorkerRefusal() { refusal = outer_; }
+
+Error WorkerRefusal::Refuse() {
+  refused_ = true;
+  return Error::Unsupported("the Python worker is not asked from work run ahead of its turn");
+}
 
 bool WorkerConnected() { return ProcessClient().has_value(); }
 

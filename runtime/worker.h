@@ -140,6 +140,23 @@ inline constexpr int kWorkerStartSeconds = 300;
 // serves one connection at a time: a job server releases its own after each job, so the worker
 // serves its driver between jobs.
 void ReleaseWorker();
+// While one lives, this thread's requests to the worker (AskWorker, ConnectWorker) are refused at
+// once, an error of kind kUnsupported, instead of waiting for a worker that may still be starting
+// or talking to it beside the thread whose turn it is: for work run ahead of its turn
+// (experiment/experiment.h PreparedExperiment), which is then left to run at its turn.
+class WorkerRefusal {
+ public:
+  WorkerRefusal();
+  ~WorkerRefusal();
+  WorkerRefusal(const WorkerRefusal&) = delete;
+  WorkerRefusal& operator=(const WorkerRefusal&) = delete;
+  bool refused() const { return refused_; }  // whether a request was refused
+  Error Refuse();
+
+ private:
+  WorkerRefusal* outer_;
+  bool refused_ = false;
+};
 // Whether this process holds a connection to its worker (it asked it something since it last
 // released it): asking it more then waits for no worker to start.
 bool WorkerConnected();

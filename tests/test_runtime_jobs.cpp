@@ -3,9 +3,18 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
+
+#include "test_helpers.h"
+#include "util/socket.h"
 
 namespace parity::runtime {
 namespace {
@@ -116,6 +125,67 @@ TEST(Jobs, RunsOfOneExperimentStayInTheSlotTheFirstTook) {
   // Without job servers (a fresh child per job) nothing binds: the next in line.
   std::deque<size_t> fresh = {1, 2};
   EXPECT_EQ(*NextJobFor(1, fresh, jobs, nullptr), 1u);
+}
+
+// A job that crashed or hung preparing a next job failed in that job's place; one that crashed in
+// its own phases, or ended with a result, did not.
+TEST(Jobs, OnlyAJobThatEndedPreparingANextJobFailedAhead) {
+  JobOutcome crashed;
+  crashed.how.signal = 11;
+  crashed.phase = kAheadPhase;
+  EXPECT_TRUE(FailedAhead(crashed));
+  crashed.failure = "python worker exited at start-up";  // the job's own worker: its failure
+  EXPECT_FALSE(FailedAhead(crashed));
+  crashed.failure.clear();
+  crashed.phase = "eager";
+  EXPECT_FALSE(FailedAhead(crashed));
+  JobOutcome done;
+  done.phase = kAheadPhase;
+  done.result = nlohmann::json::object();
+  EXPECT_FALSE(FailedAhead(done));
+}
+
+// A job server hands each job the next jobs the driver told of with it (a line
+// "DIR<TAB>NEXT<TAB>NEXT"), their specs read, up to one whose spec cannot be; a job told of none
+// gets none.
+TEST(Jobs, AJobServerHandsAJobTheNextJobTheDriverToldOf) {
+  namespace fs = std::filesystem;
+  testing::TempDir tmp;
+  for (const char* j : {"j1", "j2", "j3"}) {
+    fs::create_directories(tmp / j);
+    testing::Spit(tmp / j / "spec.json", std::string(R"({"name": ")") + j + "\"}");
+  }
+  const std::string sock = (tmp / "server.sock").string();
+  std::vector<std::string> seen;
+  std::thread server([&] {
+    JobServerMain(sock, [&](const nlohmann::json& spec, const fs::path&, const PhaseFn&, const std::vector<NextJob>& next) {
+      std::string said = spec["name"].get<std::string>() + ">";
+      for (const auto& n : next) said += n.spec["name"].get<std::string>() + "@" + n.dir.filename().string() + " ";
+      seen.push_back(said);
+      return Expected<nlohmann::json>(nlohmann::json::object());
+    });
+  });
+  for (int i = 0; i < 2000 && !fs::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto code = [fd] {
+    std::string line;
+    char c = 0;
+    while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  };
+  ASSERT_TRUE(SendAll(fd, (tmp / "j1").string() + "\t" + (tmp / "j2").string() + "\t" + (tmp / "j3").string() + "\n"));
+  EXPECT_EQ(code(), "0");
+  ASSERT_TRUE(SendAll(fd, (tmp / "j2").string() + "\t" + (tmp / "none").string() + "\t" + (tmp / "j3").string() + "\n"));
+  EXPECT_EQ(code(), "0");
+  ASSERT_TRUE(SendAll(fd, (tmp / "j3").string() + "\n"));
+  EXPECT_EQ(code(), "0");
+  ::close(fd);
+  server.join();
+  EXPECT_EQ(seen, (std::vector<std::string>{"j1>j2@j2 j3@j3 ", "j2>", "j3>"}));
 }
 
 }  // namespace

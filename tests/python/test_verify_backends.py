@@ -27,7 +27,10 @@ def test_eval_and_train_with_eager_and_inductor_one_slot_or_two(parity_bin, cach
         for rec in lines:
             m = rec["metrics"]
             split = m["phase_seconds"]
-            assert {"load", "eager", "fp64", "compare", "process"} <= set(split), split
+            assert {"load", "compare", "process"} <= set(split), split
+            # The reference runs in the record's own time, or ran ahead in an earlier one's wait
+            # for its worker (that record's "ahead": runtime/jobs.h).
+            assert {"eager", "fp64"} <= set(split) or any("ahead" in l["metrics"]["phase_seconds"] for l in lines), lines
             assert abs(sum(split.values()) - m["wall_time_s"]) <= 0.05 * m["wall_time_s"], m
         assert "time: " in r.stdout and "%" in r.stdout.split("time: ")[1], r.stdout
         train = next(l for l in lines if l["experiment"]["test"] == "train" and l["experiment"]["backend"] == "inductor")
