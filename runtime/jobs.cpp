@@ -386,16 +386,45 @@ std::deque<size_t>::iterator NextJobFor(size_t slot, std::deque<size_t>& pending
   return next;
 }
 
+JobQueue::JobQueue(const std::vector<Job>& jobs, size_t slots, bool bind_affinities)
+    : jobs_(jobs), told_(slots), bind_(bind_affinities) {
+  for (size_t i = 0; i < jobs.size(); ++i) pending_.push_back(i);
+}
+
+bool JobQueue::Empty() const {
+  return pending_.empty() && std::all_of(told_.begin(), told_.end(), [](const auto& t) { return t.empty(); });
+}
+
+std::optional<size_t> JobQueue::Take(size_t slot) {
+  if (!told_[slot].empty()) {
+    const size_t i = told_[slot].front();
+    told_[slot].pop_front();
+    return i;
+  }
+  auto next = NextJobFor(slot, pending_, jobs_, bind_ ? &bound_ : nullptr);
+  if (next == pending_.end()) return std::nullopt;
+  const size_t i = *next;
+  pending_.erase(next);
+  return i;
+}
+
+void JobQueue::Tell(const std::vector<size_t>& slots) {
+  for (size_t turn = 0; turn < kNextJobsTold; ++turn)
+    for (size_t slot : slots) {
+      if (told_[slot].size() > turn) continue;
+      auto next = NextJobFor(slot, pending_, jobs_, &bound_);
+      if (next == pending_.end()) continue;
+      told_[slot].push_back(*next);
+      pending_.erase(next);
+    }
+}
+
 void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const OnStart& on_start, const OnTick& on_tick) {
-  std::deque<size_t> pending;
-  for (size_t i = 0; i < jobs.size(); ++i) pending.push_back(i);
+  JobQueue queue(jobs, slots_.size(), persistent_);
   std::vector<int> attempts(jobs.size(), 0);
   std::vector<bool> busy(slots_.size(), false);
   std::vector<Running> running;
-  std::map<std::string, size_t> bound;  // affinity -> the slot its first job ran in
-  // The jobs each slot takes next, in order, told to its server with a job it ran (see jobs.h).
-  std::vector<std::deque<size_t>> told(slots_.size());
-  std::vector<bool> untold(jobs.size(), false);  // ended in kAheadPhase once: run without a next job
+  std::vector<bool> untold(jobs.size(), false);  // ended in kAheadPhase once: run without next jobs
   auto dir_of = [&](size_t i) {
     const fs::path& d = jobs[i].dir;
     return attempts[i] == 0 ? d : fs::path(d.string() + ".r" + std::to_string(attempts[i]));
@@ -403,42 +432,24 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
   auto done = [&](size_t i, const JobOutcome& o) {
     if (on_done(i, o)) {
       ++attempts[i];
-      pending.push_front(i);
+      queue.PushFront(i);
     }
   };
-  auto told_left = [&] { return std::any_of(told.begin(), told.end(), [](const auto& t) { return !t.empty(); }); };
-  while (!pending.empty() || !running.empty() || told_left()) {
+  while (!queue.Empty() || !running.empty()) {
     // Every free slot takes a job, whether or not its worker listens yet (Start).
     std::vector<std::pair<size_t, size_t>> taken;  // (slot, job)
-    for (size_t slot = 0; slot < slots_.size(); ++slot) {
-      if (busy[slot]) continue;
-      if (!told[slot].empty()) {
-        taken.emplace_back(slot, told[slot].front());
-        told[slot].pop_front();
-        continue;
-      }
-      auto next = NextJobFor(slot, pending, jobs, persistent_ ? &bound : nullptr);
-      if (next == pending.end()) continue;  // what is left waits for its slot
-      taken.emplace_back(slot, *next);
-      pending.erase(next);
-    }
-    // Where a job will wait for its slot's worker to start, its server is told of the slot's next
-    // jobs: taken from the queue in turns, a job per such slot a turn, as the slots would take them.
+    for (size_t slot = 0; slot < slots_.size(); ++slot)
+      if (!busy[slot])
+        if (auto i = queue.Take(slot)) taken.emplace_back(slot, *i);
+    // Where a job will wait for its slot's worker to start, its server is told of the slot's next jobs.
     std::vector<size_t> telling;
     for (const auto& [slot, i] : taken)
       if (persistent_ && jobs[i].needs_worker && !untold[i] && WorkerStarting(slot)) telling.push_back(slot);
-    for (size_t turn = 0; turn < kNextJobsTold; ++turn)
-      for (size_t slot : telling) {
-        if (told[slot].size() > turn) continue;
-        auto next = NextJobFor(slot, pending, jobs, &bound);
-        if (next == pending.end()) continue;
-        told[slot].push_back(*next);
-        pending.erase(next);
-      }
+    queue.Tell(telling);
     for (const auto& [slot, i] : taken) {
       std::vector<std::pair<const Job*, fs::path>> ahead;
       if (std::find(telling.begin(), telling.end(), slot) != telling.end())
-        for (size_t j : told[slot]) ahead.emplace_back(&jobs[j], dir_of(j));
+        for (size_t j : queue.Told(slot)) ahead.emplace_back(&jobs[j], dir_of(j));
       if (on_start) on_start(i, dir_of(i));
       auto run = Start(jobs[i], dir_of(i), i, slot, ahead);
       if (run.ok()) {
@@ -458,7 +469,7 @@ void JobRunner::RunStream(std::vector<Job> jobs, const OnDone& on_done, const On
     JobOutcome outcome = Finish(jobs[run.index], run);
     if (FailedAhead(outcome) && !untold[run.index]) {
       untold[run.index] = true;  // a next job's failure, not this one's: this one again, alone
-      pending.push_front(run.index);
+      queue.PushFront(run.index);
       continue;
     }
     done(run.index, outcome);

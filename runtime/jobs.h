@@ -198,6 +198,31 @@ class JobRunner {
 std::deque<size_t>::iterator NextJobFor(size_t slot, std::deque<size_t>& pending, const std::vector<Job>& jobs,
                                         std::map<std::string, size_t>* bound);
 
+// The jobs of one RunStream still to start, and which slot takes which: the queue (each slot the
+// first job NextJobFor gives it), the jobs each slot was told it takes next (see above), the
+// affinities bound to slots (with job servers).
+class JobQueue {
+ public:
+  JobQueue(const std::vector<Job>& jobs, size_t slots, bool bind_affinities);
+  bool Empty() const;  // nothing queued, nothing told
+  // The job `slot` takes now: the first it was told of, else the queue's first it may take; none
+  // when what is left waits for other slots.
+  std::optional<size_t> Take(size_t slot);
+  // Each of `slots` (each starting a job that will wait for its worker) told of its next jobs, up
+  // to kNextJobsTold each: taken from the queue in turns, a job per slot a turn, as the slots would
+  // take them one after another.
+  void Tell(const std::vector<size_t>& slots);
+  const std::deque<size_t>& Told(size_t slot) const { return told_[slot]; }
+  void PushFront(size_t job) { pending_.push_front(job); }  // taken next (a retry)
+
+ private:
+  const std::vector<Job>& jobs_;
+  std::deque<size_t> pending_;
+  std::vector<std::deque<size_t>> told_;
+  std::map<std::string, size_t> bound_;  // affinity -> the slot its first job ran in
+  bool bind_;
+};
+
 // Whether a job that ended so failed in another job's place: its process crashed or hung in
 // kAheadPhase, preparing a next job (see above), its worker alive; it is then run again without
 // next jobs.

@@ -127,6 +127,31 @@ TEST(Jobs, RunsOfOneExperimentStayInTheSlotTheFirstTook) {
   EXPECT_EQ(*NextJobFor(1, fresh, jobs, nullptr), 1u);
 }
 
+// Slots starting jobs that will wait for their workers are told of their next jobs in turns (as
+// they would take them one after another), take those first, and nothing else takes them.
+TEST(Jobs, SlotsAreToldOfTheirNextJobsInTurnsAndTakeThemFirst) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 7; ++i) jobs.push_back({{}, "j" + std::to_string(i), true, ""});
+  JobQueue queue(jobs, 2, true);
+  EXPECT_EQ(queue.Take(0), 0u);
+  EXPECT_EQ(queue.Take(1), 1u);
+  queue.Tell({0, 1});
+  EXPECT_EQ(queue.Told(0), (std::deque<size_t>{2, 4}));
+  EXPECT_EQ(queue.Told(1), (std::deque<size_t>{3, 5}));
+  EXPECT_EQ(queue.Take(1), 3u);  // slot 1 ended first: its own next job, not the queue's
+  queue.Tell({1});               // its worker restarted: told of one more, after the one it has
+  EXPECT_EQ(queue.Told(1), (std::deque<size_t>{5, 6}));
+  queue.PushFront(1);            // a retry: the queue's first again
+  EXPECT_EQ(queue.Take(0), 2u);
+  EXPECT_EQ(queue.Take(0), 4u);
+  EXPECT_EQ(queue.Take(0), 1u);
+  EXPECT_FALSE(queue.Take(0).has_value());  // what is left was told to slot 1
+  EXPECT_FALSE(queue.Empty());
+  EXPECT_EQ(queue.Take(1), 5u);
+  EXPECT_EQ(queue.Take(1), 6u);
+  EXPECT_TRUE(queue.Empty());
+}
+
 // A job that crashed or hung preparing a next job failed in that job's place; one that crashed in
 // its own phases, or ended with a result, did not.
 TEST(Jobs, OnlyAJobThatEndedPreparingANextJobFailedAhead) {
