@@ -190,3 +190,43 @@ def test_a_worker_of_another_torch_build_is_exit_2_naming_both(parity_bin, tmp_p
     assert r.returncode == 2 and "TorchMismatch" in r.stdout and "9.9.9+other" in r.stderr, r.stdout + r.stderr
     r = subprocess.run([parity_bin, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "built against torch" in r.stdout and "git " in r.stdout and "CUDA " in r.stdout, r.stdout
+
+
+def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_there_is_theirs(parity_bin, test_data, tmp_path):
+    """A job whose slot's worker is still starting is told of the slot's next jobs and runs their
+    references while it waits (runtime/jobs.h): they run no reference at their turn, and the
+    waiting one's record says the time as `ahead`. When a next job's eager run crashes the process
+    there, the waiting job is run again alone and passes, and the crash is the next job's own
+    record. Each run starts a fresh worker (no kept one: a worker that listens tells of nothing)."""
+    import shutil
+
+    def copy(model, name, backend=None):
+        d = tmp_path / name
+        shutil.copytree(os.path.join(test_data, "models", model), d)
+        if backend:  # the dir's own backend and options: what an experiment of that backend takes
+            m = json.load(open(d / "manifest.json"))
+            m["backend"] = backend
+            json.dump(m, open(d / "manifest.json", "w"))
+        return d
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PARITY_KEEP_WORKERS", "PARITY_WORKER_POOL")}
+
+    def run(out, *args):
+        r = subprocess.run([parity_bin, "verify", *map(str, args), "-j", "1", "--output-dir", str(out)],
+                           capture_output=True, text=True, env=env)
+        return r, [json.loads(line) for line in open(out / "results.jsonl")]
+
+    r, recs = run(tmp_path / "told", copy("mlp", "first"), copy("resnet", "second"), "--backend", "inductor")
+    assert r.returncode == 0 and [x["verification_code"] for x in recs] == ["PASS", "PASS"], r.stdout + r.stderr
+    phases = {x["model"]["model_name"]: x["metrics"]["phase_seconds"] for x in recs}
+    assert "ahead" in phases["mlp"] and not {"eager", "fp64"} & set(phases["resnet"]), phases
+
+    # The fault backend's options are the dir's: its eager runs crash; Inductor's experiment of
+    # the same dir, first, waits for its worker and prepares the fault one meanwhile.
+    crashing = copy("resnet", "crashing", {"name": "fault", "options": {"op": "aten::relu", "kind": "segfault", "in": "eager"}})
+    r, recs = run(tmp_path / "crash", crashing, "--backend", "inductor", "--backend", "fault")
+    codes = {x["experiment"]["backend"]: x for x in recs}
+    assert codes["inductor"]["verification_code"] == "PASS", codes["inductor"]
+    fault = codes["fault"]
+    assert fault["verification_code"] == "VERIFIER_DIDNT_RUN" and "SIGSEGV" in fault["error"], fault
+    assert "during eager" in fault["error"], fault["error"]
