@@ -166,7 +166,6 @@ bool PreparedExperiment::Step() {
   } else {
     more = StepAhead(st.f, *st.setup.backend, st.setup.ctx, *st.graphs);
   }
-  st.ahead = true;
   if (refusal.refused()) st.usable = false;
   if (st.setup.repro) KeepPeak(st.f, st.setup.ctx.device);
   return more && st.usable;
@@ -177,7 +176,7 @@ ExperimentResult RunExperiment(const ExperimentSpec& spec, const PhaseFn& on_pha
   // Where `prepared` went ahead, the flow goes on from its state; its time from here is its own.
   std::unique_ptr<PreparedExperiment::State> fresh;
   PreparedExperiment::State* state = prepared ? prepared->state_.get() : nullptr;
-  if (!state || !state->ahead || !state->usable || !state->graphs || state->spec.ToJson() != spec.ToJson()) {
+  if (!state || !state->usable || !state->graphs || state->spec.ToJson() != spec.ToJson()) {
     fresh = std::make_unique<PreparedExperiment::State>(spec);
     state = fresh.get();
   }

@@ -97,8 +97,7 @@ struct PreparedExperiment::State {
   ExperimentSpec spec;
   flow::Flow f;
   flow::Setup setup;
-  flow::GraphRunsPtr graphs;  // set once it is set up
-  bool ahead = false;         // a step ran ahead of its turn
+  flow::GraphRunsPtr graphs;  // set once it is set up (by a step ahead, or at its turn)
   bool usable = true;         // false: what ran ahead is dropped, it runs afresh
 };
 

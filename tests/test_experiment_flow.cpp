@@ -20,17 +20,22 @@ using testing::WriteTwoGraphs;
 // its plan, its eager pair and its fp64 run.
 constexpr int kStepsOfTwoGraphs = 7;
 
+// The experiment over tmp/one (written here), its worker listening once "ahead" was said `steps`
+// times before "backend" (without running ahead it would wait its 20 s), `next` going ahead.
+ExperimentResult RunFirst(const testing::TempDir& tmp, Steps& steps, int ahead_steps, const std::vector<PreparedExperiment*>& next) {
+  WriteTwoGraphs(tmp / "one", /*b_fails=*/false);
+  return RunWithLateWorker(
+      tmp, InductorSpec(tmp / "one", tmp / "work1"), steps,
+      [ahead_steps](const Steps& s) { return s.CountBefore("ahead", "backend") == ahead_steps; }, nullptr, next);
+}
+
 TEST(Flow, TheNextExperimentsReferenceRunsWhileThisOneWaitsForItsWorker) {
   testing::TempDir tmp;
-  WriteTwoGraphs(tmp / "one", /*b_fails=*/false);
   WriteTwoGraphs(tmp / "two", /*b_fails=*/false);
   PreparedExperiment next(InductorSpec(tmp / "two", tmp / "work2"));
   Steps first;
-  // The worker listens once the next experiment has nothing left to run ahead (its last step says
-  // so): without it the first would have waited its 20 s.
-  ExperimentResult r1 = RunWithLateWorker(
-      tmp, InductorSpec(tmp / "one", tmp / "work1"), first,
-      [](const Steps& s) { return s.CountBefore("ahead", "backend") == kStepsOfTwoGraphs + 1; }, nullptr, {&next});
+  // The worker listens once the next experiment has nothing left to run ahead (its last step says so).
+  ExperimentResult r1 = RunFirst(tmp, first, kStepsOfTwoGraphs + 1, {&next});
   EXPECT_EQ(first.CountBefore("ahead", "backend"), kStepsOfTwoGraphs + 1) << first.Text();
   EXPECT_EQ(r1.code, Code::kExceptionRaised) << r1.error;
   EXPECT_EQ(r1.failed_graph, "a");
@@ -52,12 +57,10 @@ TEST(Flow, TheNextExperimentsReferenceRunsWhileThisOneWaitsForItsWorker) {
 
 TEST(Flow, SeveralNextExperimentsGoAheadInOrder) {
   testing::TempDir tmp;
-  for (const char* d : {"one", "two", "three"}) WriteTwoGraphs(tmp / d, /*b_fails=*/false);
+  for (const char* d : {"two", "three"}) WriteTwoGraphs(tmp / d, /*b_fails=*/false);
   PreparedExperiment two(InductorSpec(tmp / "two", tmp / "work2")), three(InductorSpec(tmp / "three", tmp / "work3"));
   Steps first;
-  ExperimentResult r1 = RunWithLateWorker(
-      tmp, InductorSpec(tmp / "one", tmp / "work1"), first,
-      [](const Steps& s) { return s.CountBefore("ahead", "backend") == 2 * kStepsOfTwoGraphs + 1; }, nullptr, {&two, &three});
+  ExperimentResult r1 = RunFirst(tmp, first, 2 * kStepsOfTwoGraphs + 1, {&two, &three});
   EXPECT_EQ(first.CountBefore("ahead", "backend"), 2 * kStepsOfTwoGraphs + 1) << first.Text();
   EXPECT_EQ(r1.code, Code::kExceptionRaised) << r1.error;
   for (PreparedExperiment* p : {&two, &three}) {
@@ -70,15 +73,12 @@ TEST(Flow, SeveralNextExperimentsGoAheadInOrder) {
 
 TEST(Flow, AFailureOfTheNextFoundAheadIsNotThisOnes) {
   testing::TempDir tmp;
-  WriteTwoGraphs(tmp / "one", /*b_fails=*/false);
   WriteTwoGraphs(tmp / "two", /*b_fails=*/true);
   PreparedExperiment next(InductorSpec(tmp / "two", tmp / "work2"));
   Steps first;
   // Ahead: the set-up, "a" planned, its eager pair and fp64, "b" planned, its eager run failing,
   // then nothing more (a graph failed).
-  ExperimentResult r1 = RunWithLateWorker(
-      tmp, InductorSpec(tmp / "one", tmp / "work1"), first, [](const Steps& s) { return s.CountBefore("ahead", "backend") == 7; },
-      nullptr, {&next});
+  ExperimentResult r1 = RunFirst(tmp, first, 7, {&next});
   EXPECT_EQ(first.CountBefore("ahead", "backend"), 7) << first.Text();
   EXPECT_EQ(r1.code, Code::kExceptionRaised) << r1.error;
   EXPECT_EQ(r1.error.find("eager"), std::string::npos) << r1.error;
