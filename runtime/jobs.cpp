@@ -370,6 +370,9 @@ JobOutcome JobRunner::Finish(const Job& job, Running& run) {
     o.failure = run.failure + "; see " + slots_[run.slot].worker->log_path();
   else if (ended)
     o.failure = "python worker " + ended->Describe();
+  // One that ended preparing a next job had not asked the worker yet (steps ahead run only
+  // while its socket is missing), and a worker outlives a client that dies: it is kept.
+  if (FailedAhead(o)) return o;
   RestartWorker(run.slot);
   StopServer(run.slot);  // its connection to the old worker is gone
   return o;

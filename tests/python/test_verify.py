@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -211,6 +212,12 @@ def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_ther
 
     env = {k: v for k, v in os.environ.items() if k not in ("PARITY_KEEP_WORKERS", "PARITY_WORKER_POOL")}
 
+    # The worker's Python through a wrapper that counts the workers started.
+    starts, python = tmp_path / "starts", tmp_path / "python"
+    python.write_text(f'#!/bin/sh\ncase "$*" in *worker*) echo >> {starts};; esac\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env["PARITY_PYTHON"] = str(python)
+
     def run(out, *args):
         r = subprocess.run([parity_bin, "verify", *map(str, args), "-j", "1", "--output-dir", str(out)],
                            capture_output=True, text=True, env=env)
@@ -230,3 +237,5 @@ def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_ther
     fault = codes["fault"]
     assert fault["verification_code"] == "VERIFIER_DIDNT_RUN" and "SIGSEGV" in fault["error"], fault
     assert "during eager" in fault["error"], fault["error"]
+    # The crash ahead was not the worker's (nothing had asked it yet): one worker served both runs.
+    assert starts.read_text().count("\n") == 2, "a worker started again after the crash ahead"

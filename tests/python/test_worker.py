@@ -139,6 +139,52 @@ def test_frames_and_lines_share_one_connection(seg, tmp_path):
         proc.kill()
 
 
+def test_a_client_that_dies_while_its_request_runs_ends_only_its_connection(tmp_path, monkeypatch):
+    """A job process that crashes while the worker runs its request (a next job's crash while the
+    backend's compile is under way) leaves an answer nobody reads: the worker drops it and serves
+    the next client, as the driver expects when it keeps that worker (runtime/jobs.cpp Finish)."""
+    import threading
+    sock = str(tmp_path / "w.sock")
+    started, release = threading.Event(), threading.Event()
+
+    def slow(req):
+        started.set()
+        release.wait(30)
+        return {"answer": "x" * (1 << 20)}  # more than a socket buffer: the write meets the dead peer
+
+    monkeypatch.setitem(worker.COMMANDS, "slow", slow)
+    server = threading.Thread(target=worker.serve, args=(sock,), daemon=True)
+    server.start()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(sock):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+    def connect():
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(30)  # a worker that died with the first client fails the test, not hangs it
+        c.connect(sock)
+        return c, c.makefile("rwb")
+
+    dead, f = connect()
+    f.write(b'{"cmd": "slow", "id": 1}\n')
+    f.flush()
+    assert started.wait(30)
+    f.close()
+    dead.close()  # the client is gone before its answer
+    release.set()
+    c, f = connect()
+    f.write(b'{"cmd": "ping", "id": 2}\n')
+    f.flush()
+    assert json.loads(f.readline())["ok"]
+    f.write(b'{"cmd": "shutdown"}\n')
+    f.flush()
+    assert json.loads(f.readline())["ok"]
+    server.join(30)
+    assert not server.is_alive()
+    c.close()
+
+
 def test_a_pool_entrys_worker_ends_only_when_its_entry_is_free(tmp_path, monkeypatch):
     """_Pool (the worker of a pool entry, runtime/worker_pool.h): never ends while a parity process
     holds the entry's lock; once free, after its idle seconds, at once when it imported a client's

@@ -337,11 +337,22 @@ def serve(sock_path: str, pool: "_Pool | None" = None) -> None:
         if pool:
             pool.free_since = None
         _PLANS.clear()  # plans belong to one client
+        if _serve_client(conn):
+            return
+        if pool and _TAINTED and pool.should_end():
+            return
+
+
+def _serve_client(conn: socket.socket) -> bool:
+    """One client's requests until it goes; True when it asked the worker to shut down. A client
+    that dies while its request runs (its process crashed: the driver then judges that job alone)
+    ends only its connection: the answer nobody reads is dropped and the worker serves the next."""
+    try:
         with conn, conn.makefile("rb") as r, conn.makefile("wb") as w:
             while True:
                 head = r.peek(1)[:1]
                 if not head:
-                    break  # the client is gone
+                    return False  # the client is gone
                 if head == FRAME_MAGIC:
                     w.write(_repeat(r.read(FRAME.size)))
                     w.flush()
@@ -350,13 +361,13 @@ def serve(sock_path: str, pool: "_Pool | None" = None) -> None:
                 if req.get("cmd") == "shutdown":
                     w.write(b'{"ok": true}\n')
                     w.flush()
-                    return
+                    return True
                 resp = handle(req)
                 resp["id"] = req.get("id")
                 w.write((json.dumps(resp) + "\n").encode())
                 w.flush()
-        if pool and _TAINTED and pool.should_end():
-            return
+    except (BrokenPipeError, ConnectionResetError):
+        return False
 
 
 def deterministic_setup() -> None:
