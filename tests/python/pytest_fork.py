@@ -115,8 +115,9 @@ def _run_forked(request: dict, fds, closing) -> None:
     code = 3
     try:
         os.setsid()
-        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+        for s in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter's start-up leaves it
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for s in closing:
             s.close()

@@ -1,6 +1,6 @@
 """pytest_fork.py, the server the Python entries' pytest runs are forked from (tests/CMakeLists.txt):
 a forked run is the run `python -m pytest` would be (its output, exit status or signal, working
-dir); a client whose environment is not the server's, or that finds no server, runs pytest itself;
+dir, signal dispositions); a client whose environment is not the server's, or that finds no server, runs pytest itself;
 a client killed mid-run ends its run; --stop ends the server once its runs end. The server here
 imports nothing (PARITY_TEST_PYTEST_PRELOAD empty): what is forked is the same either way."""
 import os
@@ -15,9 +15,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FORK = os.path.join(HERE, "pytest_fork.py")
 
 FILES = {
-    "test_ok.py": "import os, sys\n"
+    "test_ok.py": "import os, signal, sys\n"
                   "def test_where():\n"
-                  "    print('cwd', os.getcwd(), 'path0', sys.path[0], 'pid', os.getpid())\n",
+                  "    sig = [signal.getsignal(s) for s in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)]\n"
+                  "    print('cwd', os.getcwd(), 'path0', sys.path[0], 'signals', sig, 'pid', os.getpid())\n",
     "test_fails.py": "def test_no():\n    assert 1 == 2\n",
     "test_crash.py": "import os, signal\ndef test_crash():\n    os.kill(os.getpid(), signal.SIGABRT)\n",
     "test_sleeps.py": "import os, subprocess, time\n"
