@@ -223,14 +223,14 @@ def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_ther
                            capture_output=True, text=True, env=env)
         return r, [json.loads(line) for line in open(out / "results.jsonl")]
 
-    r, recs = run(tmp_path / "told", copy("mlp", "first"), copy("resnet", "second"), "--backend", "inductor")
+    r, recs = run(tmp_path / "told", copy("mlp", "first"), copy("mlp", "second"), "--backend", "inductor")
     assert r.returncode == 0 and [x["verification_code"] for x in recs] == ["PASS", "PASS"], r.stdout + r.stderr
-    phases = {x["model"]["model_name"]: x["metrics"]["phase_seconds"] for x in recs}
-    assert "ahead" in phases["mlp"] and not {"eager", "fp64"} & set(phases["resnet"]), phases
+    phases = {os.path.basename(x["repro_input"]): x["metrics"]["phase_seconds"] for x in recs}
+    assert "ahead" in phases["first"] and not {"eager", "fp64"} & set(phases["second"]), phases
 
     # The fault backend's options are the dir's: its eager runs crash; Inductor's experiment of
     # the same dir, first, waits for its worker and prepares the fault one meanwhile.
-    crashing = copy("resnet", "crashing", {"name": "fault", "options": {"op": "aten::relu", "kind": "segfault", "in": "eager"}})
+    crashing = copy("mlp", "crashing", {"name": "fault", "options": {"op": "aten::gelu", "kind": "segfault", "in": "eager"}})
     r, recs = run(tmp_path / "crash", crashing, "--backend", "inductor", "--backend", "fault")
     codes = {x["experiment"]["backend"]: x for x in recs}
     assert codes["inductor"]["verification_code"] == "PASS", codes["inductor"]
