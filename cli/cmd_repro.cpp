@@ -99,7 +99,8 @@ int RunWorldDir(const ReproRunArgs& a, const std::string& dir, const experiment:
   } else {
     // An unknown backend, or one without a torch.compile form: exit 2 before anything runs.
     distributed::RealRun run = Unwrap(distributed::RealRunOf(
-        a.backend, options.backend_options ? *options.backend_options : nlohmann::json(), o.device.str(), timeout));
+        a.backend, experiment::OptionsFor(options.backend_options.value_or(nlohmann::json::object()), a.backend),
+        o.device.str(), timeout));
     run.scratch = std::filesystem::temp_directory_path() / ("parity-world-" + std::to_string(::getpid()));
     report = Unwrap(distributed::RunWithBackend(world, o, run));
     RemoveAll(run.scratch);

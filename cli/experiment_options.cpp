@@ -19,7 +19,7 @@ void AddExperimentOptions(CLI::App* cmd, ExperimentArgs& a, unsigned which) {
   if (has(kTimeout)) cmd->preparse_callback([](std::size_t) { StartJobZygote(); });
   if (has(kBackendOptions))
     cmd->add_option("--backend-option", a.backend_options,
-                    "KEY=VALUE passed to the backend (inductor: config keys; a repro dir: its own for its backend)");
+                    "[BACKEND:]KEY=VALUE passed to the backends, or with BACKEND: to that one only (inductor: config keys; a repro dir: its own for its backend)");
   if (has(kDevice))
     cmd->add_option("--device", a.device, "cpu or cuda (default cpu; a repro dir: where it was captured or failed)");
   if (has(kTol))

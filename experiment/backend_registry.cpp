@@ -102,14 +102,41 @@ Expected<NamedTensors> LoadNamed(const std::filesystem::path& file) {
   return NamedTensors(all.begin(), all.end());
 }
 
+namespace {
+
+// A scoped key's backend ("inductor" of "inductor:max_autotune"; the last colon splits, as
+// backend names may hold one), or "" for a key every backend gets.
+std::string ScopeOf(const std::string& key) {
+  const auto colon = key.rfind(':');
+  return colon == std::string::npos ? "" : key.substr(0, colon);
+}
+
+}  // namespace
+
 Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& s : specs) {
     auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) return Error::BadInput("--backend-option \"" + s + "\": expected KEY=VALUE");
-    j[s.substr(0, eq)] = s.substr(eq + 1);
+    if (eq == std::string::npos || eq == 0) return Error::BadInput("--backend-option \"" + s + "\": expected [BACKEND:]KEY=VALUE");
+    const std::string key = s.substr(0, eq), scope = ScopeOf(key);
+    if (!scope.empty()) {
+      if (key.size() == scope.size() + 1) return Error::BadInput("--backend-option \"" + s + "\": no KEY after " + scope + ":");
+      if (auto info = FindBackend(scope); !info.ok())
+        return Error::BadInput("--backend-option \"" + s + "\": " + info.error().message);
+    }
+    j[key] = s.substr(eq + 1);
   }
   return j;
+}
+
+nlohmann::json OptionsFor(const nlohmann::json& options, const std::string& backend) {
+  nlohmann::json mine = nlohmann::json::object();
+  if (!options.is_object()) return mine;
+  for (const auto& [key, value] : options.items())
+    if (ScopeOf(key).empty()) mine[key] = value;
+  for (const auto& [key, value] : options.items())  // a backend's own over the ones for all
+    if (const std::string scope = ScopeOf(key); !scope.empty() && scope == backend) mine[key.substr(scope.size() + 1)] = value;
+  return mine;
 }
 
 }  // namespace parity::experiment

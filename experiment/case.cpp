@@ -1,6 +1,7 @@
 #include "experiment/case.h"
 
 #include "compare/same.h"
+#include "experiment/backend.h"
 #include "experiment/shapes.h"
 #include "runtime/python_env.h"
 
@@ -33,7 +34,7 @@ ExperimentSpec Case::FromSuite(const std::string& model, const std::string& suit
   s.model = model;
   s.suite = suite;
   s.backend = backend;
-  s.backend_options = o.backend_options.value_or(nlohmann::json::object());
+  s.backend_options = OptionsFor(o.backend_options.value_or(nlohmann::json::object()), backend);
   s.test = test;
   s.dtype = dtype;
   s.device = o.device.value_or("cpu");
@@ -59,8 +60,11 @@ Expected<ExperimentSpec> Case::FromRepro(const ReproDir& repro, const std::optio
   }
   s.backend = backend.value_or(m.backend.value_or(""));
   if (s.backend.empty()) return Error::BadInput((repro.root() / "manifest.json").string() + ": names no backend; pass --backend");
-  if (o.backend_options)
-    s.backend_options = *o.backend_options;
+  // The options given for this backend replace the dir's own; where none are, a dir's options
+  // for the same backend stay (options scoped to other backends are not this one's).
+  const nlohmann::json given = OptionsFor(o.backend_options.value_or(nlohmann::json::object()), s.backend);
+  if (!given.empty())
+    s.backend_options = given;
   else if (m.backend == s.backend)
     s.backend_options = m.backend_options;
   s.test = m.mode;

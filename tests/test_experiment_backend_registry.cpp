@@ -23,7 +23,23 @@ TEST(BackendRegistry, ParsesOptions) {
   auto o = ParseBackendOptions({"max_autotune=True", "cpp.inject_relu_bug_TESTING_ONLY=accuracy"});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ((*o)["cpp.inject_relu_bug_TESTING_ONLY"], "accuracy");
-  EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"oops"}), {"expected KEY=VALUE"}));
+  EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"oops"}), {"expected [BACKEND:]KEY=VALUE"}));
+}
+
+// A key with a backend's name and a colon before it is that backend's only (a value may hold
+// colons: an op's name); a name that is no backend, or no key after it, is BadInput naming it.
+TEST(BackendRegistry, OptionsScopedToABackendGoToThatBackendOnly) {
+  auto o = ParseBackendOptions({"max_autotune=True", "fault:op=aten::gelu", "fault:kind=nan",
+                                "torch_compile:my_vendor:max_autotune=False", "inductor:fallback_random=False"});
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(OptionsFor(*o, "fault"), (nlohmann::json{{"max_autotune", "True"}, {"op", "aten::gelu"}, {"kind", "nan"}}));
+  EXPECT_EQ(OptionsFor(*o, "inductor"), (nlohmann::json{{"max_autotune", "True"}, {"fallback_random", "False"}}));
+  EXPECT_EQ(OptionsFor(*o, "torch_compile:my_vendor"), (nlohmann::json{{"max_autotune", "False"}}));  // its own over all's
+  EXPECT_EQ(OptionsFor(*o, "aot_eager"), (nlohmann::json{{"max_autotune", "True"}}));
+  EXPECT_EQ(OptionsFor(nlohmann::json(), "eager"), nlohmann::json::object());
+  EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"faults:op=aten::gelu"}),
+                                 {"--backend-option \"faults:op=aten::gelu\"", "unknown backend \"faults\""}));
+  EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"fault:=x"}), {"no KEY after fault:"}));
 }
 
 ExperimentContext Context(const ReproDir& r, const std::string& mode, nlohmann::json options) {

@@ -67,6 +67,12 @@ TEST(Case, FromReproOverrides) {
   o.backend_options = nlohmann::json{{"max_autotune", "True"}};
   s = Case::FromRepro(r, "inductor", o);
   EXPECT_EQ(s->backend_options, (nlohmann::json{{"max_autotune", "True"}}));
+  // Options scoped to another backend are not this one's: the dir's own stay.
+  o.backend_options = nlohmann::json{{"fault:op", "aten::relu"}};
+  s = Case::FromRepro(r, "inductor", o);
+  EXPECT_EQ(s->backend_options, (nlohmann::json{{"cpp.inject_relu_bug_TESTING_ONLY", "accuracy"}}));
+  s = Case::FromRepro(r, "fault", o);
+  EXPECT_EQ(s->backend_options, (nlohmann::json{{"op", "aten::relu"}}));
 }
 
 TEST(Case, AnAutocastCaptureIsAmp) {
@@ -140,6 +146,11 @@ TEST(Case, FromSuite) {
   EXPECT_EQ(s.batch_size, 4);
   EXPECT_TRUE(s.repro.empty());  // captured when it runs
   EXPECT_DOUBLE_EQ(EffectiveTolerance(s), 1e-2);
+  o.backend_options = nlohmann::json{{"max_autotune", "True"}, {"fault:op", "aten::relu"}};
+  EXPECT_EQ(Case::FromSuite("llama", "huggingface", "train", "float32", "inductor", o).backend_options,
+            (nlohmann::json{{"max_autotune", "True"}}));
+  EXPECT_EQ(Case::FromSuite("llama", "huggingface", "train", "float32", "fault", o).backend_options,
+            (nlohmann::json{{"max_autotune", "True"}, {"op", "aten::relu"}}));
 }
 
 TEST(Case, DefaultTolerancesFollowPyTorchSuites) {

@@ -119,6 +119,21 @@ def test_bad_input_is_exit_2(parity_bin, cache_dir, tmp_path):
     assert r.returncode == 2 and "missing_dir" in r.stderr
     r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--import", "no_such_plugin")
     assert r.returncode == 2 and "--import no_such_plugin: cannot import it" in r.stderr, r.stderr
+    r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend-option", "faults:op=aten::gelu")
+    assert r.returncode == 2 and '"faults:op=aten::gelu": unknown backend "faults"' in r.stderr, r.stderr
+
+
+def test_backend_options_scoped_to_a_backend_reach_that_backend_only(parity_bin, test_data, tmp_path):
+    """--backend-option BACKEND:KEY=VALUE in a run of several backends: the fault backend's op and
+    kind are its experiment's only, not eager's beside it; the records say each one's options."""
+    from conftest import verify as verify_dirs
+    mlp = os.path.join(test_data, "models", "mlp")
+    r, records = verify_dirs(parity_bin, tmp_path, mlp, "--backend", "eager", "--backend", "fault",
+                             "--backend-option", "fault:op=aten::gelu", "--backend-option", "fault:kind=nan")
+    by = {x["experiment"]["backend"]: x for x in records}
+    assert by["eager"]["verification_code"] == "PASS" and by["eager"]["experiment"]["backend_options"] == {}, by
+    assert by["fault"]["verification_code"] == "FAIL", by["fault"]
+    assert by["fault"]["experiment"]["backend_options"] == {"op": "aten::gelu", "kind": "nan"}, by["fault"]
 
 
 def test_an_imported_plugin_reaches_the_backends_compile(parity_bin, cache_dir, tmp_path):
