@@ -33,7 +33,7 @@ profile::ProfileOptions ToOptions(const ProfileArgs& a) {
   o.profile_iterations = a.profile_iterations;
   if (!a.trace.empty()) o.trace = a.trace;
   o.kernel = a.kernel;
-  o.kernel_options = Unwrap(experiment::ParseBackendOptions(a.kernel_options));
+  o.kernel_options = experiment::OptionsFor(Unwrap(experiment::ParseBackendOptions(a.kernel_options, "--kernel-option")), a.backend);
   o.top = a.top;
   return o;
 }
@@ -55,7 +55,7 @@ void set_profile_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", a->trace, "write a chrome/Perfetto trace of eager and the backend to this file");
   cmd->add_option("--kernel", a->kernel,
                   "benchmark this generated kernel alone (time, bandwidth); backward:NAME for a train step's backward kernel");
-  cmd->add_option("--kernel-option", a->kernel_options, "KEY=VALUE: benchmark --kernel again compiled with this option");
+  cmd->add_option("--kernel-option", a->kernel_options, "[BACKEND:]KEY=VALUE: benchmark --kernel again compiled with this option");
   cmd->add_option("--top", a->top, "kernels in the table (default 15)");
   cmd->add_flag("--json", a->json, "print the report as JSON");
   cmd->add_option("--output-dir", a->output_dir, "where results.jsonl and performance.csv go (default parity-results)");

@@ -116,8 +116,9 @@ std::string OutputName(size_t k);
 [[nodiscard]] Expected<NamedTensors> LoadNamed(const std::filesystem::path& safetensors_file);
 // Parses [BACKEND:]KEY=VALUE options into JSON (values stay strings; backends interpret them).
 // A key with a backend's name and a colon before it is that backend's only (scoped: kept as
-// written, "fault:op"); BadInput naming the option when that name is no backend.
-[[nodiscard]] Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs);
+// written, "fault:op"); BadInput naming `flag` and the option when that name is no backend.
+[[nodiscard]] Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs,
+                                                           const std::string& flag = "--backend-option");
 // The options `backend` gets of parsed `options`: every unscoped key, and its own scoped ones
 // without their scope (over an unscoped key of the same name); other backends' scoped keys not.
 nlohmann::json OptionsFor(const nlohmann::json& options, const std::string& backend);

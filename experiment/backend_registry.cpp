@@ -113,16 +113,16 @@ std::string ScopeOf(const std::string& key) {
 
 }  // namespace
 
-Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs) {
+Expected<nlohmann::json> ParseBackendOptions(const std::vector<std::string>& specs, const std::string& flag) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& s : specs) {
+    const std::string named = flag + " \"" + s + "\": ";
     auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) return Error::BadInput("--backend-option \"" + s + "\": expected [BACKEND:]KEY=VALUE");
+    if (eq == std::string::npos || eq == 0) return Error::BadInput(named + "expected [BACKEND:]KEY=VALUE");
     const std::string key = s.substr(0, eq), scope = ScopeOf(key);
     if (!scope.empty()) {
-      if (key.size() == scope.size() + 1) return Error::BadInput("--backend-option \"" + s + "\": no KEY after " + scope + ":");
-      if (auto info = FindBackend(scope); !info.ok())
-        return Error::BadInput("--backend-option \"" + s + "\": " + info.error().message);
+      if (key.size() == scope.size() + 1) return Error::BadInput(named + "no KEY after " + scope + ":");
+      if (auto info = FindBackend(scope); !info.ok()) return Error::BadInput(named + info.error().message);
     }
     j[key] = s.substr(eq + 1);
   }

@@ -40,6 +40,7 @@ TEST(BackendRegistry, OptionsScopedToABackendGoToThatBackendOnly) {
   EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"faults:op=aten::gelu"}),
                                  {"--backend-option \"faults:op=aten::gelu\"", "unknown backend \"faults\""}));
   EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"fault:=x"}), {"no KEY after fault:"}));
+  EXPECT_TRUE(testing::FailsWith(ParseBackendOptions({"oops"}, "--kernel-option"), {"--kernel-option \"oops\""}));
 }
 
 ExperimentContext Context(const ReproDir& r, const std::string& mode, nlohmann::json options) {

@@ -114,6 +114,8 @@ def test_bad_input_is_exit_2_before_anything_runs(parity_bin, test_data, tmp_pat
     assert r.returncode == 2 and "--iterations" in r.stderr
     r = run_parity(parity_bin, "profile", mlp, "--kernel-option", "max_autotune=True")
     assert r.returncode == 2 and "--kernel" in r.stderr
+    r = run_parity(parity_bin, "profile", mlp, "--kernel", "k", "--kernel-option", "max_autotune")
+    assert r.returncode == 2 and '--kernel-option "max_autotune": expected' in r.stderr, r.stderr
 
 
 def test_html_report_shows_categories_and_top_kernels(parity_bin, llama, tmp_path):
