@@ -114,9 +114,22 @@ Expected<NamedTensors> RunReference(const interp::Program& program, const ReproD
         if (pr.first == n->target() && std::none_of(ordered.begin(), ordered.end(), [&](auto& o) { return o.first == pr.first; }))
           ordered.push_back(pr);
   ro.grad = true;
+  ro.record_all = options.value_grads != nullptr;
   at::AutoGradMode enable(true);
   PARITY_ASSIGN_OR_RETURN(auto r, program.Run(inputs, attrs, ro));
+  std::vector<std::pair<std::string, at::Tensor>> watched;  // value_grads' values, their gradients kept
+  if (options.value_grads != nullptr)
+    for (auto& [name, v] : r.values) {
+      if (!v.isTensor() || !v.toTensor().requires_grad()) continue;
+      at::Tensor t = v.toTensor();
+      if (!t.is_leaf()) t.retain_grad();
+      watched.emplace_back(name, t);
+    }
   PARITY_RETURN_IF_ERROR(Backward(r.outputs, repro, g, ro, moved, out));
+  for (auto& [name, t] : watched) {  // none reached it: zeros, as a reported gradient is
+    const at::Tensor& gr = t.grad();
+    (*options.value_grads)[name] = (gr.defined() ? (gr.is_sparse() ? gr.to_dense() : gr) : at::zeros_like(t)).detach().to(at::kCPU);
+  }
   // A gradient is reported dense (a sparse one, nn.Embedding(sparse=True)'s, as its dense value):
   // the contract standalone.train_results shares.
   auto grad = [](const at::Tensor& t) {

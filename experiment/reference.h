@@ -6,7 +6,9 @@
 // of the inputs and parameters the program differentiated.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 
 #include "interpreter/interpreter.h"
 #include "experiment/backend.h"
@@ -25,6 +27,10 @@ struct ReferenceOptions {
   // budget, experiment/calibration.h: the math kept, the rounding moved).
   std::optional<uint64_t> ulp_seed;
   int64_t while_limit = 0;  // interp::RunOptions::while_limit
+  // Set, in train mode: filled with the gradient each differentiated node value got in this run's
+  // backward, by node name (dense, on the CPU; zeros where none reached it). What a value cut out
+  // of the graph is fed as its tangent (minifier/interesting.h): the program's own backward there.
+  std::map<std::string, at::Tensor>* value_grads = nullptr;
 };
 
 // `t` with each element moved one ulp up or down (directions drawn from `gen`); non-floating

@@ -137,7 +137,7 @@ class WorldTest final : public Interestingness {
 // (nullptr, and `g` as it is, where even the whole graph's live values do not fail).
 std::pair<ir::Graph, const ir::Node*> ShortestFailingPrefix(const ir::Graph& g, Interestingness& test) {
   const auto ops = g.ops();
-  auto prefix = [&](size_t i) { return SinksPrefix(g, ops[i]->index(), /*train=*/false); };
+  auto prefix = [&](size_t i) { return SinksPrefix(g, ops[i]->index()); };
   auto fails = [&](size_t i) {
     auto c = prefix(i);
     return c && test.Test({&*c})[0];

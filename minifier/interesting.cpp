@@ -2,8 +2,10 @@
 
 #include <set>
 
+#include "experiment/reference.h"
 #include "interpreter/interpreter.h"
 #include "minifier/passes/passes.h"
+#include "minifier/steps/loss.h"
 #include "repro/graph_json.h"
 #include "util/files.h"
 #include "util/subprocess.h"
@@ -88,6 +90,27 @@ Expected<at::Tensor> ShapedFor(const ir::Node& p, const at::Tensor& t) {
 
 }  // namespace
 
+std::optional<std::vector<std::pair<std::string, at::Tensor>>> CandidateWriter::CutTangents(const ir::Graph& g) const {
+  auto first = tensors_.lower_bound("vjp/");
+  if (first == tensors_.end() || first->first.rfind("vjp/", 0) != 0) return std::nullopt;  // no backward known
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  bool any = false;
+  for (const ir::Node* n : g.OutputValues()) {
+    auto it = tensors_.find("vjp/" + n->name());
+    const bool floating = n->meta.size() == 1 && n->meta[0] && c10::isFloatingType(n->meta[0]->dtype);
+    if (!floating || it == tensors_.end()) {  // a value the original did not differentiate
+      out.emplace_back("", at::Tensor());
+      continue;
+    }
+    auto fitted = ShapedFor(*n, it->second);  // the leading part, where shrink-shapes made it smaller
+    if (!fitted.ok() || fitted->scalar_type() != n->meta[0]->dtype) return std::nullopt;
+    out.emplace_back(it->first, std::move(*fitted));
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return out;
+}
+
 Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlohmann::json& failure) const {
   GraphEntry e;
   e.name = graph_name_;
@@ -95,7 +118,20 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   e.graph = g.Clone();
   std::vector<std::string> outputs;
   for (const ir::Node* n : g.OutputValues()) outputs.push_back(n->name());
-  if (!tangents_.empty() && outputs == output_nodes_) e.tangents = tangents_;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  std::set<std::string> seen;
+  if (outputs == output_nodes_) {
+    e.tangents = tangents_;
+  } else if (manifest_.mode == "train" && !store_outputs_) {  // (a judge of stored outputs runs forward only)
+    if (auto cut = CutTangents(g)) {
+      for (auto& [key, t] : *cut) {
+        e.tangents.push_back(key);
+        if (!key.empty() && seen.insert(key).second) tensors.emplace_back(key, std::move(t));
+      }
+    } else {
+      PARITY_ASSIGN_OR_RETURN(e.graph, WithSumLoss(g, outputs));
+    }
+  }
   if (requires_grad_) {
     e.requires_grad.emplace();
     for (const ir::Node* n : g.nodes())
@@ -103,8 +139,6 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
            (n->kind() == ir::NodeKind::kGetAttr && requires_grad_->count(n->target()))))
         e.requires_grad->insert(n->kind() == ir::NodeKind::kPlaceholder ? n->name() : n->target());
   }
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  std::set<std::string> seen;
   auto add = [&](const std::string& key, const ir::Node* placeholder) -> Status {
     auto it = tensors_.find(key);
     if (it == tensors_.end()) return Error::Internal("minify: no value for tensor \"" + key + "\"");
@@ -119,7 +153,7 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   };
   for (const auto& key : e.tangents)
     if (!key.empty()) PARITY_RETURN_IF_ERROR(add(key, nullptr));
-  for (const ir::Node* n : g.nodes()) {
+  for (const ir::Node* n : e.graph.nodes()) {
     if (n->kind() == ir::NodeKind::kPlaceholder && !n->sym.empty()) continue;  // bound from the symbols
     if (n->kind() == ir::NodeKind::kPlaceholder) {
       e.inputs[n->name()] = KeyFor(n->name());
@@ -140,6 +174,33 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
   return WriteReproDir(dir, m, {&e}, tensors);
 }
 
+namespace {
+
+// "vjp/<node>": the gradient each value got in the original's backward (its recorded tangents',
+// or its loss's; zeros where that backward gave a differentiated value none), by the reference's
+// train run of `graph` (the entry's own, or its subgraph calls inlined). A backward the
+// interpreter cannot run adds none: candidates then fall back to a sum() loss (CandidateWriter::Write).
+void AddValueGradients(const ReproDir& repro, const GraphEntry& entry, const ir::Graph& graph, const interp::Program& program,
+                       const std::string& device, std::map<std::string, at::Tensor>& pool) {
+  GraphEntry e;  // `entry` with `graph` (what RunReference reads of it: placeholders, parameters' order, tangents)
+  e.name = entry.name;
+  e.file = entry.file;
+  e.inputs = entry.inputs;
+  e.mode = "train";
+  e.tangents = entry.tangents;
+  e.requires_grad = entry.requires_grad;
+  e.graph = graph.Clone();
+  std::map<std::string, at::Tensor> grads;
+  experiment::ReferenceOptions ro;
+  ro.device = c10::Device(device);
+  ro.value_grads = &grads;
+  if (!experiment::RunReference(program, repro, e, "train", ro).ok()) return;
+  for (auto& [name, g] : grads)
+    if (!pool.count("vjp/" + name)) pool["vjp/" + name] = std::move(g);
+}
+
+}  // namespace
+
 Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
                           std::map<std::string, at::Tensor>& pool) {
   PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
@@ -151,6 +212,8 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
   PARITY_ASSIGN_OR_RETURN(auto ref, program.Run(inputs, attrs, ro));
   for (auto& [name, v] : ref.values)
     if (v.isTensor()) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
+  const bool train = (entry.mode.empty() ? repro.manifest().mode : entry.mode) == "train" && entry.backward_of.empty();
+  if (train) AddValueGradients(repro, entry, entry.graph, program, device, pool);
   // The values inside its cond, invoke_subgraph and checkpoint calls too, by the names their
   // inlined nodes take (passes/inline_subgraphs.cpp): what cuts inside an inlined call read.
   if (!InlinableSubgraphCalls(entry.graph).empty()) {
@@ -159,6 +222,7 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
     PARITY_ASSIGN_OR_RETURN(auto ref2, p2.Run(inputs, attrs, ro));
     for (auto& [name, v] : ref2.values)
       if (v.isTensor() && !pool.count("ref/" + name)) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
+    if (train) AddValueGradients(repro, entry, inlined, p2, device, pool);
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,7 +49,12 @@ class CandidateWriter {
   // placeholders' tensor keys, what the program ran it as). `manifest`: the original's, with
   // backend and options set; candidates are written with the graph's mode, dtype and autocast
   // as their top level. A candidate returning what the original returns keeps its recorded
-  // gradients (tangents); any other is a plain (eval, or loss-first train) graph.
+  // gradients (tangents), or its loss. Any other train candidate is fed, as the tangent of each
+  // value it returns, the gradient that value got in the original's backward ("vjp/<node>" in
+  // `tensors`, AddReferenceValues): the program's own backward from there on, so no made-up loss
+  // changes the failure (a sum() of a normalization's output has a gradient of zero, which any
+  // rounding "fails"). Where none is known (or fits the value's shape), a sum() of its values is
+  // the loss (steps/loss.h).
   CandidateWriter(Manifest manifest, const GraphEntry& original, const std::map<std::string, at::Tensor>& tensors);
   // Whether a candidate can be written at all (every placeholder has a concrete value).
   bool Writable(const ir::Graph& g) const;
@@ -60,6 +66,9 @@ class CandidateWriter {
 
  private:
   std::string KeyFor(const std::string& placeholder) const;
+  // Each returned value's tangent ("" where the original did not differentiate it), from the
+  // pool's "vjp/" values; nullopt where the pool has none, one does not fit, or none is set.
+  std::optional<std::vector<std::pair<std::string, at::Tensor>>> CutTangents(const ir::Graph& g) const;
   Manifest manifest_;
   std::string graph_name_;
   std::map<std::string, std::string> inputs_;
@@ -71,7 +80,8 @@ class CandidateWriter {
 };
 
 // Adds the reference's concrete value of every tensor node of `entry` to `pool` as
-// "ref/<node>": what feeds the placeholders that cut edges become.
+// "ref/<node>": what feeds the placeholders that cut edges become; for a train graph also the
+// gradient each value got in its backward as "vjp/<node>" (what a cut's values are fed).
 [[nodiscard]] Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
                                         std::map<std::string, at::Tensor>& pool);
 

@@ -5,6 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/randn.h>
+
+#include "minifier/delta.h"
 #include "minifier/passes/passes.h"
 #include "test_helpers.h"
 #include "util/files.h"
@@ -107,6 +113,71 @@ TEST(CandidateWriter, SlicesAnInputToItsPlaceholdersShape) {
   const at::Tensor& x = inputs->at("x");
   EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{1, 3}));
   EXPECT_TRUE(at::equal(x, s.tensors.at("g/input/x").narrow(0, 0, 1)));  // the captured values' leading part
+}
+
+// A train graph with a loss first: loss = sum(softmax(x + w) * k). A cut returning the softmax
+// is fed, as its tangent, the gradient the softmax got in the original's backward (k), not a
+// sum() loss (whose gradient through a softmax is zero: any rounding of it "fails").
+TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGaveItsValues) {
+  testing::TempDir dir;
+  GraphEntry e = testing::NewGraphEntry("g");
+  ir::Graph& g = e.graph;
+  const ir::TensorMeta m23{c10::kFloat, {2, 3}, {3, 1}};
+  auto node = [&](ir::NodeKind kind, const std::string& name, const std::string& target, std::vector<ir::Arg> args,
+                  ir::TensorMeta meta) {
+    ir::Node* n = g.Append(kind, name, target);
+    n->args = std::move(args);
+    n->meta = {meta};
+    return n;
+  };
+  ir::Node* x = node(ir::NodeKind::kPlaceholder, "x", "x", {}, m23);
+  ir::Node* k = node(ir::NodeKind::kPlaceholder, "k", "k", {}, m23);
+  ir::Node* w = node(ir::NodeKind::kGetAttr, "w", "param/w", {}, ir::TensorMeta{c10::kFloat, {3}, {1}});
+  ir::Node* add = node(ir::NodeKind::kCallFunction, "add", "aten::add.Tensor", {ir::Arg::Ref(x), ir::Arg::Ref(w)}, m23);
+  ir::Node* sm = node(ir::NodeKind::kCallFunction, "sm", "aten::_softmax", {ir::Arg::Ref(add), ir::Arg::Int(1), ir::Arg::Bool(false)}, m23);
+  ir::Node* mul = node(ir::NodeKind::kCallFunction, "mul", "aten::mul.Tensor", {ir::Arg::Ref(sm), ir::Arg::Ref(k)}, m23);
+  ir::Node* loss = node(ir::NodeKind::kCallFunction, "loss", "aten::sum", {ir::Arg::Ref(mul)}, ir::TensorMeta{c10::kFloat, {}, {}});
+  g.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(loss)})};
+  e.inputs = {{"x", "g/input/x"}, {"k", "g/input/k"}};
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const at::Tensor xt = at::randn({2, 3}, gen), kt = at::randn({2, 3}, gen), wt = at::randn({3}, gen);
+  Manifest m;
+  m.model = "softmax";
+  m.torch_version = "test";
+  m.mode = "train";
+  ASSERT_TRUE(WriteReproDir(dir.path(), m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
+  auto repro = ReproDir::Load(dir.path());
+  ASSERT_TRUE(repro.ok()) << repro.error().message;
+  std::map<std::string, at::Tensor> pool;
+  for (const auto& info : repro->tensors().tensors()) pool[info.name] = *repro->tensors().Get(info.name);
+  const GraphEntry& entry = repro->graphs()[0];
+  ASSERT_TRUE(AddReferenceValues(*repro, entry, "cpu", pool).ok());
+  ASSERT_TRUE(pool.count("vjp/sm"));
+  EXPECT_TRUE(at::allclose(pool.at("vjp/sm"), kt));  // d loss / d sm
+  EXPECT_TRUE(pool.count("vjp/add") && pool.count("vjp/w") && pool.count("vjp/loss"));
+
+  ir::Graph cut = entry.graph.Clone();
+  ASSERT_TRUE(cut.SetOutputs({"sm"}).ok());
+  const ir::Graph cleaned = Cleaned(std::move(cut));
+  const fs::path out = dir / "cut";
+  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, pool).Write(cleaned, out, nlohmann::json::object()).ok());
+  auto written = ReproDir::Load(out);  // the loader checks each tangent against its output's metadata
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  const GraphEntry& c = written->graphs()[0];
+  ASSERT_EQ(c.tangents, (std::vector<std::string>{"vjp/sm"}));
+  EXPECT_TRUE(at::equal(*written->tensors().Get("vjp/sm"), pool.at("vjp/sm")));
+  EXPECT_EQ(c.graph.OutputValues()[0]->name(), "sm");
+
+  // No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
+  std::map<std::string, at::Tensor> plain;
+  for (const auto& [key, t] : pool)
+    if (key.rfind("vjp/", 0) != 0) plain[key] = t;
+  const fs::path out2 = dir / "cut2";
+  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, plain).Write(cleaned, out2, nlohmann::json::object()).ok());
+  auto summed = ReproDir::Load(out2);
+  ASSERT_TRUE(summed.ok()) << summed.error().message;
+  EXPECT_TRUE(summed->graphs()[0].tangents.empty());
+  EXPECT_EQ(summed->graphs()[0].graph.OutputValues()[0]->target(), "aten::sum");
 }
 
 TEST(CheckCommandJudge, ExitZeroIsInterestingAndJobsRunTogether) {

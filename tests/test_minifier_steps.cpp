@@ -46,19 +46,15 @@ class FakeRunner final : public experiment::ExperimentRunner {
 };
 
 // Interesting when the candidate holds an op named `needle` (and one named `also`, when given: a
-// failure that needs the culprit's context). `train`: train mode's contract too, a candidate
-// counts only when its first output is a scalar (the loss the backend differentiates).
+// failure that needs the culprit's context).
 class HasNode final : public Interestingness {
  public:
-  explicit HasNode(std::string needle, std::string also = "", bool train = false)
-      : needle_(std::move(needle)), also_(std::move(also)), train_(train) {}
+  explicit HasNode(std::string needle, std::string also = "") : needle_(std::move(needle)), also_(std::move(also)) {}
   std::vector<bool> Test(const std::vector<const Graph*>& cands) override {
     std::vector<bool> out;
     for (const auto* g : cands) {
       auto op = [g](const std::string& n) { return g->Find(n) != nullptr && g->Find(n)->kind() == NodeKind::kCallFunction; };
-      const auto outs = g->OutputValues();
-      const bool scalar = !outs.empty() && outs[0]->meta.size() == 1 && outs[0]->meta[0] && outs[0]->meta[0]->shape.empty();
-      out.push_back(op(needle_) && (also_.empty() || op(also_)) && (!train_ || scalar));
+      out.push_back(op(needle_) && (also_.empty() || op(also_)));
       ++runs_;
       batch_max = std::max(batch_max, cands.size());
     }
@@ -70,7 +66,6 @@ class HasNode final : public Interestingness {
 
  private:
   std::string needle_, also_;
-  bool train_;
   int runs_ = 0;
 };
 
@@ -224,28 +219,29 @@ TEST(MinifySteps, NodeBisectSkipsWhenTheFullGraphDoesNotFail) {
   EXPECT_NE(f.log.str().find("skipped"), std::string::npos);
 }
 
-TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritWithASumLoss) {
+TEST(MinifySteps, NodeBisectInTrainModeEndsAtTheCulpritReturningIt) {
+  // The candidates return values, no loss: their backward is the writer's (each value fed the
+  // gradient the original's backward gave it: test_minifier_interesting.cpp).
   Fixture f;
   f.state.base.test = "train";
   f.state.current = NegChain(50);
-  HasNode alone("op37", "", /*train=*/true);
+  HasNode alone("op37");
   auto ctx = f.Context();
   ASSERT_TRUE(NodeBisect(ctx, f.state, alone).ok());
-  EXPECT_EQ(f.state.current->ops().size(), 2u);  // op37 on its input value, and sum(op37)
-  EXPECT_EQ(f.state.current->OutputValues()[0]->target(), "aten::sum");
-  // A failure that needs the culprit's context keeps its path, still with a sum() loss.
+  EXPECT_EQ(f.state.current->ops().size(), 1u);  // op37 on its input value
+  EXPECT_EQ(f.state.current->OutputValues()[0]->name(), "op37");
+  // A failure that needs the culprit's context keeps its path.
   f.state.current = NegChain(50);
-  HasNode test("op37", "op36", /*train=*/true);
+  HasNode test("op37", "op36");
   ASSERT_TRUE(NodeBisect(ctx, f.state, test).ok());
   EXPECT_EQ(f.state.culprit["node"], "op37");
   const Graph& g = *f.state.current;
   EXPECT_TRUE(g.Lint().ok());
   const auto outs = g.OutputValues();
-  ASSERT_EQ(outs.size(), 2u);  // [sum(op37), op37]
-  EXPECT_EQ(outs[0]->target(), "aten::sum");
-  EXPECT_EQ(outs[0]->args[0].node->name(), "op37");
-  EXPECT_EQ(g.ops().size(), 39u);  // op0..op37 and the loss
-  EXPECT_NE(f.log.str().find("with sum() as the loss fails"), std::string::npos) << f.log.str();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0]->name(), "op37");
+  EXPECT_EQ(g.ops().size(), 38u);  // op0..op37
+  EXPECT_NE(f.log.str().find("the culprit on its path fails"), std::string::npos) << f.log.str();
 }
 
 TEST(MinifySteps, APrefixEndingAtATupleOpTakesItsElements) {
@@ -264,14 +260,12 @@ TEST(MinifySteps, APrefixEndingAtATupleOpTakesItsElements) {
   neg->args = {Arg::Ref(gi)};
   neg->meta = gi->meta;
   g.Append(NodeKind::kOutput, "output", "output")->args = {Arg::List({Arg::Ref(neg)})};
-  for (bool train : {false, true}) {
-    auto p = SinksPrefix(g, mx->index(), train);
-    ASSERT_TRUE(p.has_value());
-    std::vector<std::string> outs;
-    for (const ir::Node* o : p->OutputValues()) outs.push_back(o->name());
-    EXPECT_NE(std::find(outs.begin(), outs.end(), "getitem"), outs.end()) << "train " << train;
-    EXPECT_EQ(p->Find("neg"), nullptr);
-  }
+  auto p = SinksPrefix(g, mx->index());
+  ASSERT_TRUE(p.has_value());
+  std::vector<std::string> outs;
+  for (const ir::Node* o : p->OutputValues()) outs.push_back(o->name());
+  EXPECT_NE(std::find(outs.begin(), outs.end(), "getitem"), outs.end());
+  EXPECT_EQ(p->Find("neg"), nullptr);
 }
 
 TEST(MinifySteps, WithSumLossSumsTheFloatingValues) {

@@ -152,8 +152,8 @@ void WholeGraph(StepContext& ctx, ReductionState& state, Interestingness& test, 
   }
   const ir::Node* culprit = g.Find((*cand)["node"].get<std::string>());
   const ir::Node* before = OpBefore(g, culprit->index());
-  auto alone = CulpritAlone(g, *culprit, false);
-  std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(g, before->index(), false) : std::nullopt;
+  auto alone = CulpritAlone(g, *culprit);
+  std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(g, before->index()) : std::nullopt;
   std::vector<const ir::Graph*> probes;
   if (alone) probes.push_back(&*alone);
   if (prev) probes.push_back(&*prev);
@@ -164,7 +164,7 @@ void WholeGraph(StepContext& ctx, ReductionState& state, Interestingness& test, 
   if (alone && ok[0]) {
     reduced = std::move(alone);
   } else if (!prev_fails) {
-    auto at = SinksPrefix(g, culprit->index(), false);
+    auto at = SinksPrefix(g, culprit->index());
     if (at && test.Test({&*at})[0]) reduced = std::move(at);
   }
   runs += test.runs() - runs_before;
@@ -224,8 +224,8 @@ bool BySegments(StepContext& ctx, ReductionState& state, Interestingness& test, 
   const ir::Graph& seg = segments[failing];
   const ir::Node* culprit = g.Find((*FirstFailing(part))["node"].get<std::string>());
   const ir::Node* before = OpBefore(seg, seg.Find(culprit->name())->index());
-  auto alone = CulpritAlone(g, *culprit, false);
-  std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(seg, before->index(), false) : std::nullopt;
+  auto alone = CulpritAlone(g, *culprit);
+  std::optional<ir::Graph> prev = before != nullptr ? SinksPrefix(seg, before->index()) : std::nullopt;
   if (!alone) return false;
   std::vector<const ir::Graph*> probes{&*alone};
   if (prev) probes.push_back(&*prev);

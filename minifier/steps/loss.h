@@ -1,6 +1,8 @@
-// Train-mode candidates: a train repro's first output is the scalar loss the backend
-// differentiates (experiment/reference.cpp), so a candidate cut out of a train graph needs one too.
-// The smallest differentiable path from a value to a scalar is its sum.
+// Train-mode candidates whose values have no known gradient (CandidateWriter: the original's
+// backward could not run in the interpreter, or a value's gradient does not fit its shape): a
+// train repro without tangents has the scalar loss the backend differentiates as its first
+// output (experiment/reference.cpp), and the smallest differentiable path from values to a
+// scalar is their sum.
 #pragma once
 
 #include <string>

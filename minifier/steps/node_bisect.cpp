@@ -2,24 +2,20 @@
 #include <ostream>
 #include <set>
 
-#include "minifier/steps/loss.h"
 #include "minifier/steps/steps.h"
 
 namespace parity::minifier {
 
-std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit, bool train) {
+std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit) {
   std::set<std::string> keep{culprit.name()};
   for (const ir::Node* in : culprit.Inputs())
     if (in->kind() == ir::NodeKind::kGetAttr) keep.insert(in->name());
   auto alone = g.Extract(keep, {culprit.name()});
   if (!alone.ok() || !alone->Lint().ok()) return std::nullopt;
-  if (!train) return std::move(*alone);
-  auto with_loss = WithSumLoss(*alone, {culprit.name()});
-  if (!with_loss.ok()) return std::nullopt;
-  return std::move(*with_loss);
+  return std::move(*alone);
 }
 
-std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train) {
+std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index) {
   // A tuple-valued op's elements are its getitem nodes, which follow it: they belong to the
   // prefix, or its values (batch norm's output, say) would be no sink and drop out of the test.
   while (node_index + 1 < g.size() && g.at(node_index + 1)->kind() == ir::NodeKind::kCallFunction &&
@@ -39,27 +35,21 @@ std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool
   if (outs.empty()) return std::nullopt;
   auto p = g.Prefix(node_index, outs);
   if (!p.ok()) return std::nullopt;
-  if (!train) return std::move(*p);
-  auto with_loss = WithSumLoss(*p, outs);
-  if (!with_loss.ok()) return std::nullopt;
-  return std::move(*with_loss);
+  return std::move(*p);
 }
 
 namespace {
 
-// Train mode: the culprit on the prefix's path to it, with its sum as the loss (the prefix's
-// other values dropped).
-std::optional<ir::Graph> CulpritWithLoss(const ir::Graph& g, const ir::Node& culprit) {
+// The culprit on the prefix's path to it, returning it alone (the prefix's other values dropped).
+std::optional<ir::Graph> CulpritOnItsPath(const ir::Graph& g, const ir::Node& culprit) {
   auto p = g.Prefix(culprit.index(), {culprit.name()});
   if (!p.ok()) return std::nullopt;
-  auto c = WithSumLoss(*p, {culprit.name()});
-  if (!c.ok()) return std::nullopt;
-  return std::move(*c);
+  return std::move(*p);
 }
 
 // One round: up to `jobs` probes between lo and hi; returns the narrowed [lo, hi].
 std::pair<size_t, size_t> Narrow(const ir::Graph& g, const std::vector<ir::Node*>& ops, size_t lo, size_t hi, int jobs,
-                                 bool train, Interestingness& test) {
+                                 Interestingness& test) {
   const size_t k = std::min<size_t>(static_cast<size_t>(std::max(1, jobs)), hi - lo);
   std::vector<size_t> probes;
   for (size_t i = 1; i <= k; ++i) probes.push_back(lo + (hi - lo) * i / (k + 1));
@@ -67,7 +57,7 @@ std::pair<size_t, size_t> Narrow(const ir::Graph& g, const std::vector<ir::Node*
   std::vector<ir::Graph> cands;
   std::vector<size_t> where;
   for (size_t p : probes)
-    if (auto c = SinksPrefix(g, ops[p]->index(), train)) {
+    if (auto c = SinksPrefix(g, ops[p]->index())) {
       cands.push_back(std::move(*c));
       where.push_back(p);
     }
@@ -93,24 +83,24 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
   const auto ops = current.ops();
   if (ops.empty()) return Status::Ok();
   const bool train = state.base.test == "train";
-  auto full = SinksPrefix(current, ops.back()->index(), train);
+  auto full = SinksPrefix(current, ops.back()->index());
   if (!full || !test.Test({&*full})[0]) {
     ctx.log << "node bisection skipped: the graph returning all its live values does not fail the same way\n";
     return Status::Ok();
   }
   size_t lo = 0, hi = ops.size() - 1;  // invariant: prefix(hi) reproduces
-  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.experiment.jobs, train, test);
+  while (lo < hi) std::tie(lo, hi) = Narrow(current, ops, lo, hi, ctx.options.experiment.jobs, test);
   const ir::Node* culprit = ops[hi];
   state.culprit = NodeInfo(culprit);
   ctx.log << "node bisection: first failing node %" << culprit->name() << " (" << culprit->target() << ")"
           << (culprit->module_path.empty() ? "" : " in " + culprit->module_path) << " after " << test.runs() << " backend runs\n";
   if (!culprit->stack_trace.empty()) ctx.log << "    at " << SourceLine(*culprit) << "\n";
   // The smallest graphs that may still fail, tried at once: the culprit alone, then (train) the
-  // culprit on its path with sum() as the loss; else the failing prefix.
+  // culprit on its path from the parameters; else the failing prefix.
   std::vector<std::pair<std::string, ir::Graph>> tries;
-  if (auto a = CulpritAlone(current, *culprit, train)) tries.emplace_back("the culprit alone on its input values", std::move(*a));
-  if (auto w = train ? CulpritWithLoss(current, *culprit) : std::nullopt)
-    tries.emplace_back("the culprit on its path with sum() as the loss", std::move(*w));
+  if (auto a = CulpritAlone(current, *culprit)) tries.emplace_back("the culprit alone on its input values", std::move(*a));
+  if (auto w = train ? CulpritOnItsPath(current, *culprit) : std::nullopt)
+    tries.emplace_back("the culprit on its path", std::move(*w));
   std::vector<const ir::Graph*> ptrs;
   for (const auto& t : tries) ptrs.push_back(&t.second);
   const auto ok = ptrs.empty() ? std::vector<bool>{} : test.Test(ptrs);
@@ -120,7 +110,7 @@ Status NodeBisect(StepContext& ctx, ReductionState& state, Interestingness& test
       state.current = std::move(tries[i].second);
       return Status::Ok();
     }
-  if (auto p = SinksPrefix(current, culprit->index(), train)) state.current = std::move(*p);
+  if (auto p = SinksPrefix(current, culprit->index())) state.current = std::move(*p);
   return Status::Ok();
 }
 

@@ -34,12 +34,13 @@ experiment::ExperimentBatch StageBatch(const StepContext& ctx, const ReductionSt
 [[nodiscard]] Status GraphBisect(StepContext& ctx, ReductionState& state);
 
 // The prefix of `g` up to node `node_index`, returning every single tensor value nothing inside
-// it reads (so no node of it is dead); in train mode the sum of those values first, as the loss.
-std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index, bool train);
+// it reads (so no node of it is dead). (A train candidate's backward is the writer's:
+// CandidateWriter feeds each value the gradient the original's backward gave it.)
+std::optional<ir::Graph> SinksPrefix(const ir::Graph& g, size_t node_index);
 
 // The culprit alone: its tensor inputs become placeholders fed with the reference's values (its
-// parameters stay), returning it; in train mode its sum first, as the loss.
-std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit, bool train);
+// parameters stay), returning it.
+std::optional<ir::Graph> CulpritAlone(const ir::Graph& g, const ir::Node& culprit);
 
 // Before localization: the graph's cond, invoke_subgraph and checkpoint calls replaced by their
 // subgraphs' nodes (passes/inline_subgraphs.cpp) where the graph still fails the same way (all

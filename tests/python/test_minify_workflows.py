@@ -3,6 +3,7 @@ relu bug reduced to the relu and a sum loss (its repro.py reproducing standalone
 workflow from a verify failure of a suite model to its minimal repro and report, and a hanging
 candidate killed with its runner replaced. (Split from test_minify.py so that neither file's
 ctest entry holds most of the suite's longest tests.)"""
+import json
 import os
 import subprocess
 import sys
@@ -30,9 +31,9 @@ def test_a_hanging_candidate_is_killed_and_its_runner_replaced(parity_bin, tmp_p
     assert s["runners_started"] > 1, s["runners_started"]  # each hang took its server down
 
 
-def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path):
-    """--test train: the relu plus the smallest differentiable path to a scalar (its sum), the
-    relu named as the culprit with the test model's own source line."""
+def test_train_relu_bug_reduces_to_the_relu_fed_the_gradient_the_original_gave_it(parity_bin, tmp_path):
+    """--test train: the relu alone, its backward fed the gradient it got in the original's (no
+    made-up loss), the relu named as the culprit with the test model's own source line."""
     src = capture_relu(str(tmp_path / "relutrain"), blocks=2, mode="train")  # the relu in the last block: 14 ops
     r, s = minify(parity_bin, src, tmp_path / "out", *RELU_KNOB, "-j", "2", "--no-compiler-bisect", "--no-stage-bisect")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -49,7 +50,9 @@ def test_train_relu_bug_reduces_to_the_relu_and_a_sum_loss(parity_bin, tmp_path)
     env = standalone_env(tmp_path)
     p = subprocess.run([sys.executable, os.path.join(s["minified_dir"], "repro.py")], capture_output=True, text=True, env=env)
     assert p.returncode == 1 and "REPRODUCED" in p.stdout, p.stdout + p.stderr
-    assert "loss: FAIL" in p.stdout and "grad/" in p.stdout, p.stdout
+    assert "output/0: FAIL" in p.stdout and "grad/" in p.stdout, p.stdout
+    tangents = json.load(open(os.path.join(s["minified_dir"], "manifest.json")))["graphs"][0]["tangents"]
+    assert len(tangents) == 1 and tangents[0].startswith("vjp/"), tangents
 
 
 def test_from_verify_failure_to_minimal_repro(parity_bin, tmp_path):
