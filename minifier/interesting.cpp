@@ -88,6 +88,12 @@ Expected<at::Tensor> ShapedFor(const ir::Node& p, const at::Tensor& t) {
   return out.contiguous();
 }
 
+// Every node target of `g` and of the subgraphs below it.
+void CalledTargets(const ir::Graph& g, std::set<std::string>& out) {
+  for (const ir::Node* n : g.nodes()) out.insert(n->target());
+  for (const auto& [name, sub] : g.subgraphs) CalledTargets(*sub, out);
+}
+
 }  // namespace
 
 std::optional<std::vector<std::pair<std::string, at::Tensor>>> CandidateWriter::CutTangents(const ir::Graph& g) const {
@@ -170,6 +176,10 @@ Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlo
     }
   Manifest m = manifest_;
   m.failure = failure;
+  // Only the host ops the candidate still calls: one cut away needs no module (nor its approval).
+  std::set<std::string> called;
+  CalledTargets(e.graph, called);
+  for (auto it = m.host_ops.begin(); it != m.host_ops.end();) it = called.count(it->first) ? std::next(it) : m.host_ops.erase(it);
   RemoveAll(dir);
   return WriteReproDir(dir, m, {&e}, tensors);
 }

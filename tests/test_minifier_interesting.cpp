@@ -145,6 +145,7 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   m.model = "softmax";
   m.torch_version = "test";
   m.mode = "train";
+  m.host_ops["mylib::gone"] = HostOp{"mylib::gone(Tensor x) -> Tensor", "mylib", "host"};  // no node calls it
   ASSERT_TRUE(WriteReproDir(dir.path(), m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
   auto repro = ReproDir::Load(dir.path());
   ASSERT_TRUE(repro.ok()) << repro.error().message;
@@ -167,6 +168,7 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   ASSERT_EQ(c.tangents, (std::vector<std::string>{"vjp/sm"}));
   EXPECT_TRUE(at::equal(*written->tensors().Get("vjp/sm"), pool.at("vjp/sm")));
   EXPECT_EQ(c.graph.OutputValues()[0]->name(), "sm");
+  EXPECT_TRUE(written->manifest().host_ops.empty());  // a host op no node calls needs no module
 
   // No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
   std::map<std::string, at::Tensor> plain;
