@@ -1,9 +1,11 @@
 #include "minifier/outputs.h"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 
 #include "compare/budget.h"
+#include "host_ops/approval.h"
 #include "repro/graph_json.h"
 #include "repro/graph_text.h"
 #include "runtime/worker.h"
@@ -83,12 +85,22 @@ json Summary(const OutputContext& ctx, const ReductionState& s, const fs::path& 
   return j;
 }
 
+// The modules repro.py imports first: --import's (the backend's plugins) and those registering
+// the host ops the minimum still calls (approved by --import or the config's allow-list).
+std::vector<std::string> ScriptImports(const fs::path& minified) {
+  std::vector<std::string> modules = runtime::ImportModules();
+  if (auto repro = ReproDir::Load(minified); repro.ok())
+    for (const auto& m : host_ops::HostOpModules(*repro))
+      if (std::find(modules.begin(), modules.end(), m) == modules.end()) modules.push_back(m);
+  return modules;
+}
+
 // repro.py from the Python package (parity_capture.standalone), which also holds the one
 // Python copy of the comparison rules: written by its torch-free script, no worker needed.
 Status WriteReproScript(const ReductionState& s, const fs::path& minified, const fs::path& out) {
   PARITY_ASSIGN_OR_RETURN(experiment::BackendInfo info, experiment::FindBackend(s.base.backend));
   json req = {{"repro", fs::absolute(minified).string()}, {"dynamo_backend", info.dynamo},
-              {"imports", runtime::ImportModules()}, {"out", fs::absolute(minified / "repro.py").string()}};
+              {"imports", ScriptImports(minified)}, {"out", fs::absolute(minified / "repro.py").string()}};
   if (!s.compiler_culprit.is_null()) req["compiler_culprit"] = s.compiler_culprit;
   return runtime::RunToolScript("repro_script", {req.dump()}, out / "repro_script.log");
 }

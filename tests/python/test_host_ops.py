@@ -139,12 +139,26 @@ def test_config_allow_list_approves(parity_bin, custom, tmp_path):
 
 @pytest.mark.parametrize("op", [OP, "aten::tanh"])
 def test_fault_minifies_to_the_faulty_op_among_host_ops(parity_bin, custom, tmp_path, op):
-    r = parity(parity_bin, "minify", custom, "--backend", "fault", "--backend-option", f"op={op}", "--import",
-               "custom_op_model", "-j", "2", "--out", str(tmp_path / "m"))
+    """Approved by the config's allow-list. The minimum lists the host op only where it still
+    calls it, and its repro.py imports the op's module as parity found it (from the directory
+    parity ran in, here the one holding custom_op_model.py, with no PYTHONPATH)."""
+    cfg = tmp_path / ".config" / "parity"
+    cfg.mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({"allowed_imports": ["custom_op_model"]}))
+    r = parity(parity_bin, "minify", custom, "--backend", "fault", "--backend-option", f"op={op}", "-j", "2",
+               "--out", str(tmp_path / "m"), home=str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert [c["target"] for c in s["culprit_ops"]] == [op]
     assert s["signature"]["kind"] == "accuracy" and s["culprit"]["target"] == op
+    minified = s["minified_dir"]
+    host_ops = json.load(open(os.path.join(minified, "manifest.json"))).get("host_ops", {})
+    script = open(os.path.join(minified, "repro.py")).read()
+    assert list(host_ops) == ([OP] if op == OP else []), host_ops
+    assert ("import custom_op_model" in script) == (op == OP), script[:2000]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([sys.executable, os.path.join(minified, "repro.py")], capture_output=True, text=True, env=env, cwd=HERE)
+    assert p.returncode == 2 and "runs in parity's C++ runtime" in p.stdout, p.stdout + p.stderr  # (fault: no dynamo backend)
 
 
 def test_repro_show_marks_host_ops(parity_bin, custom):

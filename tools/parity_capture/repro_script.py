@@ -24,7 +24,14 @@ def _inlined(*modules: str) -> str:
 
 
 def _plugin_imports(imports) -> str:
-    return "".join(f"import {m}  # --import: a backend plugin the failure was found with\n" for m in imports)
+    """The modules parity imported to compile or run the graph (--import's, host ops'), found as
+    parity's own processes found them: `python -m` puts the working directory first on sys.path,
+    a script's run puts the script's directory there instead."""
+    if not imports:
+        return ""
+    return ("import os as _os, sys as _sys\n"
+            "_sys.path.insert(0, _os.getcwd())  # where `parity` found them: run this from the directory it ran in\n"
+            + "".join(f"import {m}  # --import or a host op's module: what the failure was found with\n" for m in imports))
 
 
 def _culprit_hint(culprit) -> str:
