@@ -100,7 +100,6 @@ std::optional<std::vector<std::pair<std::string, at::Tensor>>> CandidateWriter::
   auto first = tensors_.lower_bound("vjp/");
   if (first == tensors_.end() || first->first.rfind("vjp/", 0) != 0) return std::nullopt;  // no backward known
   std::vector<std::pair<std::string, at::Tensor>> out;
-  bool any = false;
   for (const ir::Node* n : g.OutputValues()) {
     auto it = tensors_.find("vjp/" + n->name());
     const bool floating = n->meta.size() == 1 && n->meta[0] && c10::isFloatingType(n->meta[0]->dtype);
@@ -111,10 +110,8 @@ std::optional<std::vector<std::pair<std::string, at::Tensor>>> CandidateWriter::
     auto fitted = ShapedFor(*n, it->second);  // the leading part, where shrink-shapes made it smaller
     if (!fitted.ok() || fitted->scalar_type() != n->meta[0]->dtype) return std::nullopt;
     out.emplace_back(it->first, std::move(*fitted));
-    any = true;
   }
-  if (!any) return std::nullopt;
-  return out;
+  return out;  // none set: the original's backward reaches none of them, so only their values count
 }
 
 Status CandidateWriter::Write(const ir::Graph& g, const fs::path& dir, const nlohmann::json& failure) const {

@@ -66,8 +66,9 @@ class CandidateWriter {
 
  private:
   std::string KeyFor(const std::string& placeholder) const;
-  // Each returned value's tangent ("" where the original did not differentiate it), from the
-  // pool's "vjp/" values; nullopt where the pool has none, one does not fit, or none is set.
+  // Each returned value's tangent ("" where the original did not differentiate it: none set is a
+  // forward-only check), from the pool's "vjp/" values; nullopt where the pool has none or one
+  // does not fit.
   std::optional<std::vector<std::pair<std::string, at::Tensor>>> CutTangents(const ir::Graph& g) const;
   Manifest manifest_;
   std::string graph_name_;

@@ -135,10 +135,12 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   ir::Node* w = node(ir::NodeKind::kGetAttr, "w", "param/w", {}, ir::TensorMeta{c10::kFloat, {3}, {1}});
   ir::Node* add = node(ir::NodeKind::kCallFunction, "add", "aten::add.Tensor", {ir::Arg::Ref(x), ir::Arg::Ref(w)}, m23);
   ir::Node* sm = node(ir::NodeKind::kCallFunction, "sm", "aten::_softmax", {ir::Arg::Ref(add), ir::Arg::Int(1), ir::Arg::Bool(false)}, m23);
-  ir::Node* mul = node(ir::NodeKind::kCallFunction, "mul", "aten::mul.Tensor", {ir::Arg::Ref(sm), ir::Arg::Ref(k)}, m23);
+  ir::Node* negk = node(ir::NodeKind::kCallFunction, "negk", "aten::neg", {ir::Arg::Ref(k)}, m23);
+  ir::Node* mul = node(ir::NodeKind::kCallFunction, "mul", "aten::mul.Tensor", {ir::Arg::Ref(sm), ir::Arg::Ref(negk)}, m23);
   ir::Node* loss = node(ir::NodeKind::kCallFunction, "loss", "aten::sum", {ir::Arg::Ref(mul)}, ir::TensorMeta{c10::kFloat, {}, {}});
   g.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(loss)})};
   e.inputs = {{"x", "g/input/x"}, {"k", "g/input/k"}};
+  e.requires_grad = std::set<std::string>{"param/w"};  // the program differentiated w, not the data
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
   const at::Tensor xt = at::randn({2, 3}, gen), kt = at::randn({2, 3}, gen), wt = at::randn({3}, gen);
   Manifest m;
@@ -154,8 +156,9 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   const GraphEntry& entry = repro->graphs()[0];
   ASSERT_TRUE(AddReferenceValues(*repro, entry, "cpu", pool).ok());
   ASSERT_TRUE(pool.count("vjp/sm"));
-  EXPECT_TRUE(at::allclose(pool.at("vjp/sm"), kt));  // d loss / d sm
+  EXPECT_TRUE(at::allclose(pool.at("vjp/sm"), -kt));  // d loss / d sm
   EXPECT_TRUE(pool.count("vjp/add") && pool.count("vjp/w") && pool.count("vjp/loss"));
+  EXPECT_FALSE(pool.count("vjp/k") || pool.count("vjp/negk"));  // not differentiated
 
   ir::Graph cut = entry.graph.Clone();
   ASSERT_TRUE(cut.SetOutputs({"sm"}).ok());
@@ -169,6 +172,15 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   EXPECT_TRUE(at::equal(*written->tensors().Get("vjp/sm"), pool.at("vjp/sm")));
   EXPECT_EQ(c.graph.OutputValues()[0]->name(), "sm");
   EXPECT_TRUE(written->manifest().host_ops.empty());  // a host op no node calls needs no module
+
+  // A cut returning only values the original's backward never reached: a forward-only check.
+  ir::Graph data_only = entry.graph.Clone();
+  ASSERT_TRUE(data_only.SetOutputs({"negk"}).ok());
+  const fs::path out3 = dir / "cut3";
+  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, pool).Write(Cleaned(std::move(data_only)), out3, nlohmann::json::object()).ok());
+  auto forward = ReproDir::Load(out3);
+  ASSERT_TRUE(forward.ok()) << forward.error().message;
+  EXPECT_EQ(forward->graphs()[0].tangents, (std::vector<std::string>{""}));
 
   // No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
   std::map<std::string, at::Tensor> plain;
