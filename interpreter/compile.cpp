@@ -77,18 +77,22 @@ std::vector<bool> Program::RandomOutputs() const {
 
 namespace {
 
+// The dispatcher's op a call_function node names; BadInput naming it where there is none.
+Expected<c10::OperatorHandle> FindOp(const Node& n, const std::string& nw) {
+  auto [opname, overload] = n.OperatorName();
+  auto handle = c10::Dispatcher::singleton().findSchema({opname, overload});
+  if (!handle) return Error::BadInput(nw + ": unknown op \"" + n.target() + "\" (no such operator is registered with the dispatcher)");
+  return *handle;
+}
+
 // A call_function step: the op resolved once by schema, its operands built from the node's
 // arguments, keyword arguments and the schema's defaults.
 Status CompileOp(const Node& n, const std::string& nw, Step& s) {
   s.kind = StepKind::kOp;
-  auto [opname, overload] = n.OperatorName();
-  auto handle = c10::Dispatcher::singleton().findSchema({opname, overload});
-  if (!handle) {
-    return Error::BadInput(nw + ": unknown op \"" + n.target() + "\" (no such operator is registered with the dispatcher)");
-  }
-  const c10::FunctionSchema& schema = handle->schema();
-  s.batch = FindBatchKernel(handle->operator_name());
-  s.collective = IsCollective(opname);
+  PARITY_ASSIGN_OR_RETURN(c10::OperatorHandle handle, FindOp(n, nw));
+  const c10::FunctionSchema& schema = handle.schema();
+  s.batch = FindBatchKernel(handle.operator_name());
+  s.collective = IsCollective(n.OperatorName().first);
   const std::string ow = nw + " (" + n.target() + ")";
   const auto& sargs = schema.arguments();
   if (n.args.size() > sargs.size())
@@ -124,7 +128,7 @@ Status CompileOp(const Node& n, const std::string& nw, Step& s) {
     s.operands.push_back(std::move(*o));
   }
   s.num_returns = schema.returns().size();
-  s.op = *handle;
+  s.op = handle;
   return Status::Ok();
 }
 
@@ -181,6 +185,18 @@ void ComputeLiveness(std::vector<Step>& steps) {
 }
 
 }  // namespace
+
+Status CheckOpsKnown(const ir::Graph& graph, const std::string& where, const std::set<std::string>& registered_later) {
+  for (const auto& [name, sub] : graph.subgraphs)
+    PARITY_RETURN_IF_ERROR(CheckOpsKnown(*sub, where + ": subgraph \"" + name + "\"", registered_later));
+  for (const Node* n : graph.nodes()) {
+    if (n->kind() != NodeKind::kCallFunction || n->target() == ir::kGetItem || ir::IsSymTarget(n->target()) ||
+        n->IsHigherOrder() || registered_later.count(n->target()))
+      continue;
+    if (auto op = FindOp(*n, where + ": node \"" + n->name() + "\""); !op.ok()) return op.error();
+  }
+  return Status::Ok();
+}
 
 Expected<Program> Program::Compile(const ir::Graph& graph, const std::string& where) {
   PARITY_RETURN_IF_ERROR(graph.Lint());

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,13 @@ struct RunOptions {
 // kWhileCeiling (kWhileCeiling where nothing was recorded); `override_limit` > 0 instead.
 inline constexpr int64_t kWhileFactor = 16, kWhileFloor = 1024, kWhileCeiling = int64_t{1} << 20;
 int64_t WhileLimit(std::optional<int64_t> recorded, int64_t override_limit);
+
+// BadInput naming `where`, the node and the op, for the first call (in `graph` or a subgraph) of
+// an op the dispatcher does not know, the ops in `registered_later` aside (host ops: the worker
+// registers them before a run): what Compile would say, asked before anything runs (verify's
+// read of its repro dirs: exit 2, not EAGER_FAILED per experiment).
+[[nodiscard]] Status CheckOpsKnown(const ir::Graph& graph, const std::string& where,
+                                   const std::set<std::string>& registered_later);
 
 struct RunResult {
   std::vector<c10::IValue> outputs;                     // in output order

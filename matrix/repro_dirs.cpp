@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <set>
 
 #include "host_ops/host_ops.h"
+#include "interpreter/interpreter.h"
 
 namespace parity::matrix {
 
@@ -33,6 +35,10 @@ namespace {
 
 Status Check(const ReproDir& r, const MatrixOptions& o) {
   PARITY_RETURN_IF_ERROR(host_ops::CheckHostOpsApproved(r, o.experiment.imports));  // nothing imported without approval
+  std::set<std::string> host_ops;
+  for (const auto& [name, op] : r.manifest().host_ops) host_ops.insert(name);
+  for (const auto& g : r.graphs())  // an op this torch lacks: exit 2 naming it, not EAGER_FAILED per experiment
+    PARITY_RETURN_IF_ERROR(interp::CheckOpsKnown(g.graph, (r.root() / g.file).string(), host_ops));
   return CheckCapturedAs(r, o);
 }
 

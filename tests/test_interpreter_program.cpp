@@ -120,6 +120,19 @@ TEST(Interpreter, RuntimeErrorsNameTheNode) {
   EXPECT_FALSE(CompileAndRun(g, {}).ok());  // a missing input is reported, not a crash
 }
 
+TEST(Interpreter, OpsTheDispatcherLacksAreNamedBeforeARun) {
+  Graph g = ParseGraph(R"({"version": 1, "nodes": [
+    {"name": "x", "op": "placeholder"},
+    {"name": "r", "op": "call_function", "target": "aten::relu", "args": [{"node": "x"}]},
+    {"name": "h", "op": "call_function", "target": "mylib::scale", "args": [{"node": "r"}]},
+    {"name": "output", "op": "output", "args": [[{"node": "h"}]]}]})");
+  const Status st = CheckOpsKnown(g, "g.json", {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(st.error().message.find("g.json: node \"h\": unknown op \"mylib::scale\""), std::string::npos) << st.error().message;
+  EXPECT_TRUE(CheckOpsKnown(g, "g.json", {"mylib::scale"}).ok());  // a host op: the worker registers it
+}
+
 TEST(Interpreter, HookSeesAndReplacesValues) {
   Graph g = ParseGraph(R"({"version": 1, "nodes": [
     {"name": "x", "op": "placeholder"},

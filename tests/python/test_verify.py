@@ -3,6 +3,7 @@ results.jsonl, resume after a kill, the repro dir written on failure, bad input.
 with every backend, eval and train, at -j 1 and -j 2: test_verify_backends.py.)"""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,7 +109,7 @@ def test_resume_after_kill(parity_bin, cache_dir, tmp_path):
     assert "1 already in" in r.stdout
 
 
-def test_bad_input_is_exit_2(parity_bin, cache_dir, tmp_path):
+def test_bad_input_is_exit_2(parity_bin, cache_dir, test_data, tmp_path):
     r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "nosuchmodel")
     assert r.returncode == 2 and "--model \"nosuchmodel\"" in r.stderr
     r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend", "tensorrt")
@@ -121,6 +122,13 @@ def test_bad_input_is_exit_2(parity_bin, cache_dir, tmp_path):
     assert r.returncode == 2 and "--import no_such_plugin: cannot import it" in r.stderr, r.stderr
     r, _ = verify(parity_bin, cache_dir, tmp_path, "--model", "mlp", "--backend-option", "faults:op=aten::gelu")
     assert r.returncode == 2 and '"faults:op=aten::gelu": unknown backend "faults"' in r.stderr, r.stderr
+    # An op this torch lacks (a dir from a newer torch, a typo): named before anything runs, not EAGER_FAILED.
+    mlp = tmp_path / "mlp_unknown_op"
+    shutil.copytree(os.path.join(test_data, "models", "mlp"), mlp)
+    graph = mlp / "graphs" / "graph_0.json"
+    graph.write_text(graph.read_text().replace('"aten::gelu"', '"aten::gelu_from_the_future"'))
+    r, _ = verify(parity_bin, cache_dir, tmp_path, str(mlp))
+    assert r.returncode == 2 and 'graph_0.json: node "gelu": unknown op "aten::gelu_from_the_future"' in r.stderr, r.stderr
 
 
 def test_backend_options_scoped_to_a_backend_reach_that_backend_only(parity_bin, test_data, tmp_path):
@@ -214,7 +222,6 @@ def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_ther
     waiting one's record says the time as `ahead`. When a next job's eager run crashes the process
     there, the waiting job is run again alone and passes, and the crash is the next job's own
     record. Each run starts a fresh worker (no kept one: a worker that listens tells of nothing)."""
-    import shutil
 
     def copy(model, name, backend=None):
         d = tmp_path / name
