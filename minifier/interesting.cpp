@@ -1,5 +1,6 @@
 #include "minifier/interesting.h"
 
+#include <ostream>
 #include <set>
 
 #include "experiment/reference.h"
@@ -187,8 +188,8 @@ namespace {
 // or its loss's; zeros where that backward gave a differentiated value none), by the reference's
 // train run of `graph` (the entry's own, or its subgraph calls inlined). A backward the
 // interpreter cannot run adds none: candidates then fall back to a sum() loss (CandidateWriter::Write).
-void AddValueGradients(const ReproDir& repro, const GraphEntry& entry, const ir::Graph& graph, const interp::Program& program,
-                       const std::string& device, std::map<std::string, at::Tensor>& pool) {
+Status AddValueGradients(const ReproDir& repro, const GraphEntry& entry, const ir::Graph& graph, const interp::Program& program,
+                         const std::string& device, std::map<std::string, at::Tensor>& pool) {
   GraphEntry e;  // `entry` with `graph` (what RunReference reads of it: placeholders, parameters' order, tangents)
   e.name = entry.name;
   e.file = entry.file;
@@ -201,15 +202,23 @@ void AddValueGradients(const ReproDir& repro, const GraphEntry& entry, const ir:
   experiment::ReferenceOptions ro;
   ro.device = c10::Device(device);
   ro.value_grads = &grads;
-  if (!experiment::RunReference(program, repro, e, "train", ro).ok()) return;
+  if (auto run = experiment::RunReference(program, repro, e, "train", ro); !run.ok()) return run.error();
   for (auto& [name, g] : grads)
     if (!pool.count("vjp/" + name)) pool["vjp/" + name] = std::move(g);
+  return Status::Ok();
+}
+
+// What a cut's values get where the original's backward did not run, said once.
+void SayNoGradients(const Status& st, std::ostream* log) {
+  if (!st.ok() && log != nullptr)
+    *log << "train cuts: the original's backward did not run in the interpreter (" << st.error().message
+         << "); a cut's values get a sum() as their loss\n";
 }
 
 }  // namespace
 
 Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
-                          std::map<std::string, at::Tensor>& pool) {
+                          std::map<std::string, at::Tensor>& pool, std::ostream* log) {
   PARITY_ASSIGN_OR_RETURN(auto program, interp::Program::Compile(entry.graph, (repro.root() / entry.file).string()));
   interp::RunOptions ro;
   ro.record_all = true;
@@ -220,7 +229,7 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
   for (auto& [name, v] : ref.values)
     if (v.isTensor()) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
   const bool train = (entry.mode.empty() ? repro.manifest().mode : entry.mode) == "train" && entry.backward_of.empty();
-  if (train) AddValueGradients(repro, entry, entry.graph, program, device, pool);
+  if (train) SayNoGradients(AddValueGradients(repro, entry, entry.graph, program, device, pool), log);
   // The values inside its cond, invoke_subgraph and checkpoint calls too, by the names their
   // inlined nodes take (passes/inline_subgraphs.cpp): what cuts inside an inlined call read.
   if (!InlinableSubgraphCalls(entry.graph).empty()) {
@@ -229,7 +238,7 @@ Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const 
     PARITY_ASSIGN_OR_RETURN(auto ref2, p2.Run(inputs, attrs, ro));
     for (auto& [name, v] : ref2.values)
       if (v.isTensor() && !pool.count("ref/" + name)) pool["ref/" + name] = v.toTensor().detach().to(at::kCPU);
-    if (train) AddValueGradients(repro, entry, inlined, p2, device, pool);
+    if (train) (void)AddValueGradients(repro, entry, inlined, p2, device, pool);  // (the graph's own said it)
   }
   return Status::Ok();
 }

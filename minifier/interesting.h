@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <optional>
 #include <set>
 #include <string>
@@ -82,9 +83,10 @@ class CandidateWriter {
 
 // Adds the reference's concrete value of every tensor node of `entry` to `pool` as
 // "ref/<node>": what feeds the placeholders that cut edges become; for a train graph also the
-// gradient each value got in its backward as "vjp/<node>" (what a cut's values are fed).
+// gradient each value got in its backward as "vjp/<node>" (what a cut's values are fed); where
+// the interpreter cannot run that backward, `log` (when given) is told that cuts get a sum() loss.
 [[nodiscard]] Status AddReferenceValues(const ReproDir& repro, const GraphEntry& entry, const std::string& device,
-                                        std::map<std::string, at::Tensor>& pool);
+                                        std::map<std::string, at::Tensor>& pool, std::ostream* log = nullptr);
 
 // Judges written repro dirs: true = still interesting.
 using DirJudge = std::function<std::vector<bool>(const std::vector<std::filesystem::path>& dirs)>;

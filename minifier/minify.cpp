@@ -39,7 +39,7 @@ Status Bisect(Pipeline& p, std::ostream& log) {
   // ahead among them): known at once when the repro dir has one graph, else after graph bisection.
   auto reference_values = [&] {
     const GraphEntry& entry = p.repro.graphs()[s.graph_index];
-    return Timed(s, "reference_values", [&] { return AddReferenceValues(p.repro, entry, s.base.device, p.tensors); });
+    return Timed(s, "reference_values", [&] { return AddReferenceValues(p.repro, entry, s.base.device, p.tensors, &log); });
   };
   const bool one_graph = p.repro.graphs().size() == 1;
   if (one_graph) PARITY_RETURN_IF_ERROR(reference_values());
@@ -89,7 +89,7 @@ Expected<MinifyResult> Minify(const MinifyOptions& opts, std::ostream& log) {
   if (auto resumed = ReductionState::LoadCheckpoint(out, base, repro.graphs().size())) {
     p.state = std::move(*resumed);
     log << "resuming from " << (out / "checkpoint").string() << " (signature: " << p.state.original.Describe() << ")\n";
-    PARITY_RETURN_IF_ERROR(AddReferenceValues(repro, repro.graphs()[p.state.graph_index], base.device, p.tensors));
+    PARITY_RETURN_IF_ERROR(AddReferenceValues(repro, repro.graphs()[p.state.graph_index], base.device, p.tensors, &log));
   } else {
     PARITY_RETURN_IF_ERROR(Bisect(p, log));
   }

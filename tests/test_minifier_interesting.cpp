@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
@@ -181,6 +183,18 @@ TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGave
   auto forward = ReproDir::Load(out3);
   ASSERT_TRUE(forward.ok()) << forward.error().message;
   EXPECT_EQ(forward->graphs()[0].tangents, (std::vector<std::string>{""}));
+
+  // A train graph whose backward the interpreter cannot run (its first output no scalar loss):
+  // no gradients, and the log says what cuts get instead.
+  ASSERT_TRUE(e.graph.SetOutputs({"sm"}).ok());
+  ASSERT_TRUE(WriteReproDir(dir / "nonscalar", m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
+  auto nonscalar = ReproDir::Load(dir / "nonscalar");
+  ASSERT_TRUE(nonscalar.ok()) << nonscalar.error().message;
+  std::map<std::string, at::Tensor> none;
+  std::ostringstream log;
+  ASSERT_TRUE(AddReferenceValues(*nonscalar, nonscalar->graphs()[0], "cpu", none, &log).ok());
+  EXPECT_FALSE(none.count("vjp/sm"));
+  EXPECT_NE(log.str().find("a cut's values get a sum() as their loss"), std::string::npos) << log.str();
 
   // No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
   std::map<std::string, at::Tensor> plain;
