@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/allclose.h>
@@ -117,95 +118,120 @@ TEST(CandidateWriter, SlicesAnInputToItsPlaceholdersShape) {
   EXPECT_TRUE(at::equal(x, s.tensors.at("g/input/x").narrow(0, 0, 1)));  // the captured values' leading part
 }
 
-// A train graph with a loss first: loss = sum(softmax(x + w) * k). A cut returning the softmax
-// is fed, as its tangent, the gradient the softmax got in the original's backward (k), not a
-// sum() loss (whose gradient through a softmax is zero: any rounding of it "fails").
-TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGaveItsValues) {
+// A train graph with a loss first: loss = sum(softmax(x + w) * -k), the program differentiating w
+// only; its repro dir written and read back, the pool of its tensors and reference values.
+struct SoftmaxTrain {
   testing::TempDir dir;
   GraphEntry e = testing::NewGraphEntry("g");
-  ir::Graph& g = e.graph;
-  const ir::TensorMeta m23{c10::kFloat, {2, 3}, {3, 1}};
-  auto node = [&](ir::NodeKind kind, const std::string& name, const std::string& target, std::vector<ir::Arg> args,
-                  ir::TensorMeta meta) {
-    ir::Node* n = g.Append(kind, name, target);
-    n->args = std::move(args);
-    n->meta = {meta};
-    return n;
-  };
-  ir::Node* x = node(ir::NodeKind::kPlaceholder, "x", "x", {}, m23);
-  ir::Node* k = node(ir::NodeKind::kPlaceholder, "k", "k", {}, m23);
-  ir::Node* w = node(ir::NodeKind::kGetAttr, "w", "param/w", {}, ir::TensorMeta{c10::kFloat, {3}, {1}});
-  ir::Node* add = node(ir::NodeKind::kCallFunction, "add", "aten::add.Tensor", {ir::Arg::Ref(x), ir::Arg::Ref(w)}, m23);
-  ir::Node* sm = node(ir::NodeKind::kCallFunction, "sm", "aten::_softmax", {ir::Arg::Ref(add), ir::Arg::Int(1), ir::Arg::Bool(false)}, m23);
-  ir::Node* negk = node(ir::NodeKind::kCallFunction, "negk", "aten::neg", {ir::Arg::Ref(k)}, m23);
-  ir::Node* mul = node(ir::NodeKind::kCallFunction, "mul", "aten::mul.Tensor", {ir::Arg::Ref(sm), ir::Arg::Ref(negk)}, m23);
-  ir::Node* loss = node(ir::NodeKind::kCallFunction, "loss", "aten::sum", {ir::Arg::Ref(mul)}, ir::TensorMeta{c10::kFloat, {}, {}});
-  g.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(loss)})};
-  e.inputs = {{"x", "g/input/x"}, {"k", "g/input/k"}};
-  e.requires_grad = std::set<std::string>{"param/w"};  // the program differentiated w, not the data
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  const at::Tensor xt = at::randn({2, 3}, gen), kt = at::randn({2, 3}, gen), wt = at::randn({3}, gen);
   Manifest m;
-  m.model = "softmax";
-  m.torch_version = "test";
-  m.mode = "train";
-  m.host_ops["mylib::gone"] = HostOp{"mylib::gone(Tensor x) -> Tensor", "mylib", "host"};  // no node calls it
-  ASSERT_TRUE(WriteReproDir(dir.path(), m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
-  auto repro = ReproDir::Load(dir.path());
-  ASSERT_TRUE(repro.ok()) << repro.error().message;
+  at::Tensor xt, kt, wt;
+  std::optional<ReproDir> repro;
   std::map<std::string, at::Tensor> pool;
-  for (const auto& info : repro->tensors().tensors()) pool[info.name] = *repro->tensors().Get(info.name);
-  const GraphEntry& entry = repro->graphs()[0];
-  ASSERT_TRUE(AddReferenceValues(*repro, entry, "cpu", pool).ok());
-  ASSERT_TRUE(pool.count("vjp/sm"));
-  EXPECT_TRUE(at::allclose(pool.at("vjp/sm"), -kt));  // d loss / d sm
-  EXPECT_TRUE(pool.count("vjp/add") && pool.count("vjp/w") && pool.count("vjp/loss"));
-  EXPECT_FALSE(pool.count("vjp/k") || pool.count("vjp/negk"));  // not differentiated
 
-  ir::Graph cut = entry.graph.Clone();
-  ASSERT_TRUE(cut.SetOutputs({"sm"}).ok());
-  const ir::Graph cleaned = Cleaned(std::move(cut));
-  const fs::path out = dir / "cut";
-  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, pool).Write(cleaned, out, nlohmann::json::object()).ok());
-  auto written = ReproDir::Load(out);  // the loader checks each tangent against its output's metadata
-  ASSERT_TRUE(written.ok()) << written.error().message;
-  const GraphEntry& c = written->graphs()[0];
+  SoftmaxTrain() {
+    ir::Graph& g = e.graph;
+    const ir::TensorMeta m23{c10::kFloat, {2, 3}, {3, 1}};
+    auto node = [&](ir::NodeKind kind, const std::string& name, const std::string& target, std::vector<ir::Arg> args,
+                    ir::TensorMeta meta) {
+      ir::Node* n = g.Append(kind, name, target);
+      n->args = std::move(args);
+      n->meta = {meta};
+      return n;
+    };
+    ir::Node* x = node(ir::NodeKind::kPlaceholder, "x", "x", {}, m23);
+    ir::Node* k = node(ir::NodeKind::kPlaceholder, "k", "k", {}, m23);
+    ir::Node* w = node(ir::NodeKind::kGetAttr, "w", "param/w", {}, ir::TensorMeta{c10::kFloat, {3}, {1}});
+    ir::Node* add = node(ir::NodeKind::kCallFunction, "add", "aten::add.Tensor", {ir::Arg::Ref(x), ir::Arg::Ref(w)}, m23);
+    ir::Node* sm = node(ir::NodeKind::kCallFunction, "sm", "aten::_softmax", {ir::Arg::Ref(add), ir::Arg::Int(1), ir::Arg::Bool(false)}, m23);
+    ir::Node* negk = node(ir::NodeKind::kCallFunction, "negk", "aten::neg", {ir::Arg::Ref(k)}, m23);
+    ir::Node* mul = node(ir::NodeKind::kCallFunction, "mul", "aten::mul.Tensor", {ir::Arg::Ref(sm), ir::Arg::Ref(negk)}, m23);
+    ir::Node* loss = node(ir::NodeKind::kCallFunction, "loss", "aten::sum", {ir::Arg::Ref(mul)}, ir::TensorMeta{c10::kFloat, {}, {}});
+    g.Append(ir::NodeKind::kOutput, "output", "output")->args = {ir::Arg::List({ir::Arg::Ref(loss)})};
+    e.inputs = {{"x", "g/input/x"}, {"k", "g/input/k"}};
+    e.requires_grad = std::set<std::string>{"param/w"};  // the program differentiated w, not the data
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    xt = at::randn({2, 3}, gen), kt = at::randn({2, 3}, gen), wt = at::randn({3}, gen);
+    m.model = "softmax";
+    m.torch_version = "test";
+    m.mode = "train";
+    m.host_ops["mylib::gone"] = HostOp{"mylib::gone(Tensor x) -> Tensor", "mylib", "host"};  // no node calls it
+    repro.emplace(Written(dir.path()));
+    for (const auto& info : repro->tensors().tensors()) pool[info.name] = *repro->tensors().Get(info.name);
+  }
+  // `e` written to `where` and read back.
+  ReproDir Written(const fs::path& where) const {
+    EXPECT_TRUE(WriteReproDir(where, m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
+    auto r = ReproDir::Load(where);
+    if (!r.ok()) throw std::runtime_error(r.error().message);
+    return std::move(*r);
+  }
+  const GraphEntry& entry() const { return repro->graphs()[0]; }
+  // The original returning `outputs` only (what it no longer needs cut away).
+  ir::Graph Cut(const std::vector<std::string>& outputs) const {
+    ir::Graph cut = entry().graph.Clone();
+    EXPECT_TRUE(cut.SetOutputs(outputs).ok());
+    return Cleaned(std::move(cut));
+  }
+  // `cut` written by a CandidateWriter over `from` to dir/`name` and read back (the loader checks
+  // each tangent against its output's metadata).
+  ReproDir WrittenCut(const ir::Graph& cut, const std::map<std::string, at::Tensor>& from, const std::string& name) const {
+    EXPECT_TRUE(CandidateWriter(repro->manifest(), entry(), from).Write(cut, dir / name, nlohmann::json::object()).ok());
+    auto r = ReproDir::Load(dir / name);
+    if (!r.ok()) throw std::runtime_error(r.error().message);
+    return std::move(*r);
+  }
+};
+
+// A cut returning the softmax is fed, as its tangent, the gradient the softmax got in the
+// original's backward (-k), not a sum() loss (whose gradient through a softmax is zero: any
+// rounding of it "fails").
+TEST(CandidateWriter, ACutOfATrainGraphIsFedTheGradientsTheOriginalsBackwardGaveItsValues) {
+  SoftmaxTrain t;
+  ASSERT_TRUE(AddReferenceValues(*t.repro, t.entry(), "cpu", t.pool).ok());
+  ASSERT_TRUE(t.pool.count("vjp/sm"));
+  EXPECT_TRUE(at::allclose(t.pool.at("vjp/sm"), -t.kt));  // d loss / d sm
+  EXPECT_TRUE(t.pool.count("vjp/add") && t.pool.count("vjp/w") && t.pool.count("vjp/loss"));
+  EXPECT_FALSE(t.pool.count("vjp/k") || t.pool.count("vjp/negk"));  // not differentiated
+
+  const ReproDir written = t.WrittenCut(t.Cut({"sm"}), t.pool, "cut");
+  const GraphEntry& c = written.graphs()[0];
   ASSERT_EQ(c.tangents, (std::vector<std::string>{"vjp/sm"}));
-  EXPECT_TRUE(at::equal(*written->tensors().Get("vjp/sm"), pool.at("vjp/sm")));
+  EXPECT_TRUE(at::equal(*written.tensors().Get("vjp/sm"), t.pool.at("vjp/sm")));
   EXPECT_EQ(c.graph.OutputValues()[0]->name(), "sm");
-  EXPECT_TRUE(written->manifest().host_ops.empty());  // a host op no node calls needs no module
+  EXPECT_TRUE(written.manifest().host_ops.empty());  // a host op no node calls needs no module
+}
 
-  // A cut returning only values the original's backward never reached: a forward-only check.
-  ir::Graph data_only = entry.graph.Clone();
-  ASSERT_TRUE(data_only.SetOutputs({"negk"}).ok());
-  const fs::path out3 = dir / "cut3";
-  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, pool).Write(Cleaned(std::move(data_only)), out3, nlohmann::json::object()).ok());
-  auto forward = ReproDir::Load(out3);
-  ASSERT_TRUE(forward.ok()) << forward.error().message;
-  EXPECT_EQ(forward->graphs()[0].tangents, (std::vector<std::string>{""}));
+// A cut returning only values the original's backward never reached: a forward-only check.
+TEST(CandidateWriter, ACutOfValuesTheBackwardNeverReachedIsCheckedForwardOnly) {
+  SoftmaxTrain t;
+  ASSERT_TRUE(AddReferenceValues(*t.repro, t.entry(), "cpu", t.pool).ok());
+  const ReproDir forward = t.WrittenCut(t.Cut({"negk"}), t.pool, "cut3");
+  EXPECT_EQ(forward.graphs()[0].tangents, (std::vector<std::string>{""}));
+}
 
-  // A train graph whose backward the interpreter cannot run (its first output no scalar loss):
-  // no gradients, and the log says what cuts get instead.
-  ASSERT_TRUE(e.graph.SetOutputs({"sm"}).ok());
-  ASSERT_TRUE(WriteReproDir(dir / "nonscalar", m, {&e}, {{"g/input/x", xt}, {"g/input/k", kt}, {"param/w", wt}}).ok());
-  auto nonscalar = ReproDir::Load(dir / "nonscalar");
-  ASSERT_TRUE(nonscalar.ok()) << nonscalar.error().message;
+// No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
+TEST(CandidateWriter, WithNoBackwardKnownACutsValuesAreSummedIntoALoss) {
+  SoftmaxTrain t;
+  ASSERT_TRUE(AddReferenceValues(*t.repro, t.entry(), "cpu", t.pool).ok());
+  std::map<std::string, at::Tensor> plain;
+  for (const auto& [key, v] : t.pool)
+    if (key.rfind("vjp/", 0) != 0) plain[key] = v;
+  const ReproDir summed = t.WrittenCut(t.Cut({"sm"}), plain, "cut2");
+  EXPECT_TRUE(summed.graphs()[0].tangents.empty());
+  EXPECT_EQ(summed.graphs()[0].graph.OutputValues()[0]->target(), "aten::sum");
+}
+
+// A train graph whose backward the interpreter cannot run (its first output no scalar loss): no
+// gradients, and the log says what cuts get instead.
+TEST(CandidateWriter, AnOriginalWhoseBackwardCannotRunSaysWhatCutsGetInstead) {
+  SoftmaxTrain t;
+  ASSERT_TRUE(t.e.graph.SetOutputs({"sm"}).ok());
+  const ReproDir nonscalar = t.Written(t.dir / "nonscalar");
   std::map<std::string, at::Tensor> none;
   std::ostringstream log;
-  ASSERT_TRUE(AddReferenceValues(*nonscalar, nonscalar->graphs()[0], "cpu", none, &log).ok());
+  ASSERT_TRUE(AddReferenceValues(nonscalar, nonscalar.graphs()[0], "cpu", none, &log).ok());
   EXPECT_FALSE(none.count("vjp/sm"));
   EXPECT_NE(log.str().find("a cut's values get a sum() as their loss"), std::string::npos) << log.str();
-
-  // No backward known (a pool without "vjp/" values): a sum() of the values is the loss.
-  std::map<std::string, at::Tensor> plain;
-  for (const auto& [key, t] : pool)
-    if (key.rfind("vjp/", 0) != 0) plain[key] = t;
-  const fs::path out2 = dir / "cut2";
-  ASSERT_TRUE(CandidateWriter(repro->manifest(), entry, plain).Write(cleaned, out2, nlohmann::json::object()).ok());
-  auto summed = ReproDir::Load(out2);
-  ASSERT_TRUE(summed.ok()) << summed.error().message;
-  EXPECT_TRUE(summed->graphs()[0].tangents.empty());
-  EXPECT_EQ(summed->graphs()[0].graph.OutputValues()[0]->target(), "aten::sum");
 }
 
 TEST(CheckCommandJudge, ExitZeroIsInterestingAndJobsRunTogether) {
