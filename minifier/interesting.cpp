@@ -190,14 +190,7 @@ namespace {
 // interpreter cannot run adds none: candidates then fall back to a sum() loss (CandidateWriter::Write).
 Status AddValueGradients(const ReproDir& repro, const GraphEntry& entry, const ir::Graph& graph, const interp::Program& program,
                          const std::string& device, std::map<std::string, at::Tensor>& pool) {
-  GraphEntry e;  // `entry` with `graph` (what RunReference reads of it: placeholders, parameters' order, tangents)
-  e.name = entry.name;
-  e.file = entry.file;
-  e.inputs = entry.inputs;
-  e.mode = "train";
-  e.tangents = entry.tangents;
-  e.requires_grad = entry.requires_grad;
-  e.graph = graph.Clone();
+  const GraphEntry e = entry.WithGraph(graph.Clone());
   std::map<std::string, at::Tensor> grads;
   experiment::ReferenceOptions ro;
   ro.device = c10::Device(device);

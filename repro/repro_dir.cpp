@@ -11,6 +11,25 @@
 #include "util/json.h"
 
 namespace parity {
+
+GraphEntry GraphEntry::WithGraph(ir::Graph g) const {
+  GraphEntry e;
+  e.name = name;
+  e.file = file;
+  e.inputs = inputs;
+  e.expected_outputs = expected_outputs;
+  e.output_names = output_names;
+  e.mode = mode;
+  e.dtype = dtype;
+  e.device = device;
+  e.amp = amp;
+  e.tangents = tangents;
+  e.requires_grad = requires_grad;
+  e.backward_of = backward_of;
+  e.extra = extra;
+  e.graph = std::move(g);
+  return e;
+}
 namespace fs = std::filesystem;
 using nlohmann::json;
 

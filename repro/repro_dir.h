@@ -49,6 +49,8 @@ struct GraphEntry {
   ir::Graph graph;
 
   bool has_tangents() const { return !tangents.empty(); }
+  // This entry with `g` as its graph, every other field copied (a Graph is not copyable).
+  GraphEntry WithGraph(ir::Graph g) const;
   // Whether a train run differentiates the input or parameter `name` (placeholder or key).
   bool Differentiates(const std::string& name) const { return !requires_grad || requires_grad->count(name) > 0; }
 };
