@@ -66,17 +66,66 @@ def as_output(v):
     raise TypeError(f"a graph output of type {type(v).__name__} is neither a tensor nor a number")
 
 
+# torch dtype -> safetensors' name for it, for the writer below (any other dtype goes through the
+# safetensors package's writer).
+_SAFETENSORS_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                       torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+                       torch.bool: "BOOL"}
+
+
 def save_tensors(path, tensors):
     """Writes tensors (any device, any strides) as one safetensors file, stored contiguous on
-    the CPU; complex dtypes safetensors lacks as their real view, named in the metadata."""
+    the CPU; complex dtypes safetensors lacks as their real view, named in the metadata. The data
+    lies in the order `tensors` gives it."""
     flat, complex_keys = {}, {}
     for k, v in tensors.items():
-        v = as_output(v).detach().to("cpu").clone().contiguous()  # a clone: safetensors refuses shared storage
+        v = as_output(v).detach().resolve_conj().resolve_neg()
         if v.dtype in _STORED_AS_REAL:
             complex_keys[k] = _STORED_AS_REAL[v.dtype]
-            v = torch.view_as_real(v).contiguous()
+            v = torch.view_as_real(v)
         flat[k] = v
-    save_file(flat, path, metadata={COMPLEX_METADATA: json.dumps(complex_keys)} if complex_keys else None)
+    metadata = {COMPLEX_METADATA: json.dumps(complex_keys)} if complex_keys else None
+    if all(v.dtype in _SAFETENSORS_DTYPES for v in flat.values()):
+        _write_safetensors(path, _on_host(flat), metadata)
+    else:  # a clone: the package refuses tensors that share storage
+        save_file({k: v.to("cpu").contiguous().clone() for k, v in flat.items()}, path, metadata=metadata)
+
+
+def _on_host(tensors):
+    """Each tensor contiguous on the CPU. A CUDA tensor is copied into pinned memory without waiting
+    for each copy (one synchronize for all); a CPU tensor already contiguous is not copied."""
+    out, cuda = {}, False
+    for k, v in tensors.items():
+        if v.device.type == "cuda":
+            host = torch.empty(v.shape, dtype=v.dtype, pin_memory=True)
+            host.copy_(v, non_blocking=True)
+            out[k], cuda = host, True
+        else:
+            out[k] = v.to("cpu").contiguous()
+    if cuda:
+        torch.cuda.synchronize()
+    return out
+
+
+def _write_safetensors(path, tensors, metadata):
+    """The safetensors format (an 8-byte little-endian header length, the JSON header padded with
+    spaces to 8 bytes, then each tensor's bytes with no gap) written straight from the tensors'
+    memory: no copy beyond the file's."""
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for k, v in tensors.items():
+        n = v.numel() * v.element_size()
+        header[k] = {"dtype": _SAFETENSORS_DTYPES[v.dtype], "shape": list(v.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for v in tensors.values():
+            if v.numel():
+                f.write(v.reshape(-1).view(torch.uint8).numpy())
 
 
 def load_tensors(path):
