@@ -59,17 +59,25 @@ class Repro:
     tensors: Dict[str, torch.Tensor] = field(repr=False)
 
 
-def load_repro(path: str) -> Repro:
+def load_repro(path: str, graph: Optional[str] = None, differentiated: bool = False) -> Repro:
+    """The repro dir's graphs as modules. With `graph` (a name; the first graph when none has it),
+    that graph only: a request runs one graph, and building the others' modules (each a pass over
+    its JSON) was wasted on it. `differentiated`: the graph's floating parameters that its program
+    differentiated are nn.Parameters (graph_from_json's `parameters`)."""
     with open(os.path.join(path, "manifest.json")) as f:
         manifest = json.load(f)
     if not OLDEST_FORMAT_VERSION <= (manifest.get("version") or 0) <= FORMAT_VERSION:
         raise ValueError(f"{path}/manifest.json: version {manifest.get('version')} is not {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}")
     tensors = load_tensors(os.path.join(path, manifest.get("tensors", "tensors.safetensors")))
+    entries = manifest["graphs"]
+    if graph is not None and entries:
+        entries = [next((e for e in entries if e["name"] == graph), entries[0])]
     graphs = []
-    for entry in manifest["graphs"]:
+    for entry in entries:
         with open(os.path.join(path, entry["file"])) as f:
             gjson = json.load(f)
-        gm = graph_from_json(gjson, tensors)
+        params = (lambda name, entry=entry: standalone.differentiates(entry, name)) if differentiated else False
+        gm = graph_from_json(gjson, tensors, parameters=params)
         placeholders = [n for n in gjson["nodes"] if n["op"] == "placeholder"]
         graphs.append(ReproGraph(entry["name"], gm, [n["name"] for n in placeholders], tensors, entry, gjson))
     return Repro(path, manifest, graphs, tensors)

@@ -3,7 +3,6 @@
 results written back as safetensors for parity's C++ side to read."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Tuple
 
@@ -11,16 +10,12 @@ import torch
 
 
 def load_graph(req) -> Tuple[Any, Any]:
-    """(repro, graph) of a request's "repro" and "graph" (default: the first graph); in train
-    mode the graph's floating parameters that its program differentiated are nn.Parameters."""
+    """(repro, graph) of a request's "repro" and "graph" (default: the first graph), only that
+    graph read; in train mode the graph's floating parameters that its program differentiated are
+    nn.Parameters."""
     from .reader import load_repro
-    from .standalone_graph import graph_from_json
-    repro = load_repro(req["repro"])
-    g = next((g for g in repro.graphs if g.name == req.get("graph")), repro.graphs[0])
-    if req.get("mode") == "train":
-        gjson = json.load(open(os.path.join(req["repro"], g.entry["file"])))
-        g.module = graph_from_json(gjson, repro.tensors, parameters=g.differentiates)
-    return repro, g
+    repro = load_repro(req["repro"], graph=req.get("graph") or "", differentiated=req.get("mode") == "train")
+    return repro, repro.graphs[0]
 
 
 def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
