@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <optional>
 #include <set>
 
@@ -84,6 +85,22 @@ Status ImportHostOps(const LoadedDirs& dirs, const MatrixOptions& o,
                      const std::function<Expected<nlohmann::json>(const nlohmann::json&)>& ask) {
   for (const auto& d : dirs.good) PARITY_RETURN_IF_ERROR(host_ops::ImportHostOpModules(*d.repro, o.experiment.imports, ask));
   return Status::Ok();
+}
+
+std::optional<bool> UsesCudaBeforeReading(const MatrixOptions& o) {
+  if (o.experiment.device) return o.experiment.device->rfind("cuda", 0) == 0;
+  bool cuda = false;
+  for (const auto& dir : o.repro_dirs) {
+    std::ifstream in(std::filesystem::path(dir) / "manifest.json");
+    if (!in) return std::nullopt;
+    const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!m.is_object()) return std::nullopt;
+    const auto device = m.find("device");
+    if (device == m.end()) continue;  // the format's default: cpu
+    if (!device->is_string()) return std::nullopt;
+    cuda = cuda || device->get<std::string>().rfind("cuda", 0) == 0;
+  }
+  return cuda;
 }
 
 bool UsesCuda(const MatrixOptions& o, const LoadedDirs& dirs) {

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,10 @@ LoadedDirs LoadReproDirs(const MatrixOptions& options, const std::vector<LoadedD
 
 // Whether any experiment runs on CUDA: --device, else a repro dir's own device.
 bool UsesCuda(const MatrixOptions& options, const LoadedDirs& dirs);
+// UsesCuda before the dirs are read: --device, else each dir's manifest "device" field, read
+// without the rest of the dir. nullopt where it cannot say (a manifest that does not read or
+// parse: the dir's read reports it). It can differ from UsesCuda's answer after the read only
+// where a dir that turns out bad names CUDA; the caller asks UsesCuda again then.
+std::optional<bool> UsesCudaBeforeReading(const MatrixOptions& options);
 
 }  // namespace parity::matrix

@@ -69,5 +69,29 @@ TEST(ReproDirs, CudaWhenAskedOrWhereADirWasCaptured) {
   EXPECT_TRUE(UsesCuda(o, LoadReproDirs(o)));
 }
 
+TEST(ReproDirs, BeforeReadingTheDeviceComesFromTheOptionOrTheManifestsAlone) {
+  testing::TempDir cpu, cuda;
+  testing::WriteSmallRepro(cpu.path());
+  testing::WriteSmallRepro(cuda.path());
+  auto manifest = nlohmann::json::parse(testing::Slurp(cuda / "manifest.json"));
+  manifest["device"] = "cuda:0";
+  testing::Spit(cuda / "manifest.json", manifest.dump());
+  testing::Spit(cuda / "tensors.safetensors", "not read");  // before the read: the manifest only
+  MatrixOptions o;
+  o.repro_dirs = {cpu.path().string()};
+  EXPECT_EQ(UsesCudaBeforeReading(o), std::optional<bool>(false));
+  o.repro_dirs.push_back(cuda.path().string());
+  EXPECT_EQ(UsesCudaBeforeReading(o), std::optional<bool>(true));
+  // The read finds the cuda dir bad, so UsesCuda after it says otherwise: the caller asks again.
+  EXPECT_FALSE(UsesCuda(o, LoadReproDirs(o)));
+  o.experiment.device = "cpu";
+  EXPECT_EQ(UsesCudaBeforeReading(o), std::optional<bool>(false));
+  o.experiment.device.reset();
+  testing::Spit(cpu / "manifest.json", "{\"version\": ");  // does not parse: cannot say
+  EXPECT_EQ(UsesCudaBeforeReading(o), std::nullopt);
+  o.repro_dirs = {(cpu / "missing").string()};
+  EXPECT_EQ(UsesCudaBeforeReading(o), std::nullopt);
+}
+
 }  // namespace
 }  // namespace parity::matrix

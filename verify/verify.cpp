@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <ostream>
+#include <optional>
 #include <set>
 
 #include "runtime/jobs.h"
@@ -26,18 +27,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Whether the run's experiments talk to the Python worker: a backend that compiles there, a suite
-// model of the matrix `specs` not captured yet, approved host-op modules.
-bool NeedsWorkers(const VerifyOptions& o, const std::vector<experiment::ExperimentSpec>& specs,
-                  const matrix::CaptureCache& captures) {
+// Whether a run of repro dirs talks to the Python worker: a backend that compiles there, approved
+// host-op modules.
+bool DirsNeedWorkers(const VerifyOptions& o) {
   if (!o.experiment.imports.empty()) return true;
-  for (const auto& spec : specs)
-    if (spec.repro.empty() && !captures.Has(spec)) return true;
   for (const auto& b : o.backends) {
     auto info = experiment::FindBackend(b);
     if (!info.ok() || info->needs_worker) return true;
   }
   return false;
+}
+
+// Whether the run's experiments talk to the Python worker: what DirsNeedWorkers says, or a suite
+// model of the matrix `specs` not captured yet.
+bool NeedsWorkers(const VerifyOptions& o, const std::vector<experiment::ExperimentSpec>& specs,
+                  const matrix::CaptureCache& captures) {
+  for (const auto& spec : specs)
+    if (spec.repro.empty() && !captures.Has(spec)) return true;
+  return DirsNeedWorkers(o);
+}
+
+// The run's runner (one made before replaced): each slot keeps its experiment process (libtorch
+// and the device initialized once, a crashed, hung or poisoned one replaced: runtime/jobs.h).
+void MakeRunner(std::optional<experiment::IsolatedRunner>& runner, const VerifyOptions& o, const fs::path& run_dir, bool cuda) {
+  runner.emplace(run_dir, o.experiment.timeout_s, experiment::SlotEnvironmentsHere(o.experiment.jobs, cuda));
+  runner->UsePersistentRunners();
+}
+
+// A run of repro dirs only starts its slots' processes and workers before it reads the dirs (the
+// device from --device or the manifests alone): a worker's start-up (Python, torch's imports, the
+// device's context: seconds) then overlaps the dirs' reads and checks (each tensors file's
+// SHA-256). Returns the device it started them for; nullopt (nothing started) where suite models
+// are in the matrix (a cached capture needs no worker) or a manifest does not say.
+std::optional<bool> StartBeforeReading(std::optional<experiment::IsolatedRunner>& runner, const VerifyOptions& o,
+                                       const fs::path& run_dir) {
+  const std::optional<bool> cuda = o.models.empty() ? matrix::UsesCudaBeforeReading(o) : std::nullopt;
+  if (!cuda) return std::nullopt;
+  MakeRunner(runner, o, run_dir, *cuda);
+  runner->Prestart(DirsNeedWorkers(o), experiment::WarmDevice(o.backends, *cuda ? "cuda" : "cpu"));
+  return cuda;
 }
 
 // Runs the experiments, `jobs` at once, recording each as it ends (after its retries).
@@ -96,6 +124,10 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, const std::vector<matr
                                const VerifyHooks& hooks) {
   VerifyOptions o = opts;
   o.experiment.cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? experiment::DefaultCacheDir() : o.experiment.cache_dir);
+  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
+  const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
+  std::optional<experiment::IsolatedRunner> runner;
+  const std::optional<bool> early_cuda = StartBeforeReading(runner, o, run_dir);
   const matrix::LoadedDirs dirs = matrix::LoadReproDirs(o, read);
   for (const auto& b : dirs.bad) out << "not verified: " << b.dir << ": " << b.error.message << "\n";
   if (!dirs.bad.empty() && dirs.good.empty() && o.models.empty()) return dirs.bad.front().error;
@@ -103,23 +135,18 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, const std::vector<matr
   std::error_code ec;
   fs::create_directories(o.output_dir, ec);
   if (ec) return Error::BadInput("--output-dir " + o.output_dir.string() + ": " + ec.message());
-  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
-  const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
   const bool cuda = matrix::UsesCuda(o, dirs);
-  experiment::IsolatedRunner runner(run_dir, o.experiment.timeout_s, experiment::SlotEnvironmentsHere(o.experiment.jobs, cuda));
-  // Each slot keeps its experiment process (libtorch and the device initialized once, a crashed,
-  // hung or poisoned one replaced: runtime/jobs.h), and its worker starts now, prepared for a
-  // backend's first compile: their start-up overlaps with everything below.
-  runner.UsePersistentRunners();
-  auto ask = [&](const nlohmann::json& req) { return runner.Ask(req); };
-  Session s{o, runner, matrix::CaptureCache(o.experiment.cache_dir, ask), dirs, ""};
+  const bool started = early_cuda == cuda;  // else none started, or only a bad dir named that device
+  if (!started) MakeRunner(runner, o, run_dir, cuda);
+  auto ask = [&](const nlohmann::json& req) { return runner->Ask(req); };
+  Session s{o, *runner, matrix::CaptureCache(o.experiment.cache_dir, ask), dirs, ""};
   // The matrix before the workers start, so that a run whose captures are cached and whose
   // backends parity runs itself starts none. Suite models are listed from the cache dir once
   // listed there; the first listing asks slot 0's worker, which then starts without the warm-up.
   PARITY_ASSIGN_OR_RETURN(auto all, matrix::ExpandMatrix(o, dirs, [&] {
-    return matrix::ModelListing(o.experiment.cache_dir, [&] { return runner.Ask(runtime::requests::ListModels()); });
+    return matrix::ModelListing(o.experiment.cache_dir, [&] { return runner->Ask(runtime::requests::ListModels()); });
   }));
-  runner.Prestart(NeedsWorkers(o, all, s.captures), experiment::WarmDevice(o.backends, cuda ? "cuda" : "cpu"));
+  if (!started) runner->Prestart(NeedsWorkers(o, all, s.captures), experiment::WarmDevice(o.backends, cuda ? "cuda" : "cpu"));
   PARITY_RETURN_IF_ERROR(matrix::ImportHostOps(dirs, o, ask));
 
   VerifySummary summary;

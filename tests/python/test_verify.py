@@ -131,6 +131,41 @@ def test_bad_input_is_exit_2(parity_bin, cache_dir, test_data, tmp_path):
     assert r.returncode == 2 and 'graph_0.json: node "gelu": unknown op "aten::gelu_from_the_future"' in r.stderr, r.stderr
 
 
+ENV_PROBE = """
+import os
+from torch._dynamo import register_backend
+
+@register_backend
+def env_probe(gm, example_inputs):
+    with open(os.environ["PROBE_OUT"], "a") as f:
+        f.write(os.environ.get("PARITY_SLOT_CPUS", "none") + "\\n")
+    return gm.forward
+"""
+
+
+def test_a_bad_dir_naming_another_device_does_not_set_the_runs(parity_bin, cache_dir, test_data, tmp_path):
+    """The slots' processes and workers start before the dirs are read, for the device the
+    manifests name. A dir naming CUDA that its read then finds bad leaves the run a CPU run: the
+    early start is dropped and the slots start afresh, so the worker that runs the CPU dir's
+    backend has a CPU slot's environment (a CUDA slot's names its share of the cores)."""
+    good, bad = tmp_path / "mlp", tmp_path / "mlp_cuda_bad"
+    shutil.copytree(os.path.join(test_data, "models", "mlp"), good)
+    shutil.copytree(good, bad)
+    m = json.loads((bad / "manifest.json").read_text())
+    m["device"] = "cuda"
+    (bad / "manifest.json").write_text(json.dumps(m))
+    os.remove(bad / "tensors.safetensors")
+    (tmp_path / "env_probe.py").write_text(ENV_PROBE)
+    probe = tmp_path / "probe.txt"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PROBE_OUT=str(probe))
+    r = subprocess.run([parity_bin, "verify", str(good), str(bad), "--backend", "torch_compile:env_probe", "--import", "env_probe",
+                        "--cache-dir", cache_dir, "--output-dir", str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and f"not verified: {bad}" in r.stdout, r.stdout + r.stderr
+    records = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
+    assert [(x["verification_code"], x["experiment"]["accelerator"]) for x in records] == [("PASS", "cpu")], records
+    assert probe.read_text().split() == ["none"]
+
+
 def test_backend_options_scoped_to_a_backend_reach_that_backend_only(parity_bin, test_data, tmp_path):
     """--backend-option BACKEND:KEY=VALUE in a run of several backends: the fault backend's op and
     kind are its experiment's only, not eager's beside it; the records say each one's options."""
