@@ -93,17 +93,19 @@ def save_tensors(path, tensors):
 
 def _on_host(tensors):
     """Each tensor contiguous on the CPU. A CUDA tensor is copied into pinned memory without waiting
-    for each copy (one synchronize for all); a CPU tensor already contiguous is not copied."""
-    out, cuda = {}, False
+    for each copy (one synchronize per device holding any); a CPU tensor already contiguous is not
+    copied."""
+    out, devices = {}, set()
     for k, v in tensors.items():
         if v.device.type == "cuda":
             host = torch.empty(v.shape, dtype=v.dtype, pin_memory=True)
             host.copy_(v, non_blocking=True)
-            out[k], cuda = host, True
+            out[k] = host
+            devices.add(v.device)
         else:
             out[k] = v.to("cpu").contiguous()
-    if cuda:
-        torch.cuda.synchronize()
+    for d in devices:
+        torch.cuda.synchronize(d)
     return out
 
 
