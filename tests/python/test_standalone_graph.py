@@ -28,7 +28,7 @@ def test_every_layout_is_written_contiguous_and_reads_back_equal(tmp_path):
                "empty": torch.empty(0, 5, dtype=torch.bfloat16), "complex128": torch.randn(2, 2, dtype=torch.complex128),
                "bool": torch.tensor([True, False, True]), "strided": torch.arange(9)[::2], "number": 7,
                "shares_a": base[1:3], "shares_b": base[:, 2], "negated": torch._neg_view(torch.randn(3)),
-               "bf16": torch.randn(7, dtype=torch.bfloat16)}
+               "bf16": torch.randn(7, dtype=torch.bfloat16), "zero": torch._efficientzerotensor(2, 3)}
     path = str(tmp_path / "t.safetensors")
     save_tensors(path, tensors)
     back = load_tensors(path)

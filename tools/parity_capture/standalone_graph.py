@@ -103,7 +103,10 @@ def _on_host(tensors):
             out[k] = host
             devices.add(v.device)
         else:
-            out[k] = v.to("cpu").contiguous()
+            v = v.to("cpu")
+            if v._is_zerotensor():  # autograd's zero gradient (sgn's backward): its memory materialized, as a clone does
+                v = v.clone()
+            out[k] = v.contiguous()
     for d in devices:
         torch.cuda.synchronize(d)
     return out
