@@ -58,9 +58,12 @@ void MakeRunner(std::optional<experiment::IsolatedRunner>& runner, const VerifyO
 // device from --device or the manifests alone): a worker's start-up (Python, torch's imports, the
 // device's context: seconds) then overlaps the dirs' reads and checks (each tensors file's
 // SHA-256). Returns the device it started them for; nullopt (nothing started) where suite models
-// are in the matrix (a cached capture needs no worker) or a manifest does not say.
+// are in the matrix (a cached capture needs no worker), a manifest does not say, or a backend is
+// unknown (the run ends as bad input).
 std::optional<bool> StartBeforeReading(std::optional<experiment::IsolatedRunner>& runner, const VerifyOptions& o,
                                        const fs::path& run_dir) {
+  for (const auto& b : o.backends)
+    if (!experiment::FindBackend(b).ok()) return std::nullopt;
   const std::optional<bool> cuda = o.models.empty() ? matrix::UsesCudaBeforeReading(o) : std::nullopt;
   if (!cuda) return std::nullopt;
   MakeRunner(runner, o, run_dir, *cuda);
