@@ -87,8 +87,15 @@ Status ImportHostOps(const LoadedDirs& dirs, const MatrixOptions& o,
   return Status::Ok();
 }
 
+namespace {
+
+// Whether a device string (--device, a manifest's "device") names a CUDA device.
+bool NamesCuda(const std::string& device) { return device.rfind("cuda", 0) == 0; }
+
+}  // namespace
+
 std::optional<bool> UsesCudaBeforeReading(const MatrixOptions& o) {
-  if (o.experiment.device) return o.experiment.device->rfind("cuda", 0) == 0;
+  if (o.experiment.device) return NamesCuda(*o.experiment.device);
   bool cuda = false;
   for (const auto& dir : o.repro_dirs) {
     std::ifstream in(std::filesystem::path(dir) / "manifest.json");
@@ -98,15 +105,15 @@ std::optional<bool> UsesCudaBeforeReading(const MatrixOptions& o) {
     const auto device = m.find("device");
     if (device == m.end()) continue;  // the format's default: cpu
     if (!device->is_string()) return std::nullopt;
-    cuda = cuda || device->get<std::string>().rfind("cuda", 0) == 0;
+    cuda = cuda || NamesCuda(device->get<std::string>());
   }
   return cuda;
 }
 
 bool UsesCuda(const MatrixOptions& o, const LoadedDirs& dirs) {
-  if (o.experiment.device) return o.experiment.device->rfind("cuda", 0) == 0;
+  if (o.experiment.device) return NamesCuda(*o.experiment.device);
   for (const auto& d : dirs.good)
-    if (d.repro->manifest().device.rfind("cuda", 0) == 0) return true;
+    if (NamesCuda(d.repro->manifest().device)) return true;
   return false;
 }
 
