@@ -1,12 +1,18 @@
 // parity import SCRIPT --out DIR: PyTorch's own repro scripts (an after_aot repro.py or
 // minifier_launcher.py, tlparse's fx_graph_runnable.py) as repro dirs. The script is the user's
 // code: it runs in a Python child of its own (parity_capture.import_repro), as capture runs a
-// program, never in parity or its worker.
+// program, never in parity or its worker: forked from the fork server of its environment when
+// this process keeps workers (runtime/python_run.h: torch, dynamo and Inductor imported once), else
+// a fresh interpreter.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
-#include "runtime/python_env.h"
-#include "runtime/worker.h"
+#include "runtime/python_run.h"
 #include "util/subprocess.h"
 
 namespace parity::cli {
@@ -18,18 +24,54 @@ struct ImportArgs {
   int timeout_s = 1800;
 };
 
-// 0 with the dir written; a script that is not such a repro, does not run or cannot be captured
-// is bad input (exit 2) naming it and how its import ended (its own error above, on stderr).
+namespace fs = std::filesystem;
+
+// What the child wrote to `log` since `offset` (which moves past it), copied to stderr.
+void CopyNew(const fs::path& log, std::streamoff& offset) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in || !in.seekg(offset)) return;
+  std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  offset += static_cast<std::streamoff>(chunk.size());
+  std::cerr << chunk << std::flush;
+}
+
+// The child's run to its end or its deadline (then killed), its output copied to stderr as it
+// comes; its log (in a scratch dir of this process's) removed after.
+ExitInfo RunChild(const std::vector<std::string>& args, int timeout_s) {
+  const fs::path scratch = fs::temp_directory_path() / ("parity-import-" + std::to_string(::getpid()));
+  fs::create_directories(scratch);
+  const fs::path log = scratch / "import.log";
+  std::ofstream(log).close();
+  runtime::PythonRun child = Unwrap(runtime::PythonRun::Start("import_repro", args, {}, log.string()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  std::streamoff offset = 0;
+  std::optional<ExitInfo> how;
+  while (!(how = child.Poll())) {
+    CopyNew(log, offset);
+    if (std::chrono::steady_clock::now() > deadline) {
+      how = child.Wait(std::chrono::milliseconds(0));  // kills it: timed out
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CopyNew(log, offset);
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return *how;
+}
+
+// The dir's path on stdout with it written; a script that is not such a repro, does not run or
+// cannot be captured is bad input (exit 2) naming it and how its import ended (its own error
+// above, on stderr).
 int RunImport(const ImportArgs& a) {
-  std::vector<std::string> argv = runtime::PackageModuleCommand(runtime::WorkerPython(), "import_repro");
-  argv.insert(argv.end(), {a.script, "--out", a.out});
+  std::vector<std::string> args{a.script, "--out", a.out};
   for (const auto& [flag, value] : {std::pair{"--save-dir", a.save_dir}, {"--device", a.device}, {"--name", a.name}})
-    if (!value.empty()) argv.insert(argv.end(), {flag, value});
-  SpawnOptions so;
-  so.env = runtime::PythonEnv();
-  Child child = Unwrap(Child::Spawn(argv, so));
-  const ExitInfo e = child.Wait(std::chrono::seconds(a.timeout_s));
-  if (e.exited && e.code == 0) return 0;
+    if (!value.empty()) args.insert(args.end(), {flag, value});
+  const ExitInfo e = RunChild(args, a.timeout_s);
+  if (e.exited && e.code == 0) {
+    std::cout << a.out << "\n";
+    return 0;
+  }
   throw Failure{Error::BadInput(a.script + ": not imported (its import ended: " + e.Describe() +
                                 "); an after_aot repro.py, minifier_launcher.py or fx_graph_runnable.py is imported")};
 }

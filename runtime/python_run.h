@@ -1,8 +1,9 @@
 // A Python module's main as a process of its own, watched as a Child is (a real replay's rank,
-// distributed/real.h; a profile's child, profile/profile.h): forked from the fork server of its environment when this process keeps
-// workers (runtime/fork_server.h: torch, dynamo and Inductor imported once, about 0.05 s a start
-// against 3-4 CPU-s of imports on a 2-core CPU and 10 s on a GPU host), else, or when the server
-// fails before forking it, a fresh interpreter (`python -m parity_capture.<module>`).
+// distributed/real.h; a profile's child, profile/profile.h; `parity import`'s, cli/cmd_import.cpp):
+// forked from the fork server of its environment when this process keeps workers
+// (runtime/fork_server.h: torch, dynamo and Inductor imported once, about 0.05 s a start against
+// 3-4 CPU-s of imports on a 2-core CPU and 10 s on a GPU host), else, or when the server fails
+// before forking it, a fresh interpreter (`python -m parity_capture.<module>`).
 #pragma once
 
 #include <chrono>

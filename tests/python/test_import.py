@@ -35,7 +35,7 @@ def write_script(path, save_dir, command="run"):
 
 def imported(parity_bin, script, out, *args):
     r = run_parity(parity_bin, "import", script, "--out", str(out), *args)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout == f"{out}\n", r.stdout + r.stderr  # the dir named on stdout
     return json.load(open(os.path.join(out, "manifest.json")))
 
 
@@ -77,6 +77,34 @@ def test_fx_graph_runnable_and_minifier_launcher_import_with_the_inputs_they_nam
     m = json.load(open(tmp_path / "launcher" / "manifest.json"))
     assert m["imported_from"]["command"] == "minify" and m["imported_from"]["generated_storages"] == 0
     assert m["imported_from"]["dropped_settings"] == ["torch._inductor.config.post_grad_custom_post_pass"], m
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_the_script_runs_in_a_fork_of_the_kept_workers_server_or_a_fresh_interpreter(parity_bin, tmp_path, monkeypatch, forked):
+    """While parity keeps workers, the script's process is forked from the pool's fork server
+    (runtime/python_run.h: torch, dynamo and Inductor already imported), its supervisor between
+    them; with PARITY_FORK_SERVER=0 it is parity's own child, a fresh interpreter."""
+    import subprocess
+    if not os.environ.get("PARITY_KEEP_WORKERS"):  # by hand: a pool of this test's own
+        monkeypatch.setenv("PARITY_WORKER_POOL", str(tmp_path / "pool"))
+        monkeypatch.setenv("PARITY_KEEP_WORKERS", "5")
+    monkeypatch.setenv("PARITY_FORK_SERVER", "1" if forked else "0")
+    script = write_script(tmp_path / "repro.py", tmp_path / "checkpoints")
+    chain = str(tmp_path / "chain")
+    with open(script, "a") as fd:  # the module's top level runs in the import's process
+        fd.write(f"import os as _os\nwith open({chain!r}, 'w') as _f:\n"
+                 f"    _f.write(str(_os.getppid()) + ' ' + open(f'/proc/{{_os.getppid()}}/stat').read().rsplit(')', 1)[1].split()[1])\n")
+    p = subprocess.Popen([parity_bin, "import", script, "--out", str(tmp_path / "dir")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0 and out == f"{tmp_path / 'dir'}\n", out + err
+    parent, grandparent = map(int, open(chain).read().split())
+    servers = [int(line.split()[2]) for line in run_parity(parity_bin, "workers").stdout.splitlines() if line.endswith("fork server")]
+    if forked:
+        assert parent != p.pid and grandparent in servers, (parent, grandparent, servers, p.pid)
+    else:
+        assert parent == p.pid, (parent, p.pid)
+    assert json.load(open(tmp_path / "dir" / "manifest.json"))["imported_from"]["generated_storages"] == 0
 
 
 @pytest.mark.parametrize("text,needle", [("print('hello')\n", "defines no `class Repro`"),

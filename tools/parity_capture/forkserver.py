@@ -26,7 +26,7 @@ fork may start a team of any size (a fork of a process that ran an OpenMP team h
 team of that size).
 
 A request with {"run": NAME} (one of RUNS: a real replay's rank, distributed/real.h; a profile's
-child, profile/profile.h) forks that module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
+child, profile/profile.h; `parity import`'s child, cli/cmd_import.cpp) forks that module's main(argv) instead, watched by a supervisor (a fork too, the run's parent) that answers
 {"pid": N}, then, when the run ends, {"exit": CODE} or {"signal": N}; the connection is the run's
 lifeline: when the client's end closes first, the supervisor kills the run's process group. One server per key: the lock (flock, the server's pid inside)
 says which; a second one started meanwhile exits. It ends after SECONDS without a request, and
@@ -50,7 +50,7 @@ _MAX_REQUEST = 1 << 20
 
 # What a {"run": ...} request may name: the run's module (`python -m parity_capture.<run>`), whose
 # main(argv) returns an exit code; imported before the server serves, as the worker is.
-RUNS = {"rank_replay": "rank_replay", "profiling": "profiling.__main__"}
+RUNS = {"rank_replay": "rank_replay", "profiling": "profiling.__main__", "import_repro": "import_repro"}
 
 
 def threads_per_request(env) -> int:

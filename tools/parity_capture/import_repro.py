@@ -141,8 +141,7 @@ def main(argv=None) -> int:
     except CaptureError as e:
         print(f"parity import: error: {e}", file=sys.stderr)
         return 2
-    print(a.out)
-    return 0
+    return 0  # `parity import` names the dir on its stdout
 
 
 if __name__ == "__main__":
