@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "runtime/fork_server.h"
 #include "runtime/jobs.h"
 #include "runtime/worker.h"
 #include "util/digest.h"
@@ -44,9 +45,12 @@ int& KeepSetting() {
 // Variables that differ between two invocations of one user's shell without changing a worker.
 bool Ignored(const std::string& name) {
   // Variables that say where or how the caller runs, not what a worker does: a shell's, a
-  // terminal's, and pytest's name of the test running now (a CI that runs parity from pytest).
+  // terminal's, pytest's name of the test running now (a CI that runs parity from pytest), and the
+  // settings only parity's C++ side reads (its config file, host_ops/approval.h, whose allow-list
+  // reaches a worker as the modules it imports, kImportEnv; whether it forks workers,
+  // fork_server.h), so that a run with its own config file adopts the same worker.
   static const char* const kNames[] = {"_", "OLDPWD", "SHLVL", "COLUMNS", "LINES", "TERM", "PARITY_WORKER_SOCKET",
-                                       "PYTEST_CURRENT_TEST"};
+                                       "PYTEST_CURRENT_TEST", "PARITY_CONFIG", kForkServerEnv};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;

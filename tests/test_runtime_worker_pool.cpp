@@ -139,6 +139,11 @@ TEST_F(Pool, TheKeyFollowsTheWorkersEnvironment) {
   EXPECT_NE(PoolKey({"OMP_NUM_THREADS=1"}), base);
   EXPECT_NE(PoolKey({"CUDA_VISIBLE_DEVICES=1"}), PoolKey({"CUDA_VISIBLE_DEVICES=0"}));
   EXPECT_EQ(PoolKey({"_=/usr/bin/other"}), base);  // the shell's last command changes nothing
+  // What only parity's C++ side reads: its config file, whether it forks workers.
+  for (const char* kv : {"PARITY_CONFIG=/elsewhere/config.json", "PARITY_FORK_SERVER=0"}) {
+    EXPECT_EQ(PoolKey({kv}), base) << kv;
+    EXPECT_EQ(ForkServerKey({kv}), ForkServerKey({})) << kv;
+  }
   ::setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/elsewhere", 1);
   EXPECT_NE(PoolKey({}), base);
   ::unsetenv("TORCHINDUCTOR_CACHE_DIR");

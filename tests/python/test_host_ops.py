@@ -17,12 +17,17 @@ from custom_op_model import capture_custom, scaled_gelu  # noqa: E402
 OP = "parity_test::scaled_gelu"
 
 
-def parity(parity_bin, *args, pythonpath=HERE, home=None):
+def parity(parity_bin, *args, pythonpath=HERE, home=None, config=None):
+    """parity with PYTHONPATH `pythonpath`, its config found under `home` ($HOME/.config/parity)
+    or named by `config` ($PARITY_CONFIG, which keeps the suite's warm workers: a HOME of the
+    test's own is another worker's environment, runtime/worker_pool.h)."""
     env = dict(os.environ, PYTHONPATH=pythonpath)
     if home:
         env["HOME"] = home
         env.pop("XDG_CONFIG_HOME", None)
         env.pop("PARITY_CONFIG", None)
+    if config:
+        env["PARITY_CONFIG"] = config
     return subprocess.run([parity_bin, *args], capture_output=True, text=True, env=env)
 
 
@@ -139,14 +144,12 @@ def test_config_allow_list_approves(parity_bin, custom, tmp_path):
 
 @pytest.mark.parametrize("op", [OP, "aten::tanh"])
 def test_fault_minifies_to_the_faulty_op_among_host_ops(parity_bin, custom, tmp_path, op):
-    """Approved by the config's allow-list. The minimum lists the host op only where it still
-    calls it, and its repro.py imports the op's module as parity found it (from the directory
-    parity ran in, here the one holding custom_op_model.py, with no PYTHONPATH)."""
-    cfg = tmp_path / ".config" / "parity"
-    cfg.mkdir(parents=True)
-    (cfg / "config.json").write_text(json.dumps({"allowed_imports": ["custom_op_model"]}))
+    """Approved by the allow-list of the config $PARITY_CONFIG names. The minimum lists the host op
+    only where it still calls it, and its repro.py imports the op's module as parity found it (from
+    the directory parity ran in, here the one holding custom_op_model.py, with no PYTHONPATH)."""
+    (tmp_path / "config.json").write_text(json.dumps({"allowed_imports": ["custom_op_model"]}))
     r = parity(parity_bin, "minify", custom, "--backend", "fault", "--backend-option", f"op={op}", "-j", "2",
-               "--out", str(tmp_path / "m"), home=str(tmp_path))
+               "--out", str(tmp_path / "m"), config=str(tmp_path / "config.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.load(open(tmp_path / "m" / "summary.json"))
     assert [c["target"] for c in s["culprit_ops"]] == [op]

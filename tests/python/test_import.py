@@ -88,7 +88,10 @@ def test_the_script_runs_in_a_fork_of_the_kept_workers_server_or_a_fresh_interpr
     if not os.environ.get("PARITY_KEEP_WORKERS"):  # by hand: a pool of this test's own
         monkeypatch.setenv("PARITY_WORKER_POOL", str(tmp_path / "pool"))
         monkeypatch.setenv("PARITY_KEEP_WORKERS", "5")
-    monkeypatch.setenv("PARITY_FORK_SERVER", "1" if forked else "0")
+    if forked:
+        monkeypatch.delenv("PARITY_FORK_SERVER", raising=False)  # forking on, whatever the caller set
+    else:
+        monkeypatch.setenv("PARITY_FORK_SERVER", "0")
     script = write_script(tmp_path / "repro.py", tmp_path / "checkpoints")
     chain = str(tmp_path / "chain")
     with open(script, "a") as fd:  # the module's top level runs in the import's process
