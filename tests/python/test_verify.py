@@ -131,13 +131,15 @@ def test_bad_input_is_exit_2(parity_bin, cache_dir, test_data, tmp_path):
     assert r.returncode == 2 and 'graph_0.json: node "gelu": unknown op "aten::gelu_from_the_future"' in r.stderr, r.stderr
 
 
+# A dynamo backend that appends its process's share of the cores to the file OUT names (in the
+# module, not the environment: a variable of the test's own would be another worker's key).
 ENV_PROBE = """
 import os
 from torch._dynamo import register_backend
 
 @register_backend
 def env_probe(gm, example_inputs):
-    with open(os.environ["PROBE_OUT"], "a") as f:
+    with open(OUT, "a") as f:
         f.write(os.environ.get("PARITY_SLOT_CPUS", "none") + "\\n")
     return gm.forward
 """
@@ -155,9 +157,9 @@ def test_a_bad_dir_naming_another_device_does_not_set_the_runs(parity_bin, cache
     m["device"] = "cuda"
     (bad / "manifest.json").write_text(json.dumps(m))
     os.remove(bad / "tensors.safetensors")
-    (tmp_path / "env_probe.py").write_text(ENV_PROBE)
     probe = tmp_path / "probe.txt"
-    env = dict(os.environ, PYTHONPATH=str(tmp_path), PROBE_OUT=str(probe))
+    (tmp_path / "env_probe.py").write_text(f"OUT = {str(probe)!r}\n" + ENV_PROBE)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     r = subprocess.run([parity_bin, "verify", str(good), str(bad), "--backend", "torch_compile:env_probe", "--import", "env_probe",
                         "--cache-dir", cache_dir, "--output-dir", str(tmp_path / "out")], env=env, capture_output=True, text=True)
     assert r.returncode == 2 and f"not verified: {bad}" in r.stdout, r.stdout + r.stderr
