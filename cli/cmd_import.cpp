@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "runtime/python_run.h"
+#include "util/files.h"
 #include "util/subprocess.h"
 
 namespace parity::cli {
@@ -55,8 +56,7 @@ ExitInfo RunChild(const std::vector<std::string>& args, int timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CopyNew(log, offset);
-  std::error_code ec;
-  fs::remove_all(scratch, ec);
+  RemoveAll(scratch);
   return *how;
 }
 

@@ -155,8 +155,7 @@ Expected<IsolatedRank> WriteIsolated(const World& world, int r, const RankValues
   m.extra["isolated_from"] = {{"world", fs::absolute(world.root()).string()}, {"rank", r}, {"collectives_cut", iso.collectives_cut}};
   std::vector<const GraphEntry*> ptrs;
   for (const auto& e : entries) ptrs.push_back(&e);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  RemoveAll(dir);
   PARITY_RETURN_IF_ERROR(WriteReproDir(dir, m, ptrs, tensors));
   return iso;
 }

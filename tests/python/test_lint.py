@@ -1,7 +1,10 @@
 """Every Python module parity ships is imported, and the Python code (tools/, bench/, scripts/,
 tests/) passes pyflakes' checks through flake8 --select=F, with no noqa to hide one (a re-export
 is named in __all__): an undefined name (the NameError that broke aot_inductor), an unused import
-or variable fails here, not in a user's run."""
+or variable fails here, not in a user's run. And no C++ source parity ships calls
+std::filesystem::remove_all but util/files.h's RemoveAll: torch 2.11's CUDA libtorch.so exports
+its own copy, which the dynamic linker binds parity's call to, and which jumps to null (a
+segfault no CPU run shows)."""
 import importlib
 import os
 import pkgutil
@@ -25,3 +28,17 @@ def test_python_code_passes_pyflakes():
     paths = [os.path.join(ROOT, p) for p in ("tools", "bench", "scripts", "tests", "fuzz")]
     r = subprocess.run([sys.executable, "-m", "flake8", "--select=F", "--disable-noqa", *paths], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cpp_calls_std_filesystem_remove_all_only_through_remove_all():
+    import re
+    calls = re.compile(r"(?<![\w:])(?:fs|std::filesystem|filesystem)::remove_all\s*\(")
+    found = []
+    for top in ("util", "repro", "interpreter", "compare", "results", "runtime", "host_ops", "experiment", "matrix", "verify",
+                "distributed", "minifier", "profile", "ci", "report", "cli"):  # what parity ships
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                if f.endswith((".cpp", ".h")) and path != os.path.join(ROOT, "util", "files.cpp"):
+                    found += [f"{path}:{i}" for i, line in enumerate(open(path, errors="replace"), 1) if calls.search(line)]
+    assert not found, found
