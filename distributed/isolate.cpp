@@ -7,6 +7,7 @@
 #include "distributed/simulated.h"
 #include "interpreter/interpreter.h"
 #include "repro/safetensors.h"
+#include "util/files.h"
 
 namespace parity::distributed {
 namespace fs = std::filesystem;
