@@ -39,6 +39,7 @@ void CopyNew(const fs::path& log, std::streamoff& offset) {
 // The child's run to its end or its deadline (then killed), its output copied to stderr as it
 // comes; its log (in a scratch dir of this process's) removed after.
 ExitInfo RunChild(const std::vector<std::string>& args, int timeout_s) {
+  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-import-");  // scratch of killed imports
   const fs::path scratch = fs::temp_directory_path() / ("parity-import-" + std::to_string(::getpid()));
   fs::create_directories(scratch);
   const fs::path log = scratch / "import.log";
