@@ -4,7 +4,6 @@
 // program, never in parity or its worker: forked from the fork server of its environment when
 // this process keeps workers (runtime/python_run.h: torch, dynamo and Inductor imported once), else
 // a fresh interpreter.
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -39,8 +38,7 @@ void CopyNew(const fs::path& log, std::streamoff& offset) {
 // The child's run to its end or its deadline (then killed), its output copied to stderr as it
 // comes; its log (in a scratch dir of this process's) removed after.
 ExitInfo RunChild(const std::vector<std::string>& args, int timeout_s) {
-  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-import-");  // scratch of killed imports
-  const fs::path scratch = fs::temp_directory_path() / ("parity-import-" + std::to_string(::getpid()));
+  const fs::path scratch = ProcessScratchDir("parity-import-");
   fs::create_directories(scratch);
   const fs::path log = scratch / "import.log";
   std::ofstream(log).close();

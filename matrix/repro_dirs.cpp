@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <optional>
 #include <set>
 
@@ -98,14 +97,9 @@ std::optional<bool> UsesCudaBeforeReading(const MatrixOptions& o) {
   if (o.experiment.device) return NamesCuda(*o.experiment.device);
   bool cuda = false;
   for (const auto& dir : o.repro_dirs) {
-    std::ifstream in(std::filesystem::path(dir) / "manifest.json");
-    if (!in) return std::nullopt;
-    const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!m.is_object()) return std::nullopt;
-    const auto device = m.find("device");
-    if (device == m.end()) continue;  // the format's default: cpu
-    if (!device->is_string()) return std::nullopt;
-    cuda = cuda || NamesCuda(device->get<std::string>());
+    auto m = ReadManifest(dir);
+    if (!m.ok()) return std::nullopt;
+    cuda = cuda || NamesCuda(m->device);
   }
   return cuda;
 }

@@ -153,8 +153,7 @@ json ProfileRecord(const ExperimentSpec& spec, const Report& report) {
 Expected<Report> Profile(const ProfileOptions& o, std::ostream& progress) {
   PARITY_RETURN_IF_ERROR(CheckProfileOptions(o));
   const fs::path cache_dir = fs::absolute(o.matrix.experiment.cache_dir.empty() ? experiment::DefaultCacheDir() : o.matrix.experiment.cache_dir);
-  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-profile-");
-  const fs::path scratch = fs::temp_directory_path() / ("parity-profile-" + std::to_string(::getpid()));
+  const fs::path scratch = ProcessScratchDir("parity-profile-");
   fs::create_directories(scratch);
   experiment::IsolatedRunner runner(scratch / "workers", o.matrix.experiment.timeout_s, 1);
   PARITY_ASSIGN_OR_RETURN(Experiment experiment, ResolveExperiment(o, runner));

@@ -336,15 +336,33 @@ Expected<ReproDir> ReproDir::Load(const fs::path& dir) {
   }
 }
 
-Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
-  ReproDir r;
-  r.root_ = dir;
-  const std::string mw = (dir / "manifest.json").string();
+namespace {
+// The manifest file of `dir` as JSON (an object), checked as every path the manifest names is.
+Expected<json> ReadManifestJson(const fs::path& dir, const std::string& mw) {
   if (!fs::is_directory(dir)) return Error::BadInput(dir.string() + ": not a directory");
   PARITY_RETURN_IF_ERROR(CheckInside(dir, "manifest.json", mw));  // the same rule as every path the manifest names
   PARITY_ASSIGN_OR_RETURN(std::string text, ReadFile(dir / "manifest.json", kMaxManifestBytes));
   PARITY_ASSIGN_OR_RETURN(json j, ParseJson(text, mw));
   if (!j.is_object()) return Error::BadInput(mw + ": top level is not a JSON object");
+  return j;
+}
+}  // namespace
+
+Expected<Manifest> ReadManifest(const fs::path& dir) {
+  const std::string mw = (dir / "manifest.json").string();
+  try {
+    PARITY_ASSIGN_OR_RETURN(json j, ReadManifestJson(dir, mw));
+    return ReadManifestFields(j, mw);
+  } catch (const nlohmann::json::exception& e) {  // as in Load
+    return Error::BadInput(mw + ": unexpected JSON type: " + e.what());
+  }
+}
+
+Expected<ReproDir> ReproDir::LoadChecked(const fs::path& dir) {
+  ReproDir r;
+  r.root_ = dir;
+  const std::string mw = (dir / "manifest.json").string();
+  PARITY_ASSIGN_OR_RETURN(json j, ReadManifestJson(dir, mw));
   PARITY_ASSIGN_OR_RETURN(r.manifest_, ReadManifestFields(j, mw));
   PARITY_RETURN_IF_ERROR(CheckInside(dir, r.manifest_.tensors_file, mw + ": field \"tensors\""));
   PARITY_ASSIGN_OR_RETURN(safetensors::File tensors, safetensors::File::Open(dir / r.manifest_.tensors_file));

@@ -116,6 +116,11 @@ class ReproDir {
   std::string verified_tensors_;
 };
 
+// The top-level fields of the manifest of the repro dir `dir` (its "device" among them, with the
+// format's default), read and checked as ReproDir::Load reads them, without its graphs or
+// tensors: what a caller needs to know of a dir before reading it whole.
+[[nodiscard]] Expected<Manifest> ReadManifest(const std::filesystem::path& dir);
+
 // Writes a repro dir: graph JSON files, the manifest and `tensors` (key -> tensor). Existing
 // files of the same names are replaced atomically.
 [[nodiscard]] Status WriteReproDir(const std::filesystem::path& dir, const Manifest& manifest,

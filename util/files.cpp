@@ -115,6 +115,11 @@ int RemoveDeadProcessDirs(const fs::path& parent, const std::string& prefix) {
   return removed;
 }
 
+fs::path ProcessScratchDir(const std::string& prefix) {
+  RemoveDeadProcessDirs(fs::temp_directory_path(), prefix);
+  return fs::temp_directory_path() / (prefix + std::to_string(::getpid()));
+}
+
 }  // namespace parity
 
 namespace parity {

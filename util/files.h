@@ -38,6 +38,10 @@ std::string FileStamp(const std::filesystem::path& p);
 // (scratch left by a killed run); returns how many.
 int RemoveDeadProcessDirs(const std::filesystem::path& parent, const std::string& prefix);
 
+// This process's scratch dir in the temp dir, `prefix`<pid> (not created), the ones killed
+// processes left under that prefix removed first (RemoveDeadProcessDirs).
+std::filesystem::path ProcessScratchDir(const std::string& prefix);
+
 // True when `child`, after resolving "..", symlinks and the like, lies inside `root`.
 bool IsInside(const std::filesystem::path& root, const std::filesystem::path& child);
 

@@ -127,8 +127,7 @@ Expected<VerifySummary> Verify(const VerifyOptions& opts, const std::vector<matr
                                const VerifyHooks& hooks) {
   VerifyOptions o = opts;
   o.experiment.cache_dir = fs::absolute(o.experiment.cache_dir.empty() ? experiment::DefaultCacheDir() : o.experiment.cache_dir);
-  RemoveDeadProcessDirs(fs::temp_directory_path(), "parity-verify-");  // scratch of killed runs
-  const fs::path run_dir = fs::temp_directory_path() / ("parity-verify-" + std::to_string(::getpid()));
+  const fs::path run_dir = ProcessScratchDir("parity-verify-");
   std::optional<experiment::IsolatedRunner> runner;
   const std::optional<bool> early_cuda = StartBeforeReading(runner, o, run_dir);
   const matrix::LoadedDirs dirs = matrix::LoadReproDirs(o, read);
