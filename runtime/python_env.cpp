@@ -34,7 +34,9 @@ fs::path ParityCacheDir() {
   return fs::temp_directory_path() / "parity-cache";
 }
 
-std::string BuiltTorch() { return std::string(PARITY_TORCH_VERSION_BUILT) + " " + PARITY_TORCH_GIT_BUILT; }
+// Appended, not `std::string(...) + " " + ...`: g++ 12 warns (-Warray-bounds, a false positive on
+// the moved temporary) at every build of that, and a user's first build should show no warning.
+std::string BuiltTorch() { return std::string(PARITY_TORCH_VERSION_BUILT).append(" ").append(PARITY_TORCH_GIT_BUILT); }
 
 std::vector<std::string> BytecodeCacheEnv(const fs::path& torch_dir,
                                           const std::function<std::optional<std::string>(const char*)>& getenv,
@@ -73,9 +75,9 @@ const std::vector<std::string>& KeptBytecodeEnv() {
 
 std::vector<std::string> PythonEnv() {
   const char* pp = std::getenv("PYTHONPATH");
-  std::vector<std::string> env = {
-      std::string("PYTHONPATH=") + PARITY_TOOLS_DIR + (pp && *pp ? std::string(":") + pp : ""),
-      "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv) + "=" + BuiltTorch()};
+  std::string path = std::string("PYTHONPATH=").append(PARITY_TOOLS_DIR);  // appended: BuiltTorch's note
+  if (pp && *pp) path.append(":").append(pp);
+  std::vector<std::string> env = {path, "PYTHONUNBUFFERED=1", std::string(kTorchBuiltEnv).append("=").append(BuiltTorch())};
   env.insert(env.end(), KeptBytecodeEnv().begin(), KeptBytecodeEnv().end());
   return env;
 }
