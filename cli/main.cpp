@@ -8,7 +8,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "runtime/jobs.h"
@@ -65,6 +68,23 @@ void parity::cli::StartJobZygote() {
   // this process's only in what parity reads after it loaded (runtime/jobs.h).
   parity::StartZygote(g_argc, g_argv, RunParity, parity::runtime::JobChildMayDiffer());
 }
+
+namespace {
+// `parity _zygote-server SOCKET [IDLE_S]`: no command. The process serves forks of itself at SOCKET
+// (util/zygote.h, ServeZygote) for a harness that runs parity hundreds of times (the Python tests:
+// tests/python/pytest_fork.py starts one), each child the start of `parity ARGS` without libtorch's
+// static initialisation again (0.17 CPU-s of every parity process on a 2-core CPU).
+constexpr const char* kZygoteServer = "_zygote-server";
+
+// What this binary and its libraries read of the environment as they load, which a child of the
+// server therefore has as the server started: the dynamic loader's and glibc's settings, OpenMP's
+// and MKL's (OpenMP's thread count excepted: applied again), libtorch's (its static
+// initialisation), the sanitizers' options. parity's own reads come later, per command.
+std::vector<std::string> ReadAtLoad() {
+  return {"LD_*",    "GLIBC_TUNABLES", "MALLOC_*",     "OMP_*",        "KMP_*",        "GOMP_*",      "MKL_*",
+          "TORCH_*", "PYTORCH_*",      "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"};
+}
+}  // namespace
 
 int RunParity(int argc, char** argv) {
   CLI::App app{"parity: is the compiled model still computing the right numbers?"};
@@ -141,5 +161,7 @@ int main(int argc, char** argv) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
   g_argc = argc;
   g_argv = argv;
+  if (argc >= 3 && std::strcmp(argv[1], kZygoteServer) == 0)
+    parity::ServeZygote(argv[2], argc, argv, RunParity, ReadAtLoad(), argc > 3 ? std::atoi(argv[3]) : 0);
   return RunParity(argc, argv);
 }

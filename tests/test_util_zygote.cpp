@@ -4,9 +4,13 @@
 #include "util/zygote.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "util/socket.h"
 #include "util/subprocess.h"
 
 extern char** environ;
@@ -77,6 +82,14 @@ std::string Slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Whether `pid` is no process any more, or a zombie its adopter has yet to reap.
+bool Gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const auto close = text.rfind(')');
+  return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
 TEST(Zygote, ChildrenRunTheEntryWithTheirArgvEnvironmentAndThreads) {
@@ -166,12 +179,7 @@ TEST(Zygote, ItsChildrenDieWithTheProcessThatStartedIt) {
   ASSERT_EQ(::read(pipe_fds[0], &hung, sizeof hung), static_cast<ssize_t>(sizeof hung));
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
-  auto gone = [&] {
-    std::ifstream stat("/proc/" + std::to_string(hung) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
-    const auto close = text.rfind(')');
-    return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
-  };
+  auto gone = [&] { return Gone(hung); };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(gone()) << "pid " << hung;
@@ -205,6 +213,135 @@ TEST(Zygote, TheProcessThatStartedItReapsItAtExit) {
   EXPECT_TRUE(InFreshProcess(ran_a_child));  // _Exit: no atexit, the zygote left to its adopter
   EXPECT_EQ(Adopted(1, std::chrono::seconds(10)), 1);
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+// A request to the server at `path`, as a process of any language makes one (util/zygote.h): the
+// child's stdout is `out_fd`; the status socket's lines until it closes (`pid N` or `refused ...`,
+// then `exit N` or `signal N`).
+std::vector<std::string> Request(const std::string& path, const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, int out_fd) {
+  const int conn = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(conn, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(conn);
+    return {"no connection"};
+  }
+  char cwd[4096];
+  std::string payload = std::string(::getcwd(cwd, sizeof cwd)) + '\0' + std::to_string(argv.size()) + '\0';
+  for (const auto& a : argv) payload += a + '\0';
+  for (const auto& e : env) payload += e + '\0';
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const int fds[4] = {sv[1], 0, out_fd, 2};
+  EXPECT_EQ(SendWithFds(conn, payload, fds, 4), static_cast<ssize_t>(payload.size()));
+  ::close(sv[1]);
+  ::close(conn);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = ::read(sv[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(sv[0]);
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A server at `path` forked from this process (the fork has one thread), its argv `zygote-server`.
+pid_t StartServer(const std::string& path, int idle_seconds) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("GTEST_FILTER", "-*", 1);
+    static char args[] = "zygote-server\0";
+    static char* argv[] = {args, nullptr};
+    ServeZygote(path, 1, argv, Entry, {"ZYGOTE_TEST_FIXED_*", "OMP_*"}, idle_seconds);
+  }
+  struct stat st {};
+  for (int i = 0; i < 500 && ::stat(path.c_str(), &st) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return pid;
+}
+
+TEST(ZygoteServer, ForksForAnyProcessOfThisUserWhateverItSetsButWhatIsReadAtLoad) {
+  char dir[] = "/tmp/parity_zserver_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
+  const pid_t server = StartServer(path, 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u);  // this user's only
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.push_back("PARITY_ZYGOTE_TEST=17");  // named nowhere: any variable may differ but the fixed ones
+  env.push_back("OMP_NUM_THREADS=3");      // a count: applied again
+  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  auto lines = Request(path, {"zygote-server", "report", "arg"}, env, fd);
+  ::close(fd);
+  ASSERT_EQ(lines.size(), 2u) << (lines.empty() ? "" : lines[0]);
+  EXPECT_EQ(lines[0].rfind("pid ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1], "exit 0");
+  std::istringstream report(Slurp(out));
+  std::string value, cwd, arg;
+  int threads = 0, ppid = 0, own_group = 0;
+  report >> value >> threads >> ppid >> own_group >> cwd >> arg;
+  char here[4096];
+  EXPECT_EQ(value, "17");
+  EXPECT_EQ(arg, "arg");
+  EXPECT_EQ(ppid, server);
+  EXPECT_EQ(own_group, 1);
+  EXPECT_EQ(cwd, ::getcwd(here, sizeof here));
+  EXPECT_TRUE(threads == 3 || threads == -1);
+  lines = Request(path, {"zygote-server", "exit", "7"}, env, 1);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "exit 7");
+  env.push_back("ZYGOTE_TEST_FIXED_X=1");  // read as the binary loaded: refused, the caller execs
+  lines = Request(path, {"zygote-server", "exit", "0"}, env, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("refused ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("ZYGOTE_TEST_FIXED_X"), std::string::npos) << lines[0];
+  // A second server at the path leaves the first serving.
+  const pid_t second = StartServer(path, 0);
+  int status = 0;
+  EXPECT_EQ(::waitpid(second, &status, 0), second);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(::kill(server, 0), 0);
+  ::kill(server, SIGTERM);
+  ::waitpid(server, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(::stat(path.c_str(), &st), 0);  // its socket removed
+  std::remove(out.c_str());
+  ::rmdir(dir);
+}
+
+TEST(ZygoteServer, EndsIdleOrOnSigtermAndItsChildrenWithIt) {
+  char dir[] = "/tmp/parity_zserver_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/z.sock";
+  pid_t server = StartServer(path, 1);
+  int status = 0;
+  EXPECT_EQ(::waitpid(server, &status, 0), server);  // a second without a request
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  server = StartServer(path, 1);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  pid_t hung = 0;
+  std::thread client([&] {
+    auto lines = Request(path, {"zygote-server", "hang"}, env, 1);
+    if (!lines.empty() && lines[0].rfind("pid ", 0) == 0) hung = std::atoi(lines[0].c_str() + 4);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the idle time: a child runs
+  EXPECT_EQ(::kill(server, 0), 0);
+  ::kill(server, SIGTERM);
+  EXPECT_EQ(::waitpid(server, &status, 0), server);
+  client.join();
+  ASSERT_GT(hung, 0);
+  auto gone = [hung] { return Gone(hung); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(gone()) << "pid " << hung;
+  if (!gone()) ::kill(hung, SIGKILL);
+  ::rmdir(dir);
 }
 
 }  // namespace

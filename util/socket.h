@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string_view>
 
 namespace parity {
@@ -19,6 +20,34 @@ inline bool SendAll(int fd, std::string_view bytes) {
     off += static_cast<size_t>(n);
   }
   return true;
+}
+
+// Sends `bytes` as one message on the socket `fd` with the descriptors `fds` (SCM_RIGHTS, at most
+// 8); the bytes sent (`bytes.size()` when whole), or -1 (errno says why).
+inline ssize_t SendWithFds(int fd, std::string_view bytes, const int* fds, int count) {
+  constexpr int kMost = 8;
+  if (count < 0 || count > kMost) {
+    errno = EINVAL;
+    return -1;
+  }
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMost)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (count > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<size_t>(count));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(count));
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * static_cast<size_t>(count));
+  }
+  ssize_t n;
+  do n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n;
 }
 
 }  // namespace parity

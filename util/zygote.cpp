@@ -8,6 +8,8 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -92,16 +95,20 @@ bool Decode(const char* data, size_t size, Request& r) {
 
 // The zygote's state (its process only).
 struct Zygote {
-  int socket = -1;
-  int sigchld = -1;  // a signalfd: children ended
+  int socket = -1;    // the driver's requests; a server's: the connection being served
+  int listener = -1;  // a server's listening socket; -1 for a driver's zygote
+  int sigchld = -1;   // a signalfd: children ended (a server's: also SIGTERM and SIGINT, its end)
   ZygoteEntry entry = nullptr;
-  std::vector<std::string> may_differ;
+  // Whether a request may set variable `name` to `*value` (null: unset it) otherwise than this
+  // process started with.
+  std::function<bool(const std::string& name, const std::string* value)> may_differ;
   std::map<std::string, std::string> start_env;  // this process's as it started
   sigset_t mask{};                                // the signal mask it started with
   struct sigaction quiet[4]{};                    // the dispositions it started with, of kQuiet
   std::map<pid_t, int> children;                  // pid -> its status socket
   char* args = nullptr;                           // this process's command line (what ps shows), and its size
   size_t args_size = 0;
+  std::string server_path;                        // a server's socket path
 };
 constexpr int kQuiet[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};  // the zygote ends with its process, not on these
 
@@ -131,10 +138,10 @@ std::string Differs(const Zygote& z, const std::vector<std::string>& env) {
   const auto want = EnvMap(env);
   for (const auto& [k, v] : want) {
     auto it = z.start_env.find(k);
-    if ((it == z.start_env.end() || it->second != v) && !ZygoteMayDiffer(z.may_differ, k, v)) return k;
+    if ((it == z.start_env.end() || it->second != v) && !z.may_differ(k, &v)) return k;
   }
   for (const auto& [k, v] : z.start_env)
-    if (!want.count(k) && !Named(z.may_differ, k)) return k;
+    if (!want.count(k) && !z.may_differ(k, nullptr)) return k;
   return "";
 }
 
@@ -152,6 +159,14 @@ void CloseOnExec() {
   for (int fd : close) ::close(fd);
 }
 
+// Where main's argv lies (contiguous strings, as the kernel laid them out): what ps shows.
+void ShowArgs(Zygote& z, int argc, char** argv) {
+  if (argc > 0 && argv && argv[0]) {
+    z.args = argv[0];
+    z.args_size = static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]);
+  }
+}
+
 // The request's argv where ps reads the command line (the one this process started with, as long
 // as it fits there).
 void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
@@ -166,6 +181,7 @@ void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
 // The child: what an exec of the binary would have been, from the entry on.
 [[noreturn]] void RunChild(Zygote& z, pid_t zygote, const int* fds, Request& r) {
   ::close(z.socket);
+  if (z.listener >= 0) ::close(z.listener);
   ::close(z.sigchld);
   for (const auto& [pid, fd] : z.children) ::close(fd);
   for (int i = 0; i < 4; ++i) ::sigaction(kQuiet[i], &z.quiet[i], nullptr);
@@ -234,11 +250,13 @@ bool Serve(Zygote& z) {
   return true;
 }
 
-// Every child that ended: how, on its status socket.
-void Reap(Zygote& z) {
+// Every child that ended: how, on its status socket. False when a server was told to end
+// (SIGTERM or SIGINT, read from the same signalfd).
+bool Reap(Zygote& z) {
+  bool go_on = true;
   signalfd_siginfo info;
-  while (::read(z.sigchld, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-  }
+  while (::read(z.sigchld, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+    if (info.ssi_signo != SIGCHLD) go_on = false;
   int st = 0;
   pid_t pid;
   while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
@@ -251,9 +269,31 @@ void Reap(Zygote& z) {
     ::close(it->second);
     z.children.erase(it);
   }
+  return go_on;
 }
 
-[[noreturn]] void ZygoteMain(Zygote& z) {
+// A server's connection: its one request, from a process of this user only. The connection is
+// closed after it (a child's status goes to the status socket the request passed).
+void ServeConnection(Zygote& z) {
+  const int conn = ::accept4(z.listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return;
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  const timeval wait{2, 0};  // a client that connected sends its request at once
+  if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid() &&
+      ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait) == 0) {
+    z.socket = conn;
+    Serve(z);
+    z.socket = -1;
+  }
+  ::close(conn);
+}
+
+// The zygote's life: requests served and children reaped until the driver has gone (its socket
+// closed), or, for a server (z.listener), until SIGTERM or SIGINT, or `idle_ms` without a request
+// while no child of its runs (-1: never).
+[[noreturn]] void ZygoteMain(Zygote& z, int idle_ms) {
+  const bool server = z.listener >= 0;
   ::prctl(PR_SET_NAME, "parity-zygote");
   // 0, 1 and 2 open (on /dev/null where the process started without one): the descriptors a
   // request passes then come above them, and a child's dup2 onto 0-2 cannot overwrite one of them.
@@ -262,25 +302,38 @@ void Reap(Zygote& z) {
   std::vector<std::string_view> start;
   for (char** e = environ; *e; ++e) start.emplace_back(*e);
   z.start_env = EnvMap(start);
+  // A driver's zygote ignores what a terminal sends its process group (it ends with its driver);
+  // a server ends on SIGTERM and SIGINT, read below. The children get the dispositions back.
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
-  for (int i = 0; i < 4; ++i) ::sigaction(kQuiet[i], &ignore, &z.quiet[i]);
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &chld, &z.mask);
-  z.sigchld = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  for (int i = 0; i < 4; ++i) ::sigaction(kQuiet[i], server ? nullptr : &ignore, &z.quiet[i]);
+  sigset_t watched;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGCHLD);
+  if (server) {
+    sigaddset(&watched, SIGTERM);
+    sigaddset(&watched, SIGINT);
+  }
+  ::sigprocmask(SIG_BLOCK, &watched, &z.mask);
+  z.sigchld = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
   if (z.sigchld < 0) ::_exit(0);
   while (true) {
-    pollfd p[2] = {{z.socket, POLLIN, 0}, {z.sigchld, POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) {
+    pollfd p[2] = {{server ? z.listener : z.socket, POLLIN, 0}, {z.sigchld, POLLIN, 0}};
+    const int n = ::poll(p, 2, server && z.children.empty() ? idle_ms : -1);
+    if (n < 0) {
       if (errno == EINTR) continue;
       break;
     }
-    if (p[1].revents & POLLIN) Reap(z);
-    if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !Serve(z)) break;
+    if (n == 0) break;  // a server, idle
+    if ((p[1].revents & POLLIN) && !Reap(z)) break;
+    if (server) {
+      if (p[0].revents & POLLIN) ServeConnection(z);
+    } else if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !Serve(z)) {
+      break;
+    }
   }
   for (const auto& [pid, fd] : z.children) ::kill(-pid, SIGKILL);  // their death signal would too
+  if (server) ::unlink(z.server_path.c_str());
   ::_exit(0);
 }
 
@@ -355,17 +408,53 @@ void StartZygote(int argc, char** argv, ZygoteEntry entry, std::vector<std::stri
     static Zygote z;
     z.socket = sv[1];
     z.entry = entry;
-    z.may_differ = std::move(may_differ);
-    if (argc > 0 && argv && argv[0]) {  // main's argv: contiguous strings, as the kernel laid them out
-      z.args = argv[0];
-      z.args_size = static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]);
-    }
-    ZygoteMain(z);
+    z.may_differ = [list = std::move(may_differ)](const std::string& name, const std::string* value) {
+      return value ? ZygoteMayDiffer(list, name, *value) : Named(list, name);
+    };
+    ShowArgs(z, argc, argv);
+    ZygoteMain(z, -1);
   }
   ::close(sv[1]);
   g_socket.store(sv[0]);
   g_zygote = pid;
   std::atexit(StopZygote);
+}
+
+void ServeZygote(const std::string& socket_path, int argc, char** argv, ZygoteEntry entry,
+                 std::vector<std::string> read_at_load, int idle_seconds) {
+  auto fail = [&socket_path](const std::string& why) {
+    std::fprintf(stderr, "parity: zygote server at %s: %s\n", socket_path.c_str(), why.c_str());
+    std::fflush(stderr);
+    ::_exit(2);
+  };
+  if (!entry) fail("no entry");
+  if (Threads() != 1) fail("another thread runs in this process (a fork would not have it)");
+  sockaddr_un addr{};
+  if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) fail("the path is empty or too long for a socket");
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  const auto* a = reinterpret_cast<const sockaddr*>(&addr);
+  if (const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); probe >= 0) {
+    const bool live = ::connect(probe, a, sizeof addr) == 0;
+    ::close(probe);
+    if (live) ::_exit(0);  // one serves there already
+  }
+  ::unlink(socket_path.c_str());  // a server's that is gone
+  const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const mode_t mask = ::umask(077);  // the socket this user's only
+  const bool bound = listener >= 0 && ::bind(listener, a, sizeof addr) == 0;
+  ::umask(mask);
+  if (!bound || ::listen(listener, 64) != 0) fail(std::string("cannot listen: ") + std::strerror(errno));
+  static Zygote z;
+  z.listener = listener;
+  z.server_path = socket_path;
+  z.entry = entry;
+  z.may_differ = [fixed = std::move(read_at_load)](const std::string& name, const std::string* value) {
+    return !Named(fixed, name) || (value && name == kOmpThreads && PositiveCount(*value) > 0);
+  };
+  ShowArgs(z, argc, argv);
+  std::fflush(nullptr);
+  ZygoteMain(z, idle_seconds > 0 ? idle_seconds * 1000 : -1);
 }
 
 std::optional<ZygoteChild> ZygoteSpawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in_fd,
@@ -376,23 +465,9 @@ std::optional<ZygoteChild> ZygoteSpawn(const std::vector<std::string>& argv, con
   if (!::getcwd(cwd, sizeof cwd)) return std::nullopt;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return std::nullopt;
-  std::string payload = Encode(cwd, argv, env);
-  iovec iov{payload.data(), payload.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * kFds);
+  const std::string payload = Encode(cwd, argv, env);
   const int fds[kFds] = {sv[1], in_fd, out_fd, err_fd};
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ssize_t n;
-  do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  const ssize_t n = SendWithFds(sock, payload, fds, kFds);
   ::close(sv[1]);
   if (n != static_cast<ssize_t>(payload.size())) {
     ::close(sv[0]);

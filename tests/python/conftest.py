@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+import parity_fork
+
 # The suite's parity runs keep their Python workers warm for the next run (--keep-workers, as a
 # user's CI would), in a pool of the suite's own that ctest names ($PARITY_TEST_WORKER_POOL, in the
 # build dir): each run adopts a warm worker instead of starting one (torch imported, Inductor's
@@ -49,8 +51,12 @@ def standalone_env(home):
     return env
 
 
-def run_parity(parity_bin, *args):
-    return subprocess.run([parity_bin, *args], capture_output=True, text=True)
+def run_parity(parity_bin, *args, env=None, cwd=None, timeout=None, input=None):
+    """`parity ARGS` as subprocess.run(capture_output=True, text=True, ...) runs it: forked by the
+    suite's parity zygote server where it runs (parity_fork.py), else exec'd."""
+    argv = [parity_bin, *map(str, args)]
+    return (parity_fork.run(argv, env=env, cwd=cwd, timeout=timeout, input=input) or
+            subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, input=input))
 
 
 def manifest(d):

@@ -321,8 +321,22 @@ def stop(path: str) -> int:
     return 0
 
 
+def _parity_server(what: str) -> None:
+    """The parity binary's zygote server (parity_fork.py) starts and ends with this one: the
+    entries' parity runs are forked by it."""
+    path, parity_bin = os.environ.get("PARITY_TEST_ZYGOTE"), os.environ.get("PARITY_BIN")
+    if not path or what == "--serve":
+        return
+    import parity_fork
+    if what == "--stop":
+        parity_fork.stop(path)
+    elif parity_bin:
+        print(f"pytest_fork: {parity_fork.start(path, parity_bin)}")
+
+
 def main(argv) -> int:
     if len(argv) == 2 and argv[0] in ("--start", "--stop", "--serve"):
+        _parity_server(argv[0])
         return {"--start": start, "--stop": stop, "--serve": serve}[argv[0]](argv[1])
     run(argv)
     return 0

@@ -4,9 +4,10 @@ round-trips, a sharded run (shards found from each CI engine's environment) merg
 the unsharded run, --jobs runs experiments at once, bad input is exit 2."""
 import json
 import os
-import subprocess
 
 import pytest
+
+from conftest import run_parity
 
 CONFIG = "cpu_fault_repro_inference"
 
@@ -20,7 +21,7 @@ def env_without_shards(**extra):
 
 
 def parity(parity_bin, *args, **env):
-    return subprocess.run([parity_bin, *map(str, args)], capture_output=True, text=True, env=env_without_shards(**env))
+    return run_parity(parity_bin, *args, env=env_without_shards(**env))
 
 
 def fault(*opts):

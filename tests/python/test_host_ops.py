@@ -28,7 +28,7 @@ def parity(parity_bin, *args, pythonpath=HERE, home=None, config=None):
         env.pop("PARITY_CONFIG", None)
     if config:
         env["PARITY_CONFIG"] = config
-    return subprocess.run([parity_bin, *args], capture_output=True, text=True, env=env)
+    return run_parity(parity_bin, *args, env=env)
 
 
 @pytest.fixture(scope="module")

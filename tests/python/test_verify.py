@@ -278,8 +278,7 @@ def test_a_slots_next_jobs_are_prepared_while_its_worker_starts_and_a_crash_ther
     env["PARITY_PYTHON"] = str(python)
 
     def run(out, *args):
-        r = subprocess.run([parity_bin, "verify", *map(str, args), "-j", "1", "--output-dir", str(out)],
-                           capture_output=True, text=True, env=env)
+        r = run_parity(parity_bin, "verify", *args, "-j", "1", "--output-dir", out, env=env)
         return r, [json.loads(line) for line in open(out / "results.jsonl")]
 
     r, recs = run(tmp_path / "told", copy("mlp", "first"), copy("mlp", "second"), "--backend", "inductor")

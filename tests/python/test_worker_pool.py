@@ -36,8 +36,7 @@ def pool(tmp_path, monkeypatch):
 
 def with_host_op(parity_bin, *args):
     """`parity *args --import custom_op_model`, the module importable: a run of the `custom` dir."""
-    return subprocess.run([parity_bin, *args, "--import", "custom_op_model"], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=HERE))
+    return run_parity(parity_bin, *args, "--import", "custom_op_model", env=dict(os.environ, PYTHONPATH=HERE))
 
 
 def workers(parity_bin):
