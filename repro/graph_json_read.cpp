@@ -63,8 +63,9 @@ struct Parser {
 
   Expected<Arg> ParseTagged(const json& j, const std::string& field) {
     if (j.size() != 1) return Bad(field, "a tagged value must have exactly one key");
-    const std::string& tag = j.begin().key();
-    const json& v = j.begin().value();
+    const auto only = j.begin();  // named: g++ 13 takes a reference through a temporary iterator for a dangling one
+    const std::string& tag = only.key();
+    const json& v = only.value();
     const std::string f = field + "." + tag;
     if (tag == "node") {
       if (!v.is_string()) return Bad(f, "expected a node name");
