@@ -26,7 +26,11 @@ import time
 
 SERVER_ENV = "PARITY_TEST_ZYGOTE"
 IDLE_S = 300  # the server ends after this long without a request (a suite interrupted leaves none)
-READY_S = 10.0
+READY_S = 10.0  # a started server listens within this
+# The server answers a request with the child's pid at once; one that has not answered within this
+# is an error, never a reason to exec instead: it may still fork the child, which would then run
+# beside the exec'd one (the same command, the same output dir).
+ANSWER_S = 120.0
 
 
 def _text(data: bytes) -> str:
@@ -53,13 +57,13 @@ def run(argv, env=None, cwd=None, timeout=None, input=None):
         except OSError:
             return None  # gone (idle), or the request too large: the binary itself
         lines = status.makefile("r")
-        status.settimeout(READY_S)
+        status.settimeout(ANSWER_S)
         try:
             first = lines.readline().strip()
-        except OSError:
-            return None
+        except (socket.timeout, TimeoutError):
+            raise RuntimeError(f"the parity zygote server at {path} did not answer within {ANSWER_S:.0f} s: {argv}")
         if not first.startswith("pid "):
-            return None  # refused
+            return None  # refused, or the server ended before it forked (its children die with it)
         pid = int(first[4:])
         status.settimeout(timeout)
         try:

@@ -336,8 +336,12 @@ def _parity_server(what: str) -> None:
 
 def main(argv) -> int:
     if len(argv) == 2 and argv[0] in ("--start", "--stop", "--serve"):
-        _parity_server(argv[0])
-        return {"--start": start, "--stop": stop, "--serve": serve}[argv[0]](argv[1])
+        if argv[0] == "--start":
+            _parity_server(argv[0])
+        code = {"--start": start, "--stop": stop, "--serve": serve}[argv[0]](argv[1])
+        if argv[0] == "--stop":  # once the pytest runs have ended, their parity runs with them
+            _parity_server(argv[0])
+        return code
     run(argv)
     return 0
 
