@@ -58,6 +58,11 @@ target_include_directories(parity_torch SYSTEM INTERFACE
   "${PARITY_TORCH_DIR}/include"
   "${PARITY_TORCH_DIR}/include/torch/csrc/api/include")
 target_compile_definitions(parity_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${_tw_abi})
+# AT_PER_OPERATOR_HEADERS: ATen's own headers (TensorOperators.h, TensorIndexing.h, ...) include
+# the one ATen/ops/<op>.h each needs instead of ATen/Functions.h, every operator of ATen: about
+# 8 CPU-s of parsing in each translation unit that reaches it. parity's sources include the
+# ATen/ops/<op>.h of each free function they call (never ATen/ATen.h or ATen/Functions.h).
+target_compile_definitions(parity_torch INTERFACE AT_PER_OPERATOR_HEADERS)
 # ATen's parallel_for is a header template over OpenMP (AT_PARALLEL_OPENMP): code that calls it
 # must be compiled with -fopenmp or it silently runs serially. At run time the rpath resolves
 # libgomp.so.1 to the wheel's own copy, the one libtorch_cpu uses.

@@ -1,6 +1,10 @@
 #include "compare/budget.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,8 @@
 #include "distributed/simulated.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
 
 #include <algorithm>
 #include <map>

@@ -6,7 +6,7 @@
 //   [0] ref dtype  [1] res dtype (bit 7 set: a different one, from bits 0-6)  [2] option bits
 //   [3] tol choice  [4] rank 0-3 (bit 7: res gets one more element in its last dim)
 //   [5..7] dims 0-7  [8..] data for ref, then res, then the fp64 reference
-#include <ATen/ATen.h>
+#include <ATen/ops/empty.h>
 
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,8 @@
 #include "late_worker.h"
 
 #include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/relu.h>
 

@@ -3,7 +3,15 @@
 // torch.histc; zeros and non-finite errors counted apart.
 #include "compare/histogram.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/histc.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 

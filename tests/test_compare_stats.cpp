@@ -4,7 +4,14 @@
 // overflowing difference, odd lengths, float/double mixes, thread counts.
 #include "compare/stats.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/isclose.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 

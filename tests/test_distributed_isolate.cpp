@@ -1,5 +1,7 @@
 #include "distributed/isolate.h"
 
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <fstream>

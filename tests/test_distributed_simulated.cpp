@@ -1,7 +1,14 @@
 #include "distributed/simulated.h"
 #include "interpreter/collectives.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <thread>

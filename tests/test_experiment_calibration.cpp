@@ -1,6 +1,12 @@
 #include "experiment/calibration.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/nextafter.h>
+#include <ATen/ops/randn.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>

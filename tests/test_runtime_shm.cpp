@@ -1,6 +1,10 @@
 #include "runtime/shm.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>

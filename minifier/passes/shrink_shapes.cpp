@@ -10,7 +10,7 @@
 // In a symbolic graph a dim sized by a symbol shrinks with its symbol (a target of its own): the
 // hint halves (or drops to the range's low end) and every input dim it sizes follows, so each
 // candidate is a symbolic graph valid at its new hints.
-#include <ATen/ATen.h>
+#include <ATen/ops/zeros.h>
 
 #include "interpreter/interpreter.h"
 #include "minifier/passes/passes.h"

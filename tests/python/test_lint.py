@@ -4,7 +4,9 @@ is named in __all__): an undefined name (the NameError that broke aot_inductor),
 or variable fails here, not in a user's run. And no C++ source parity ships calls
 std::filesystem::remove_all but util/files.h's RemoveAll: torch 2.11's CUDA libtorch.so exports
 its own copy, which the dynamic linker binds parity's call to, and which jumps to null (a
-segfault no CPU run shows)."""
+segfault no CPU run shows). No C++ source includes ATen's umbrella headers (ATen/ATen.h,
+ATen/Functions.h, torch/torch.h): each costs every translation unit that reaches it about 8 CPU-s
+of parsing, three builds a CI run (cmake/TorchWheel.cmake, AT_PER_OPERATOR_HEADERS)."""
 import importlib
 import os
 import pkgutil
@@ -30,15 +32,31 @@ def test_python_code_passes_pyflakes():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+SHIPPED = ("util", "repro", "interpreter", "compare", "results", "runtime", "host_ops", "experiment", "matrix", "verify",
+           "distributed", "minifier", "profile", "ci", "report", "cli")  # the rooms of what parity ships
+
+
+def cpp_lines(tops):
+    """(path, line number, line) of every C++ source and header under the top-level dirs `tops`."""
+    for top in tops:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in sorted(files):
+                if f.endswith((".cpp", ".h")):
+                    path = os.path.join(dirpath, f)
+                    for i, line in enumerate(open(path, errors="replace"), 1):
+                        yield path, i, line
+
+
 def test_cpp_calls_std_filesystem_remove_all_only_through_remove_all():
     import re
     calls = re.compile(r"(?<![\w:])(?:fs|std::filesystem|filesystem)::remove_all\s*\(")
-    found = []
-    for top in ("util", "repro", "interpreter", "compare", "results", "runtime", "host_ops", "experiment", "matrix", "verify",
-                "distributed", "minifier", "profile", "ci", "report", "cli"):  # what parity ships
-        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
-            for f in files:
-                path = os.path.join(dirpath, f)
-                if f.endswith((".cpp", ".h")) and path != os.path.join(ROOT, "util", "files.cpp"):
-                    found += [f"{path}:{i}" for i, line in enumerate(open(path, errors="replace"), 1) if calls.search(line)]
+    found = [f"{path}:{i}" for path, i, line in cpp_lines(SHIPPED)
+             if path != os.path.join(ROOT, "util", "files.cpp") and calls.search(line)]
+    assert not found, found
+
+
+def test_cpp_includes_no_umbrella_header_of_aten():
+    import re
+    umbrella = re.compile(r"#\s*include\s*<(ATen/ATen\.h|ATen/Functions\.h|torch/torch\.h|torch/all\.h|torch/extension\.h)>")
+    found = [f"{path}:{i}" for path, i, line in cpp_lines(SHIPPED + ("tests", "fuzz", "bench", "cmake")) if umbrella.search(line)]
     assert not found, found
