@@ -217,9 +217,10 @@ TEST(Zygote, TheProcessThatStartedItReapsItAtExit) {
 
 // A request to the server at `path`, as a process of any language makes one (util/zygote.h): the
 // child's stdout is `out_fd`; the status socket's lines until it closes (`pid N` or `refused ...`,
-// then `exit N` or `signal N`).
+// then `exit N` or `signal N`). `given_up`: the caller closes its end of the status socket before
+// the request is sent, as one that had no answer in time does (no lines then).
 std::vector<std::string> Request(const std::string& path, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& env, int out_fd) {
+                                 const std::vector<std::string>& env, int out_fd, bool given_up = false) {
   const int conn = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -235,9 +236,11 @@ std::vector<std::string> Request(const std::string& path, const std::vector<std:
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   const int fds[4] = {sv[1], 0, out_fd, 2};
+  if (given_up) ::close(sv[0]);
   EXPECT_EQ(SendWithFds(conn, payload, fds, 4), static_cast<ssize_t>(payload.size()));
   ::close(sv[1]);
   ::close(conn);
+  if (given_up) return {};
   std::string text;
   char buf[256];
   for (ssize_t n; (n = ::read(sv[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
@@ -310,6 +313,31 @@ TEST(ZygoteServer, ForksForAnyProcessOfThisUserWhateverItSetsButWhatIsReadAtLoad
   ::waitpid(server, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_NE(::stat(path.c_str(), &st), 0);  // its socket removed
+  std::remove(out.c_str());
+  ::rmdir(dir);
+}
+
+TEST(ZygoteServer, ARequestItsCallerGaveUpOnGetsNoChild) {
+  char dir[] = "/tmp/parity_zserver_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
+  const pid_t server = StartServer(path, 0);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  Request(path, {"zygote-server", "report", "given-up"}, env, fd, /*given_up=*/true);
+  // Served in order: once the next request's child has ended, the first was served (or dropped).
+  auto lines = Request(path, {"zygote-server", "report", "waited"}, env, fd);
+  ::close(fd);
+  ASSERT_EQ(lines.size(), 2u) << (lines.empty() ? "" : lines[0]);
+  EXPECT_EQ(lines[1], "exit 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a child of the first would have written by now
+  const std::string text = Slurp(out);
+  EXPECT_EQ(text.find("given-up"), std::string::npos) << text;
+  EXPECT_NE(text.find("waited"), std::string::npos) << text;
+  int status = 0;
+  ::kill(server, SIGTERM);
+  ::waitpid(server, &status, 0);
   std::remove(out.c_str());
   ::rmdir(dir);
 }

@@ -178,6 +178,13 @@ void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
   std::memcpy(z.args, line.data(), z.args_size);
 }
 
+// Whether the caller has given up on its request: the status socket's other end closed (a caller
+// that had no answer in time runs the binary itself; the child must then not run too).
+bool CallerGone(int status_fd) {
+  pollfd p{status_fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 // The child: what an exec of the binary would have been, from the entry on.
 [[noreturn]] void RunChild(Zygote& z, pid_t zygote, const int* fds, Request& r) {
   ::close(z.socket);
@@ -188,7 +195,7 @@ void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
   ::sigprocmask(SIG_SETMASK, &z.mask, nullptr);
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != zygote) ::_exit(127);
+  if (::getppid() != zygote || CallerGone(fds[0])) ::_exit(127);
   for (int i = 1; i < kFds; ++i) ::dup2(fds[i], i - 1);
   CloseAll(fds, kFds);
   CloseOnExec();
@@ -230,8 +237,8 @@ bool Serve(Zygote& z) {
     refused = "a malformed request";
   else if (std::string name = Differs(z, r.env); !name.empty())
     refused = "the environment's " + name + " differs from what the binary read as it loaded";
-  if (!refused.empty()) {
-    if (fds[0] >= 0) SendAll(fds[0], "refused " + refused + "\n");
+  if (!refused.empty() || CallerGone(fds[0])) {  // a caller that gave up has run the binary itself
+    if (fds[0] >= 0 && !refused.empty()) SendAll(fds[0], "refused " + refused + "\n");
     CloseAll(fds, kFds);
     return true;
   }
