@@ -218,9 +218,11 @@ TEST(Zygote, TheProcessThatStartedItReapsItAtExit) {
 // A request to the server at `path`, as a process of any language makes one (util/zygote.h): the
 // child's stdout is `out_fd`; the status socket's lines until it closes (`pid N` or `refused ...`,
 // then `exit N` or `signal N`). `given_up`: the caller closes its end of the status socket before
-// the request is sent, as one that had no answer in time does (no lines then).
+// the request is sent, as one that had no answer in time does (no lines then). `half_closed`: it
+// only shuts down its writing side, which it never needs.
 std::vector<std::string> Request(const std::string& path, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& env, int out_fd, bool given_up = false) {
+                                 const std::vector<std::string>& env, int out_fd, bool given_up = false,
+                                 bool half_closed = false) {
   const int conn = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -237,6 +239,7 @@ std::vector<std::string> Request(const std::string& path, const std::vector<std:
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   const int fds[4] = {sv[1], 0, out_fd, 2};
   if (given_up) ::close(sv[0]);
+  if (half_closed) ::shutdown(sv[0], SHUT_WR);
   EXPECT_EQ(SendWithFds(conn, payload, fds, 4), static_cast<ssize_t>(payload.size()));
   ::close(sv[1]);
   ::close(conn);
@@ -266,11 +269,25 @@ pid_t StartServer(const std::string& path, int idle_seconds) {
   return pid;
 }
 
+// Kills and reaps the server at the end of a test that did not (one whose assertion failed): a
+// server left behind would hold the test binary's stdout open, and its caller would wait forever.
+struct ServerReaper {
+  pid_t pid;
+  ~ServerReaper() {
+    int st = 0;
+    if (pid > 0 && ::waitpid(pid, &st, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+    }
+  }
+};
+
 TEST(ZygoteServer, ForksForAnyProcessOfThisUserWhateverItSetsButWhatIsReadAtLoad) {
   char dir[] = "/tmp/parity_zserver_XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
   const pid_t server = StartServer(path, 0);
+  const ServerReaper reaper{server};
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 077, 0u);  // this user's only
@@ -322,12 +339,14 @@ TEST(ZygoteServer, ARequestItsCallerGaveUpOnGetsNoChild) {
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
   const pid_t server = StartServer(path, 0);
+  const ServerReaper reaper{server};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   Request(path, {"zygote-server", "report", "given-up"}, env, fd, /*given_up=*/true);
   // Served in order: once the next request's child has ended, the first was served (or dropped).
-  auto lines = Request(path, {"zygote-server", "report", "waited"}, env, fd);
+  // That caller shut down only its writing side: it is still there, and its child runs.
+  auto lines = Request(path, {"zygote-server", "report", "waited"}, env, fd, false, /*half_closed=*/true);
   ::close(fd);
   ASSERT_EQ(lines.size(), 2u) << (lines.empty() ? "" : lines[0]);
   EXPECT_EQ(lines[1], "exit 0");
@@ -351,6 +370,7 @@ TEST(ZygoteServer, EndsIdleOrOnSigtermAndItsChildrenWithIt) {
   EXPECT_EQ(::waitpid(server, &status, 0), server);  // a second without a request
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   server = StartServer(path, 1);
+  const ServerReaper reaper{server};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   pid_t hung = 0;

@@ -179,10 +179,11 @@ void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
 }
 
 // Whether the caller has given up on its request: the status socket's other end closed (a caller
-// that had no answer in time runs the binary itself; the child must then not run too).
+// that had no answer in time runs the binary itself; the child must then not run too). Only a
+// whole close counts (POLLHUP), not a caller's shutdown of its writing side, which it never needs.
 bool CallerGone(int status_fd) {
-  pollfd p{status_fd, POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+  pollfd p{status_fd, 0, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
 // The child: what an exec of the binary would have been, from the entry on.
