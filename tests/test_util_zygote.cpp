@@ -92,6 +92,13 @@ bool Gone(pid_t pid) {
   return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
+// This process's environment as NAME=VALUE entries: a request's, to run as this process would.
+std::vector<std::string> Environ() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
 TEST(Zygote, ChildrenRunTheEntryWithTheirArgvEnvironmentAndThreads) {
   char tmpl[] = "/tmp/parity_zygote_XXXXXX";
   const int fd = ::mkstemp(tmpl);
@@ -140,8 +147,7 @@ TEST(Zygote, ExitCodesSignalsAndDeadlinesAsAnExecdChildsAre) {
 
 TEST(Zygote, RefusesAnEnvironmentItsLibrariesReadAtLoad) {
   EXPECT_TRUE(InFreshProcess([] {
-              std::vector<std::string> env;
-              for (char** e = environ; *e; ++e) env.emplace_back(*e);
+              std::vector<std::string> env = Environ();
               auto same = ZygoteSpawn({SelfExe(), "exit", "0"}, env, 0, 1, 2);
               CHECK_OR_EXIT(same && same->pid > 0);
               ::close(same->status_fd);
@@ -282,17 +288,28 @@ struct ServerReaper {
   }
 };
 
+// A server test's temporary dir: the server's socket `path`, a child's output file `out`; both
+// removed with the dir at the end (`made`: whether mkdtemp made it).
+struct ServerDir {
+  char dir[32] = "/tmp/parity_zserver_XXXXXX";
+  bool made = ::mkdtemp(dir) != nullptr;
+  std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
+  ~ServerDir() {
+    std::remove(out.c_str());
+    ::rmdir(dir);
+  }
+};
+
 TEST(ZygoteServer, ForksForAnyProcessOfThisUserWhateverItSetsButWhatIsReadAtLoad) {
-  char dir[] = "/tmp/parity_zserver_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
+  const ServerDir d;
+  ASSERT_TRUE(d.made);
+  const std::string &path = d.path, &out = d.out;
   const pid_t server = StartServer(path, 0);
   const ServerReaper reaper{server};
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 077, 0u);  // this user's only
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<std::string> env = Environ();
   env.push_back("PARITY_ZYGOTE_TEST=17");  // named nowhere: any variable may differ but the fixed ones
   env.push_back("OMP_NUM_THREADS=3");      // a count: applied again
   int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -330,18 +347,15 @@ TEST(ZygoteServer, ForksForAnyProcessOfThisUserWhateverItSetsButWhatIsReadAtLoad
   ::waitpid(server, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_NE(::stat(path.c_str(), &st), 0);  // its socket removed
-  std::remove(out.c_str());
-  ::rmdir(dir);
 }
 
-TEST(ZygoteServer, ARequestItsCallerGaveUpOnGetsNoChild) {
-  char dir[] = "/tmp/parity_zserver_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/z.sock", out = std::string(dir) + "/out";
+TEST(ZygoteServer, ARequestItsCallerGaveUpOnRunsNothing) {
+  const ServerDir d;
+  ASSERT_TRUE(d.made);
+  const std::string &path = d.path, &out = d.out;
   const pid_t server = StartServer(path, 0);
   const ServerReaper reaper{server};
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<std::string> env = Environ();
   const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   Request(path, {"zygote-server", "report", "given-up"}, env, fd, /*given_up=*/true);
   // Served in order: once the next request's child has ended, the first was served (or dropped).
@@ -357,22 +371,19 @@ TEST(ZygoteServer, ARequestItsCallerGaveUpOnGetsNoChild) {
   int status = 0;
   ::kill(server, SIGTERM);
   ::waitpid(server, &status, 0);
-  std::remove(out.c_str());
-  ::rmdir(dir);
 }
 
 TEST(ZygoteServer, EndsIdleOrOnSigtermAndItsChildrenWithIt) {
-  char dir[] = "/tmp/parity_zserver_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string path = std::string(dir) + "/z.sock";
+  const ServerDir d;
+  ASSERT_TRUE(d.made);
+  const std::string& path = d.path;
   pid_t server = StartServer(path, 1);
   int status = 0;
   EXPECT_EQ(::waitpid(server, &status, 0), server);  // a second without a request
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   server = StartServer(path, 1);
   const ServerReaper reaper{server};
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<std::string> env = Environ();
   pid_t hung = 0;
   std::thread client([&] {
     auto lines = Request(path, {"zygote-server", "hang"}, env, 1);
@@ -389,7 +400,6 @@ TEST(ZygoteServer, EndsIdleOrOnSigtermAndItsChildrenWithIt) {
   while (!gone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(gone()) << "pid " << hung;
   if (!gone()) ::kill(hung, SIGKILL);
-  ::rmdir(dir);
 }
 
 }  // namespace

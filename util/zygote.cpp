@@ -181,6 +181,8 @@ void ShowCommand(Zygote& z, const std::vector<std::string>& argv) {
 // Whether the caller has given up on its request: the status socket's other end closed (a caller
 // that had no answer in time runs the binary itself; the child must then not run too). Only a
 // whole close counts (POLLHUP), not a caller's shutdown of its writing side, which it never needs.
+// Asked by the child, the last point before the entry: a caller that gave up before it is never
+// run for twice.
 bool CallerGone(int status_fd) {
   pollfd p{status_fd, 0, 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
@@ -238,8 +240,8 @@ bool Serve(Zygote& z) {
     refused = "a malformed request";
   else if (std::string name = Differs(z, r.env); !name.empty())
     refused = "the environment's " + name + " differs from what the binary read as it loaded";
-  if (!refused.empty() || CallerGone(fds[0])) {  // a caller that gave up has run the binary itself
-    if (fds[0] >= 0 && !refused.empty()) SendAll(fds[0], "refused " + refused + "\n");
+  if (!refused.empty()) {
+    if (fds[0] >= 0) SendAll(fds[0], "refused " + refused + "\n");
     CloseAll(fds, kFds);
     return true;
   }

@@ -55,12 +55,13 @@ bool ZygoteMayDiffer(const std::vector<std::string>& may_differ, const std::stri
 // (NAME=VALUE), each ended by a NUL, with four descriptors (SCM_RIGHTS): a stream socket for the
 // status, then the child's stdin, stdout and stderr. On the status socket come `pid N` (the child,
 // a process group of its own) or `refused WHY` (the caller runs the binary itself), then `exit N`
-// or `signal N`; a request whose status socket's other end has closed when it is served (its caller
-// gave up waiting) gets no child. A request may set any variable otherwise than this process
-// started with except those named in `read_at_load` (a trailing '*' a prefix: what the binary and
-// its libraries read as they loaded), OpenMP's thread count excepted (applied again). It ends on
-// SIGTERM or SIGINT, or after `idle_seconds` (0: never) without a request while no child runs; its
-// children die with it. Exit 2, said on stderr, when it cannot serve.
+// or `signal N`; a request whose status socket's other end has closed by the time its child starts
+// (its caller gave up waiting) runs nothing: the child exits 127 before the entry. A request may
+// set any variable otherwise than this process started with except those named in `read_at_load` (a
+// trailing '*' a prefix: what the binary and its libraries read as they loaded), OpenMP's thread
+// count excepted (applied again). It ends on SIGTERM or SIGINT, or after `idle_seconds` (0: never)
+// without a request while no child runs; its children die with it. Exit 2, said on stderr, when it
+// cannot serve.
 [[noreturn]] void ServeZygote(const std::string& socket_path, int argc, char** argv, ZygoteEntry entry,
                               std::vector<std::string> read_at_load, int idle_seconds);
 
@@ -74,8 +75,8 @@ struct ZygoteChild {
 // Asks the zygote for a child running the entry with `argv` and the whole environment `env`
 // (NAME=VALUE), its stdin, stdout and stderr these fds (duplicated). nullopt, and the caller
 // execs, when there is no zygote, the zygote refused (the environment) or did not answer in 10 s;
-// a request given up so is not run when the zygote comes to it (its status socket closed), so the
-// binary never runs twice for one call.
+// a request given up so runs nothing when the zygote comes to it (its status socket closed), so
+// the binary never runs twice for one call.
 std::optional<ZygoteChild> ZygoteSpawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in_fd,
                                        int out_fd, int err_fd);
 
