@@ -35,6 +35,9 @@ def dirs(test_data):
 
 @pytest.fixture(scope="session")
 def test_data():
+    """gen_test_data's captures. ctest starts a file that names this fixture (or PARITY_TEST_DATA)
+    after gen_test_data, and any other file at once (tests/CMakeLists.txt): a helper module that
+    reads the captures takes this path from its caller, never from the environment."""
     path = os.environ.get("PARITY_TEST_DATA")
     if not path or not os.path.isdir(path):
         pytest.skip("PARITY_TEST_DATA is not set (run through ctest)")
