@@ -74,10 +74,11 @@ def graph_json(d, entry):
     return json.load(open(os.path.join(str(d), entry["file"])))
 
 
-def verify(parity_bin, out, *args):
-    """`parity verify --output-dir out ARGS`: the process and the records it wrote."""
+def verify(parity_bin, out, *args, env=None):
+    """`parity verify --output-dir out ARGS` (in `env`, else this process's environment): the
+    process and the records it wrote."""
     import json
-    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args))
+    r = run_parity(parity_bin, "verify", "--output-dir", str(out), *map(str, args), env=env)
     path = os.path.join(str(out), "results.jsonl")
     return r, ([json.loads(line) for line in open(path)] if os.path.exists(path) else [])
 
