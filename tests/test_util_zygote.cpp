@@ -223,12 +223,15 @@ TEST(Zygote, TheProcessThatStartedItReapsItAtExit) {
 
 // A request to the server at `path`, as a process of any language makes one (util/zygote.h): the
 // child's stdout is `out_fd`; the status socket's lines until it closes (`pid N` or `refused ...`,
-// then `exit N` or `signal N`). `given_up`: the caller closes its end of the status socket before
-// the request is sent, as one that had no answer in time does (no lines then). `half_closed`: it
-// only shuts down its writing side, which it never needs.
+// then `exit N` or `signal N`). `caller`: what the caller does with its end of the status socket
+// before the request is sent.
+enum class CallerEnd {
+  kOpen,
+  kGivenUp,     // closed, as a caller that had no answer in time does (no lines then)
+  kHalfClosed,  // its writing side shut down, which it never needs
+};
 std::vector<std::string> Request(const std::string& path, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& env, int out_fd, bool given_up = false,
-                                 bool half_closed = false) {
+                                 const std::vector<std::string>& env, int out_fd, CallerEnd caller = CallerEnd::kOpen) {
   const int conn = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -244,12 +247,12 @@ std::vector<std::string> Request(const std::string& path, const std::vector<std:
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   const int fds[4] = {sv[1], 0, out_fd, 2};
-  if (given_up) ::close(sv[0]);
-  if (half_closed) ::shutdown(sv[0], SHUT_WR);
+  if (caller == CallerEnd::kGivenUp) ::close(sv[0]);
+  if (caller == CallerEnd::kHalfClosed) ::shutdown(sv[0], SHUT_WR);
   EXPECT_EQ(SendWithFds(conn, payload, fds, 4), static_cast<ssize_t>(payload.size()));
   ::close(sv[1]);
   ::close(conn);
-  if (given_up) return {};
+  if (caller == CallerEnd::kGivenUp) return {};
   std::string text;
   char buf[256];
   for (ssize_t n; (n = ::read(sv[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
@@ -357,10 +360,10 @@ TEST(ZygoteServer, ARequestItsCallerGaveUpOnRunsNothing) {
   const ServerReaper reaper{server};
   std::vector<std::string> env = Environ();
   const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  Request(path, {"zygote-server", "report", "given-up"}, env, fd, /*given_up=*/true);
+  Request(path, {"zygote-server", "report", "given-up"}, env, fd, CallerEnd::kGivenUp);
   // Served in order: once the next request's child has ended, the first was served (or dropped).
   // That caller shut down only its writing side: it is still there, and its child runs.
-  auto lines = Request(path, {"zygote-server", "report", "waited"}, env, fd, false, /*half_closed=*/true);
+  auto lines = Request(path, {"zygote-server", "report", "waited"}, env, fd, CallerEnd::kHalfClosed);
   ::close(fd);
   ASSERT_EQ(lines.size(), 2u) << (lines.empty() ? "" : lines[0]);
   EXPECT_EQ(lines[1], "exit 0");
