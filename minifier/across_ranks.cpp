@@ -29,7 +29,7 @@ using nlohmann::json;
 
 namespace {
 
-using Report = Expected<distributed::WorldReport>;
+using WorldReportOr = Expected<distributed::WorldReport>;
 
 std::vector<std::string> CollectivesIn(const ir::Graph& g) {
   std::vector<std::string> out;
@@ -42,7 +42,7 @@ std::vector<std::string> CollectivesIn(const ir::Graph& g) {
 // candidate written as a multi-rank dir of that graph alone on every rank, judged by a real run.
 class WorldTest final : public Interestingness {
  public:
-  using Run = std::function<Report(const distributed::World&)>;
+  using Run = std::function<WorldReportOr(const distributed::World&)>;
   // `renamings`: per rank, rank 0's groups as that rank names them (distributed/groups.h): a
   // candidate is rank 0's graph, each rank's copy calling its own groups.
   WorldTest(const distributed::World& world, const distributed::ReplayValues& values, size_t gi, const std::string& backend,
@@ -201,7 +201,7 @@ bool CollectivesWaited(const ir::Graph& g) {
   return true;
 }
 
-WorldFailure FailureOf(const Report& report) {
+WorldFailure FailureOf(const WorldReportOr& report) {
   WorldFailure f;
   if (!report.ok() || report->pass) return f;
   if (!report->error.empty()) {
@@ -246,7 +246,7 @@ struct AcrossRanks {
   WorldFailure original;
   int runs = 0;  // real runs of every rank outside the test's
 
-  Report Run(const distributed::World& w) { return distributed::RunWithBackend(w, judge, real); }
+  WorldReportOr Run(const distributed::World& w) { return distributed::RunWithBackend(w, judge, real); }
 };
 
 // The backend's real run and the ranks' judge; the graphs checked alike on every rank.

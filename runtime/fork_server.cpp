@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,20 +30,6 @@ namespace {
 // How long a started server may take to listen (it listens before its own preparation, after
 // the package's imports: parity_capture/forkserver.py).
 constexpr std::chrono::seconds kListenSeconds{20};
-
-int ConnectUnix(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return -1;
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Starts the key's server at `base` without waiting for it to listen; it outlives this process.
 Expected<Child> StartServer(const std::string& base, const std::vector<std::string>& env) {

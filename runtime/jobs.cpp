@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,19 +110,6 @@ struct JobRunner::Running {
 
 namespace {
 
-Expected<int> ConnectUnix(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Error::Runtime(std::string("job server: socket: ") + std::strerror(errno));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return Error::Runtime("job server: cannot connect to " + path + ": " + std::strerror(errno));
-  }
-  return fd;
-}
-
 }  // namespace
 
 JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
@@ -204,7 +190,8 @@ Status JobRunner::EnsureServer(size_t i) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  PARITY_ASSIGN_OR_RETURN(server.fd, ConnectUnix(socket));
+  server.fd = ConnectUnix(socket);
+  if (server.fd < 0) return Error::Runtime("job server: cannot connect to " + socket + ": " + std::strerror(errno));
   return Status::Ok();
 }
 

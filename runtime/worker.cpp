@@ -260,19 +260,9 @@ void WorkerProcess::Stop() {
 }
 
 Expected<WorkerClient> WorkerClient::Connect(const std::string& socket_path, std::optional<std::chrono::milliseconds> answer_timeout) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Error::Runtime(std::string("python worker: socket: ") + std::strerror(errno));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) {
-    ::close(fd);
-    return Error::Runtime("python worker: socket path too long: " + socket_path);
-  }
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return Error::Runtime("python worker: cannot connect to " + socket_path + ": " + std::strerror(errno));
-  }
+  const int fd = ConnectUnix(socket_path);
+  if (fd < 0 && errno == ENAMETOOLONG) return Error::Runtime("python worker: socket path too long: " + socket_path);
+  if (fd < 0) return Error::Runtime("python worker: cannot connect to " + socket_path + ": " + std::strerror(errno));
   if (answer_timeout) {
     const auto ms = answer_timeout->count();
     timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};

@@ -1,14 +1,38 @@
-// Unix sockets: writing a whole message (every caller's rule: no SIGPIPE, a signal's interruption
+// Unix sockets: connecting, writing a whole message (every caller's rule: no SIGPIPE, a signal's interruption
 // retried). Nothing parity-specific.
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace parity {
+
+// A stream socket connected to the Unix socket at `path` (close-on-exec), or -1 with errno saying
+// why (ENAMETOOLONG: `path` does not fit sockaddr_un's 108 bytes).
+inline int ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
 
 // Writes all of `bytes` to the socket `fd`; false when the peer is gone (errno says why).
 inline bool SendAll(int fd, std::string_view bytes) {
