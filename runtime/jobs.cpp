@@ -108,10 +108,6 @@ struct JobRunner::Running {
   std::string failure;  // why the driver ended it (its worker died starting)
 };
 
-namespace {
-
-}  // namespace
-
 JobRunner::JobRunner(fs::path scratch, int timeout_s, std::vector<std::vector<std::string>> slot_env)
     : scratch_(std::move(scratch)), timeout_s_(timeout_s), slots_(std::max<size_t>(1, slot_env.size())) {
   for (size_t i = 0; i < slot_env.size(); ++i) slots_[i].env = std::move(slot_env[i]);

@@ -1,5 +1,5 @@
-// Unix sockets: connecting, writing a whole message (every caller's rule: no SIGPIPE, a signal's interruption
-// retried). Nothing parity-specific.
+// Unix sockets: connecting; writing a whole message (every caller's rule: no SIGPIPE, a signal's
+// interruption retried). Nothing parity-specific.
 #pragma once
 
 #include <sys/socket.h>

@@ -1,0 +1,60 @@
+// ConnectUnix: a connected, close-on-exec stream socket, or -1 with errno saying why.
+#include "util/socket.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "test_helpers.h"
+
+namespace parity {
+namespace {
+
+// A listening stream socket at `path`; its descriptor.
+int Listen(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) return -1;
+  return fd;
+}
+
+TEST(Socket, ConnectUnixConnectsCloseOnExecAndTheBytesArrive) {
+  testing::TempDir dir;
+  const std::string path = (dir / "s.sock").string();
+  const int listener = Listen(path);
+  ASSERT_GE(listener, 0) << path;
+  const int fd = ConnectUnix(path);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  const int peer = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(peer, 0);
+  ASSERT_TRUE(SendAll(fd, "hello"));
+  char buf[8] = {};
+  EXPECT_EQ(::recv(peer, buf, sizeof buf, MSG_WAITALL | MSG_DONTWAIT), 5);
+  EXPECT_STREQ(buf, "hello");
+  for (int d : {fd, peer, listener}) ::close(d);
+}
+
+TEST(Socket, ConnectUnixSaysWhyItCannot) {
+  testing::TempDir dir;
+  errno = 0;
+  EXPECT_EQ(ConnectUnix((dir / "nobody-listens.sock").string()), -1);
+  EXPECT_EQ(errno, ENOENT);
+  errno = 0;
+  EXPECT_EQ(ConnectUnix("/tmp/" + std::string(sizeof(sockaddr_un::sun_path), 'x')), -1);  // no room for it
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  const std::string path = (dir / "closed.sock").string();  // a socket file whose listener is gone
+  ::close(Listen(path));
+  errno = 0;
+  EXPECT_EQ(ConnectUnix(path), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+}
+
+}  // namespace
+}  // namespace parity
