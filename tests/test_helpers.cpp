@@ -32,13 +32,21 @@ fs::path TestData() {
   return v ? fs::path(v) : fs::path();
 }
 
-std::thread FakeWorkerSocket(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen) {
-  int srv = ::socket(AF_UNIX, SOCK_STREAM, 0);
+int ListenUnix(const std::string& path, int backlog) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  EXPECT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  EXPECT_EQ(::listen(srv, 1), 0);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, backlog) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::thread FakeWorkerSocket(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen) {
+  const int srv = ListenUnix(path);
+  EXPECT_GE(srv, 0) << path;
   return std::thread([srv, answers, seen] {
     int c = ::accept(srv, nullptr, nullptr);
     std::string buf;

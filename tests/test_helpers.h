@@ -40,6 +40,9 @@ ir::Graph ParseGraph(const std::string& text, const std::string& file = "test.js
 // Writes a small valid repro dir: y = relu(x + w); s = sum(y, [1]); returns (y, s).
 void WriteSmallRepro(const std::filesystem::path& dir);
 
+// A stream socket listening at the Unix socket `path` (`backlog` connections), or -1.
+int ListenUnix(const std::string& path, int backlog = 1);
+
 // A fake Python worker: listens on the Unix socket `path` (before returning), accepts one
 // connection, answers each request (a line, or an 8-byte frame starting with \x01) with the next
 // of `answers` (a frame as it is, anything else as a line), then closes. The requests it read go

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,12 +28,8 @@ using namespace std::chrono_literals;
 class FakeServer {
  public:
   FakeServer(const std::string& base, std::function<void(int, const nlohmann::json&)> answer) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, (base + ".sock").c_str(), sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 4), 0);
+    fd_ = testing::ListenUnix(base + ".sock", 4);
+    EXPECT_GE(fd_, 0) << base;
     thread_ = std::thread([this, answer] {
       const int c = ::accept(fd_, nullptr, nullptr);
       std::string line;

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -191,11 +190,8 @@ TEST(Jobs, AJobServerHandsAJobTheNextJobTheDriverToldOf) {
     });
   });
   for (int i = 0; i < 2000 && !fs::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = ConnectUnix(sock);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
   auto code = [fd] {
     std::string line;
     char c = 0;

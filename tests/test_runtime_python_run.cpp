@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -41,12 +40,8 @@ class PoolWithFakeServer {
     ::setenv(kWorkerPoolEnv, (tmp_.path() / "pool").c_str(), 1);
     SetKeepWorkers(30);
     const std::string sock = *ForkServerBase({}) + ".sock";
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, sock.c_str(), sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 4), 0);
+    fd_ = testing::ListenUnix(sock, 4);
+    EXPECT_GE(fd_, 0) << sock;
     thread_ = std::thread([this, reply, hold] {
       const int c = ::accept(fd_, nullptr, nullptr);
       char ch;

@@ -14,20 +14,10 @@
 namespace parity {
 namespace {
 
-// A listening stream socket at `path`; its descriptor.
-int Listen(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) return -1;
-  return fd;
-}
-
 TEST(Socket, ConnectUnixConnectsCloseOnExecAndTheBytesArrive) {
   testing::TempDir dir;
   const std::string path = (dir / "s.sock").string();
-  const int listener = Listen(path);
+  const int listener = testing::ListenUnix(path);
   ASSERT_GE(listener, 0) << path;
   const int fd = ConnectUnix(path);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -50,7 +40,7 @@ TEST(Socket, ConnectUnixSaysWhyItCannot) {
   EXPECT_EQ(ConnectUnix("/tmp/" + std::string(sizeof(sockaddr_un::sun_path), 'x')), -1);  // no room for it
   EXPECT_EQ(errno, ENAMETOOLONG);
   const std::string path = (dir / "closed.sock").string();  // a socket file whose listener is gone
-  ::close(Listen(path));
+  ::close(testing::ListenUnix(path));
   errno = 0;
   EXPECT_EQ(ConnectUnix(path), -1);
   EXPECT_EQ(errno, ECONNREFUSED);
