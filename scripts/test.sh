@@ -10,7 +10,8 @@
 #             unity build and 66 s of fuzzing on a 2-core machine, 174 s in all, with room to spare);
 #             PARITY_CI_SANITIZE=1 runs them regardless, =0 never;
 #   install   `pip install .` into a clean venv (PARITY_INSTALL_COST_S, default 300 s: the wheels
-#             from pip's cache, a build without tests, a verify; about 4 min on 2 cores);
+#             from pip's cache, a build without tests at -O0, a verify; 180 s beside the
+#             sanitizer label on a 2-core VM whose suite took 284 s, 2026-12-01);
 #             PARITY_CI_INSTALL=1 runs it regardless, =0 never.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
