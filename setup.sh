@@ -16,7 +16,8 @@ log() { echo "setup: $*" >&2; }
 # 1. Debian packages (C++ toolchain and libraries; libtorch comes from the torch wheel).
 APT_PKGS=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libssl-dev libeigen3-dev
   chromium  # chromium: the test that renders `parity report`'s HTML headless
-  clang libclang-rt-dev libomp-dev)  # the sanitizer build and the libFuzzer targets (tests/sanitize_build.sh)
+  clang libclang-rt-dev libomp-dev  # the sanitizer build and the libFuzzer targets (tests/sanitize_build.sh)
+  lld)  # the linker of the Python tests' Inductor kernels (tests/toolchain/g++)
 command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null || APT_PKGS+=(python3 python3-venv)
 missing=()
 for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
