@@ -88,12 +88,12 @@ int RunLogged(const fs::path& dir, const std::vector<fs::path>& next, const JobF
 }  // namespace
 
 int JobServerMain(const std::string& socket, const JobFn& run) {
+  // Bound under another name, renamed when listening: the driver connects only then.
+  const std::string tmp = socket + ".tmp";
+  sockaddr_un addr;
+  if (!UnixAddress(tmp, addr)) return 3;
   int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) return 3;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string tmp = socket + ".tmp";  // bound under another name, renamed when listening:
-  std::strncpy(addr.sun_path, tmp.c_str(), sizeof(addr.sun_path) - 1);  // the driver connects only then
   ::unlink(tmp.c_str());
   if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
       ::rename(tmp.c_str(), socket.c_str()) != 0)

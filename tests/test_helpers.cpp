@@ -16,6 +16,7 @@
 
 #include "repro/graph_json.h"
 #include "util/files.h"
+#include "util/socket.h"
 
 namespace parity::testing {
 namespace fs = std::filesystem;
@@ -33,10 +34,9 @@ fs::path TestData() {
 }
 
 int ListenUnix(const std::string& path, int backlog) {
+  sockaddr_un addr;
+  if (!UnixAddress(path, addr)) return -1;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, backlog) != 0) {
     if (fd >= 0) ::close(fd);
     return -1;

@@ -1,4 +1,5 @@
-// ConnectUnix: a connected, close-on-exec stream socket, or -1 with errno saying why.
+// UnixAddress: a socket path whole or refused. ConnectUnix: a connected, close-on-exec stream
+// socket, or -1 with errno saying why.
 #include "util/socket.h"
 
 #include <fcntl.h>
@@ -7,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "test_helpers.h"
@@ -29,6 +32,17 @@ TEST(Socket, ConnectUnixConnectsCloseOnExecAndTheBytesArrive) {
   EXPECT_EQ(::recv(peer, buf, sizeof buf, MSG_WAITALL | MSG_DONTWAIT), 5);
   EXPECT_STREQ(buf, "hello");
   for (int d : {fd, peer, listener}) ::close(d);
+}
+
+TEST(Socket, UnixAddressTakesAPathThatFitsWholeAndRefusesOneThatDoesNot) {
+  sockaddr_un addr;
+  const std::string fits(sizeof(addr.sun_path) - 1, 'f');  // with its NUL, all 108 bytes
+  ASSERT_TRUE(UnixAddress(fits, addr));
+  EXPECT_EQ(addr.sun_family, AF_UNIX);
+  EXPECT_EQ(std::string(addr.sun_path), fits);
+  errno = 0;
+  EXPECT_FALSE(UnixAddress(fits + "f", addr));
+  EXPECT_EQ(errno, ENAMETOOLONG);
 }
 
 TEST(Socket, ConnectUnixSaysWhyItCannot) {

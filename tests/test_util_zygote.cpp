@@ -232,10 +232,9 @@ enum class CallerEnd {
 };
 std::vector<std::string> Request(const std::string& path, const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env, int out_fd, CallerEnd caller = CallerEnd::kOpen) {
+  sockaddr_un addr;
+  if (!UnixAddress(path, addr)) return {"no connection"};
   const int conn = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
   if (::connect(conn, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(conn);
     return {"no connection"};

@@ -13,18 +13,26 @@
 
 namespace parity {
 
-// A stream socket connected to the Unix socket at `path` (close-on-exec), or -1 with errno saying
-// why (ENAMETOOLONG: `path` does not fit sockaddr_un's 108 bytes).
-inline int ConnectUnix(const std::string& path) {
-  sockaddr_un addr{};
+// `addr` set to the Unix socket at `path`; false with errno ENAMETOOLONG when `path` does not fit
+// sockaddr_un's 108 bytes with its NUL (never truncated: a cut path names another socket).
+inline bool UnixAddress(const std::string& path, sockaddr_un& addr) {
+  addr = sockaddr_un{};
   if (path.size() >= sizeof(addr.sun_path)) {
     errno = ENAMETOOLONG;
-    return -1;
+    return false;
   }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// A stream socket connected to the Unix socket at `path` (close-on-exec), or -1 with errno saying
+// why (ENAMETOOLONG: `path` does not fit sockaddr_un).
+inline int ConnectUnix(const std::string& path) {
+  sockaddr_un addr;
+  if (!UnixAddress(path, addr)) return -1;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int saved = errno;
     ::close(fd);

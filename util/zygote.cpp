@@ -439,10 +439,8 @@ void ServeZygote(const std::string& socket_path, int argc, char** argv, ZygoteEn
   };
   if (!entry) fail("no entry");
   if (Threads() != 1) fail("another thread runs in this process (a fork would not have it)");
-  sockaddr_un addr{};
-  if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path) fail("the path is empty or too long for a socket");
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  sockaddr_un addr;
+  if (socket_path.empty() || !UnixAddress(socket_path, addr)) fail("the path is empty or too long for a socket");
   const auto* a = reinterpret_cast<const sockaddr*>(&addr);
   if (const int probe = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0); probe >= 0) {
     const bool live = ::connect(probe, a, sizeof addr) == 0;
