@@ -104,16 +104,32 @@ class device_memory:  # noqa: N801 (a context manager)
     """The most memory in use on the GPUs while the block runs, less what was in use before it, in
     MiB (`mib`): nvidia-smi's memory.used every 50 ms, summed over the GPUs, so every process and
     its CUDA context counts (parity's reference and its worker side by side; the runner's one
-    process). None off CUDA or without nvidia-smi."""
+    process). None off CUDA or without nvidia-smi.
+
+    The base is taken once no process computes on the GPUs (at most `settle_s` waited): a run
+    before may have returned while its processes still let go of their memory (parity leaves the
+    reaping of its killed children to a thread), and a base taken then undercounts the next run by
+    what they still held (the runner's 12320 MiB against its own 15146 MiB allocated, measured on
+    an H200 right after a parity run)."""
 
     QUERY = ["--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+    APPS = ["--query-compute-apps=pid", "--format=csv,noheader"]
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, settle_s: float = 60.0):
         self.smi = shutil.which("nvidia-smi") if device.startswith("cuda") else None
+        self.settle_s = settle_s
         self.mib = None
+
+    def _settle(self):
+        deadline = time.monotonic() + self.settle_s
+        while time.monotonic() < deadline:
+            if not subprocess.run([self.smi, *self.APPS], capture_output=True, text=True).stdout.strip():
+                return
+            time.sleep(0.2)
 
     def __enter__(self):
         if self.smi:
+            self._settle()
             now = subprocess.run([self.smi, *self.QUERY], capture_output=True, text=True).stdout.split()
             self.gpus, self.base = max(1, len(now)), sum(int(v) for v in now if v.isdigit())
             self.proc = subprocess.Popen([self.smi, *self.QUERY, "-lms", "50"], stdout=subprocess.PIPE, text=True)

@@ -15,7 +15,8 @@ Prints one JSON line: the verdict, each phase's seconds and the peak device memo
 
 Models: MODELS (BERT, RoBERTa, ELECTRA, ALBERT, DistilBERT, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
 OPT, BLOOM, T5, BART, XLM-RoBERTa, Megatron-BERT, GPTBigCode, BioGPT). Sizes: `--size small` (the CPU's: hidden 256, 4 layers, seq 128, batch 4)
-or `--size gpu` (hidden 768, 6 layers, seq 256, batch 8)."""
+or `--size gpu` (hidden 768, 6 layers, seq 256, batch 8), or `--size large` (issue 43's GPT-2 row: hidden 1024,
+12 layers, 16 heads, seq 256, batch 8, GPT-2's own vocabulary of 50257)."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ import torch  # noqa: E402
 SIZES = {
     "small": dict(hidden=256, layers=4, heads=4, seq=128, batch=4, vocab=1024),
     "gpu": dict(hidden=768, layers=6, heads=12, seq=256, batch=8, vocab=8192),
+    "large": dict(hidden=1024, layers=12, heads=16, seq=256, batch=8, vocab=50257),
 }
 
 # name: (config class, model class, how the config names hidden size, layers, heads, FFN width);
