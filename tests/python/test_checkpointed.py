@@ -1,5 +1,5 @@
-"""checkpointed.py: checkpoint calls marked for the lowering and named back, the program's own
-graph module untouched, selective policies found."""
+"""checkpointed.py: checkpoint calls marked for the lowering and named back, run as the
+program's eager ran them, the program's own graph module untouched, selective policies found."""
 import functools
 
 import torch
@@ -70,3 +70,32 @@ def test_selective_policies_are_found():
                       torch.randn(3, requires_grad=True))
     assert len(checkpointed.selective_policies(gm)) == 1
     assert checkpointed.selective_policies(dynamo_graph(nested, torch.randn(4, 8))) == []
+
+
+def test_eager_calls_run_as_the_programs_checkpoint(monkeypatch):
+    import torch.utils.checkpoint as tuc
+    contexts = []
+    real = tuc.create_selective_checkpoint_contexts
+
+    def counted(*a, **k):
+        contexts.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(tuc, "create_selective_checkpoint_contexts", counted)
+    gm = dynamo_graph(nested, torch.randn(4, 8))
+    eager = checkpointed.as_eager_calls(gm)
+    assert HOP.tag_activation_checkpoint in targets(gm), "the program's own graph was rewritten"
+    assert checkpointed.checkpoint_as_eager in targets(eager)
+    (call,) = [n for n in eager.graph.nodes if n.target is checkpointed.checkpoint_as_eager]
+    assert checkpointed.checkpoint_as_eager in targets(getattr(eager, call.args[0].target)), "the nested call"
+    x1 = torch.randn(4, 8, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    (y1,), (y2,) = gm(x1), eager(x2)
+    torch.autograd.backward([y1, y2], [torch.ones_like(y1), torch.ones_like(y2)])
+    torch.testing.assert_close(y2, y1)
+    torch.testing.assert_close(x2.grad, x1.grad)
+    # torch's own eager of the call (gm) may run it under a selective-checkpoint mode; the copy never does.
+    contexts.clear()
+    eager(x2)[0].sum().backward()
+    assert contexts == []
+    plain = dynamo_graph(lambda x: x.sin(), torch.randn(3))
+    assert checkpointed.as_eager_calls(plain) is plain

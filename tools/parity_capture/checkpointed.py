@@ -66,28 +66,51 @@ def as_marked_calls(gm: fx.GraphModule) -> fx.GraphModule:
     """A copy of gm (and of the subgraphs on the way to a checkpoint call) whose checkpoint calls
     are marked invoke_subgraph calls; gm itself when it has none. The program's own graph module,
     which the program keeps running, is never touched."""
-    if not has_checkpoints(gm):
-        return gm
     counter = [0]
-    return _marked(gm, counter)
+
+    def mark(n: fx.Node) -> None:
+        # Its kwargs are checkpoint's own options (use_reentrant, preserve_rng_state): the
+        # traced call always runs non-reentrant, and a replay's does too.
+        n.target = torch.ops.higher_order.invoke_subgraph
+        n.args = (n.args[0], f"{MARK}{counter[0]}", *n.args[1:])
+        n.kwargs = {}
+        counter[0] += 1
+    return _rewritten(gm, mark) if has_checkpoints(gm) else gm
 
 
-def _marked(gm: fx.GraphModule, counter: List[int]) -> fx.GraphModule:
+def checkpoint_as_eager(body, *operands):
+    """A checkpoint call run as a program's eager runs torch.utils.checkpoint: non-reentrant,
+    every value of the body recomputed in the backward."""
+    from torch.utils.checkpoint import checkpoint
+    return checkpoint(body, *operands, use_reentrant=False)
+
+
+def as_eager_calls(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of gm (and of the subgraphs on the way to a checkpoint call) whose checkpoint calls
+    call checkpoint_as_eager, for an eager run to time; gm itself when it has none. torch's own
+    eager of tag_activation_checkpoint runs the body under a selective-checkpoint dispatch mode
+    whose policy always recomputes, a Python dispatch of every op of the body that the program's
+    eager never paid. The recorded graph holds no selective policy (see the module's doc), so
+    every call is a plain checkpoint. gm itself, which a backend compiles, is not touched."""
+    def plain(n: fx.Node) -> None:
+        n.target = checkpoint_as_eager
+        n.kwargs = {}
+    return _rewritten(gm, plain) if has_checkpoints(gm) else gm
+
+
+def _rewritten(gm: fx.GraphModule, rewrite) -> fx.GraphModule:
+    """A copy of gm, and of each subgraph that calls a checkpoint, with `rewrite` applied to each
+    checkpoint call node in graph order; parameters and other subgraphs shared."""
     import copy
     hop = _hop()
     graph = copy.deepcopy(gm.graph)
     out = fx.GraphModule(gm, graph)
     for target, sub in list(_subgraph_modules(gm)):
         if has_checkpoints(sub):
-            setattr(out, str(target), _marked(sub, counter))
+            setattr(out, str(target), _rewritten(sub, rewrite))
     for n in graph.nodes:
         if n.op == "call_function" and n.target is hop:
-            # Its kwargs are checkpoint's own options (use_reentrant, preserve_rng_state): the
-            # traced call always runs non-reentrant, and a replay's does too.
-            n.target = torch.ops.higher_order.invoke_subgraph
-            n.args = (n.args[0], f"{MARK}{counter[0]}", *n.args[1:])
-            n.kwargs = {}
-            counter[0] += 1
+            rewrite(n)
     out.recompile()
     return out
 

@@ -15,7 +15,7 @@ from .kineto import _profile, classify, profile_rows
 from .trace import merge_traces
 from .compile import _compile
 from .kernel import bench_kernel
-from .. import warm
+from .. import checkpointed, warm
 
 
 def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
@@ -41,8 +41,8 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     trace_parts = []
     tmp_dir = req.get("scratch") or os.path.dirname(os.path.abspath(req.get("trace") or "."))
 
-    # Eager: the captured ATen graph run op by op.
-    eager = _step(gm, inputs, train, tangents)
+    # Eager: the captured ATen graph run op by op, its checkpoint calls as the program ran them.
+    eager = _step(checkpointed.as_eager_calls(gm), inputs, train, tangents)
     _timed(eager, sync, warmup)
     result["eager"] = _stats(_timed(eager, sync, iters))
     result["eager"]["peak_mem_bytes"] = _peak_memory(eager, device, sync)
