@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "util/files.h"
@@ -148,12 +149,23 @@ double OutputStat(const json& o, const char* key) {
   return s.contains(key) && s[key].is_number() ? s[key].get<double>() : std::nan("");
 }
 
-double Record::MaxAbsError() const {
+double MaxAbsError(const json& outputs) {
+  // Both counts present and different (an output without them, a non-floating one, says nothing).
+  auto differ = [](const json& o, const char* res, const char* ref) {
+    const double a = OutputStat(o, res), b = OutputStat(o, ref);
+    return !std::isnan(a) && !std::isnan(b) && a != b;
+  };
   double m = 0;
-  for (const auto& o : outputs)
+  bool nan = false;
+  for (const auto& o : outputs) {
+    if (differ(o, "res_nan", "ref_nan")) nan = true;
+    if (differ(o, "res_inf", "ref_inf")) m = std::numeric_limits<double>::infinity();
     if (double v = OutputStat(o, "max_abs_err"); !std::isnan(v)) m = std::max(m, v);
-  return m;
+  }
+  return nan ? std::nan("") : m;
 }
+
+double Record::MaxAbsError() const { return results::MaxAbsError(outputs); }
 
 namespace {
 

@@ -111,7 +111,7 @@ struct Record {
   bool LacksFp64Reference() const { return fp64_reference.has_value() && !*fp64_reference; }
   // "no fp64 reference, decided by cosine similarity (why)" for such a record, else "".
   std::string WeakerRuleNote() const;
-  // The largest max_abs_err over the outputs (0 when none has statistics).
+  // results::MaxAbsError of the record's outputs.
   double MaxAbsError() const;
 
   nlohmann::json ToJson() const;
@@ -129,6 +129,13 @@ double Now();
 
 // An output's statistic (`stats.<key>`), NaN when absent.
 double OutputStat(const nlohmann::json& output, const char* key);
+
+// The largest error over `outputs` (per output: compare::Verdict::ToJson) that a summary shows:
+// the largest max_abs_err (0 when none has statistics), except that an output whose result holds
+// NaNs where its reference does not (or the reverse) makes it NaN, and one whose infinities differ
+// from its reference's makes it +inf. max_abs_err is over finite differences alone, so without
+// this a result all NaN would show 0.
+double MaxAbsError(const nlohmann::json& outputs);
 
 // `parity profile` records share results.jsonl ("kind": "profile", no verification_code):
 // ReadRecords skips them.

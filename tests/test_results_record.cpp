@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 
 #include "ci_records.h"
 #include "test_helpers.h"
@@ -113,6 +114,22 @@ TEST(Record, TheWeakerRuleIsSaid) {
   EXPECT_NE(r.WeakerRuleNote().find("decided by cosine similarity"), std::string::npos);
   EXPECT_NE(r.WeakerRuleNote().find("_weight_int8pack_mm"), std::string::npos);
   EXPECT_DOUBLE_EQ(r.MaxAbsError(), 1e-8);
+}
+
+TEST(Record, MaxAbsErrorSaysWhereAResultWentNonFinite) {
+  using nlohmann::json;
+  auto out = [](double max_abs, int res_nan, int ref_nan, int res_inf, int ref_inf) {
+    return json{{"stats", {{"max_abs_err", max_abs}, {"res_nan", res_nan}, {"ref_nan", ref_nan}, {"res_inf", res_inf}, {"ref_inf", ref_inf}}}};
+  };
+  EXPECT_DOUBLE_EQ(MaxAbsError(json::array({out(1e-3, 0, 0, 0, 0), out(2e-3, 0, 0, 0, 0)})), 2e-3);
+  EXPECT_DOUBLE_EQ(MaxAbsError(json::array({out(1e-3, 2, 2, 1, 1)})), 1e-3);  // the same non-finite values: not an error
+  // A result all NaN where eager is finite: its finite differences are none, so max_abs_err is 0.
+  EXPECT_TRUE(std::isnan(MaxAbsError(json::array({out(1e-3, 0, 0, 0, 0), out(0, 4, 0, 0, 0)}))));
+  EXPECT_TRUE(std::isnan(MaxAbsError(json::array({out(0, 0, 3, 0, 0)}))));  // or the reverse
+  EXPECT_EQ(MaxAbsError(json::array({out(1e-3, 0, 0, 1, 0)})), std::numeric_limits<double>::infinity());
+  // An output without the counts (not floating) or without statistics says nothing.
+  EXPECT_DOUBLE_EQ(MaxAbsError(json::array({json{{"stats", {{"max_abs_err", 0.5}}}}, json{{"path", "x"}}})), 0.5);
+  EXPECT_DOUBLE_EQ(MaxAbsError(json::array()), 0.0);
 }
 
 }  // namespace

@@ -21,14 +21,6 @@ std::string Fixed(double v, int prec) {
   return os.str();
 }
 
-double MaxAbsError(const experiment::ExperimentResult& r) {
-  double max_abs = 0;
-  for (const auto& v : r.outputs)
-    if (v.contains("stats") && v["stats"]["max_abs_err"].is_number())
-      max_abs = std::max(max_abs, v["stats"]["max_abs_err"].get<double>());
-  return max_abs;
-}
-
 // "compile 2.1, eager 0.9, fp64 0.5": the phases that took most of `phases`, largest first
 // (those under 5% of the whole left out, at most four).
 std::string TopPhases(const std::map<std::string, double>& phases, double whole, int most = 4) {
@@ -89,7 +81,7 @@ void VerifyConsole::Finished(size_t index, const experiment::ExperimentSpec& spe
     out_ << "  why: " << r.justification << "\n";
   out_ << std::flush;
   std::ostringstream max_abs;
-  max_abs << std::setprecision(3) << MaxAbsError(r);
+  max_abs << std::setprecision(3) << results::MaxAbsError(r.outputs);
   rows_.push_back({spec.model, spec.backend, spec.test, spec.dtype, results::ToString(r.code), Fixed(r.compile_time_s, 2),
                    r.per_iter_time.empty() ? "-" : Fixed(r.per_iter_time[0] * 1e3, 2), r.outputs.empty() ? "-" : max_abs.str()});
 }
