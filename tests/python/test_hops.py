@@ -264,6 +264,21 @@ def test_a_backend_recomputes_the_checkpointed_blocks_in_its_backward(programs, 
     assert "aten.addmm.default" not in _backward_of(plain)
 
 
+def test_profile_times_the_checkpointed_blocks_as_the_program_ran_them(parity_bin, programs, tmp_path):
+    """`parity profile`'s eager step runs the recorded checkpoint calls as torch.utils.checkpoint
+    (checkpointed.as_eager_calls), not through torch's own eager of the call, whose selective-
+    checkpoint dispatch mode (a Python dispatch of every op: profiler rows "PythonDispatchMode")
+    the program never ran; the backend compiles the calls as recorded."""
+    r = run_parity(parity_bin, "profile", str(programs["ckpt-train"]), "--backend", "aot_eager", "--warmup", "1",
+                   "--iterations", "2", "--profile-iterations", "1", "--json", "--output-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    eager = [row["name"] for row in report["eager_breakdown"]["rows"]]
+    assert any("addmm" in n for n in eager), eager
+    assert not any("DispatchMode" in n for n in eager), eager
+    assert report["speed"]["backend"]["samples"] == 2, report["speed"]
+
+
 def test_capture_of_a_checkpointed_train_step_leaves_the_model_as_it_was(tmp_path):
     """capture() records a checkpointed train step through torch.compile (above); the model's
     gradients are untouched, as capture() of any model leaves them."""
