@@ -43,3 +43,56 @@ def test_a_train_request_gets_parameters_where_its_graph_differentiates(two_grap
     assert not list(g.module.named_parameters())
     _, g = load_graph({"repro": two_graphs, "graph": "graph_0"})  # eval: no parameters
     assert not list(g.module.named_parameters())
+
+
+def test_an_iteration_runs_the_backward_into_fresh_gradients():
+    """iteration(): in train mode the forward and its backward (of the loss, or of the gradients
+    the program fed its outputs), each into fresh .grad tensors, so that gradients a run's
+    results already hold are never added to; in eval no graph for a backward."""
+    import torch
+    from parity_capture.runs import iteration
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4, requires_grad=True)
+    fresh = [*lin.parameters(), x]
+    step = iteration(lambda t: (lin(t).pow(2).sum(), lin(t)), [x], True, (), fresh)
+    step()
+    held = lin.weight.grad.detach()  # what a run's results hold: an alias of .grad
+    first = held.clone()
+    step()
+    step()
+    torch.testing.assert_close(held, first)  # not added to
+    torch.testing.assert_close(lin.weight.grad, first)  # each backward its own
+    assert x.grad is not None
+    # The gradients the program fed: the backward of the outputs that take one...
+    lin.weight.grad = None
+    iteration(lambda t: (lin(t), t.detach()), [x], True, [torch.ones(2, 3), torch.ones(2, 4)], fresh)()
+    torch.testing.assert_close(lin.weight.grad, torch.ones(3, 2) @ x.detach())
+    # ...and none where no output that needs one has one (standalone.train_results: no backward).
+    lin.weight.grad = None
+    iteration(lambda t: (lin(t), t.detach()), [x], True, [None, torch.ones(2, 4)], fresh)()
+    assert lin.weight.grad is None
+    assert not iteration(lin, [x], False)().requires_grad
+
+
+def test_a_python_backends_timed_train_runs_leave_its_results_as_the_first_run_made_them(tmp_path):
+    """A train run's timed iterations (each with its backward) after its results: the results
+    the same as a run without them."""
+    import torch
+    from safetensors.torch import load_file
+    from parity_capture import capture
+    from parity_capture.backends import python_backends
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    d = str(tmp_path / "train")
+    capture(model, (torch.randn(5, 8),), d, mode="train", loss_fn=lambda out: out.pow(2).mean())
+    got = {}
+    for n in (1, 3):
+        out = str(tmp_path / f"out{n}.safetensors")
+        r = python_backends.run({"repro": d, "backend": "aot_eager", "mode": "train", "device": "cpu",
+                                 "iterations": n, "out": out})
+        assert len(r["run_times_s"]) == n - 1 and r["compile_time_s"] > 0
+        got[n] = load_file(out)
+    assert any(k.startswith("grad/") for k in got[1]) and got[1].keys() == got[3].keys()
+    for k in got[1]:
+        torch.testing.assert_close(got[3][k], got[1][k], rtol=0, atol=0, msg=k)

@@ -4,7 +4,7 @@ results written back as safetensors for parity's C++ side to read."""
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
 
@@ -38,3 +38,34 @@ def write_tensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:
     tmp = path + ".tmp"
     save_tensors(tmp, tensors)
     os.replace(tmp, path)
+
+
+def iteration(fn, inputs, train: bool, tangents: Sequence = (), fresh_grads: Sequence = ()) -> Callable[[], Any]:
+    """One iteration of fn on inputs, as a timed run takes it: the forward (under no_grad in
+    eval), and in train mode its backward: of the gradients the program fed to the outputs (a dump
+    of a real training step: `tangents`, None where it fed none; none where no such output needs
+    a gradient), else of the loss (the first output, summed when not a scalar). In train mode the .grad of each of `fresh_grads` (the
+    parameters, the inputs) is set to None first: a backward adds into the gradients it finds,
+    which a run's results may hold."""
+    if not train:
+        def step():
+            with torch.no_grad():
+                return fn(*inputs)
+        return step
+
+    def step():
+        for t in fresh_grads:
+            if isinstance(t, torch.Tensor):
+                t.grad = None
+        out = fn(*inputs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if tangents:  # as standalone.train_results takes it: no backward where none applies
+            pairs = [(o, t) for o, t in zip(outs, tangents)
+                     if t is not None and isinstance(o, torch.Tensor) and o.requires_grad]
+            if pairs:
+                torch.autograd.backward([o for o, _ in pairs], [t.to(o.device, o.dtype) for o, t in pairs])
+        else:
+            loss = outs[0]
+            (loss if loss.numel() == 1 else loss.sum()).backward()
+        return out
+    return step

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
 from ..contract import SEED, SGD_LR, inductor_settings, train_results
-from ..runs import device_inputs, load_graph, write_tensors
+from ..runs import device_inputs, iteration, load_graph, write_tensors
 from ..standalone import Handoff, backend_compile, default_dtype, in_run_dtype, parse_option, static_tracing
 
 
@@ -51,8 +51,9 @@ def run(req) -> Dict[str, Any]:
         compiled = _compile(gm, backend, backend_options, g.symbolic())
         first = _run_compiled(compiled, gm, g, device, train, iters, req)
     if req.get("keep"):  # its timed runs come later, in their own request (time_runs)
-        _KEPT.update(compiled=compiled, options=options if inductor else None, inputs=device_inputs(g, device, train),
-                     device=device, train=train)
+        inputs = device_inputs(g, device, train)
+        _KEPT.update(compiled=compiled, options=options if inductor else None, inputs=inputs, device=device, train=train,
+                     tangents=_tangents(g, device, train), fresh_grads=[*gm.parameters(), *inputs])
     with ctx:
         for v in req.get("variants", []):
             vreq = {**req, **v}
@@ -75,22 +76,28 @@ def _sync(device: str):
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
-def _timed_calls(compiled, inputs, device: str, train: bool, n: int):
-    """n calls of `compiled` on `inputs`, each timed (the device synchronized)."""
+def _tangents(g, device: str, train: bool) -> List[Optional[torch.Tensor]]:
+    """The gradients g's program fed to its outputs (None where none), on `device`; none in eval."""
+    return [None if t is None else t.to(device) for t in g.tangents()] if train else []
+
+
+def _timed_calls(compiled, inputs, device: str, train: bool, n: int, tangents=(), fresh_grads=()):
+    """n iterations of `compiled` on `inputs` (runs.iteration: in train mode with the backward,
+    as parity's interpreter times a train run), each timed (the device synchronized)."""
     sync = _sync(device)
+    step = iteration(compiled, inputs, train, tangents, fresh_grads)
     times = []
-    with contextlib.nullcontext() if train else torch.no_grad():
-        for _ in range(n):
-            t0 = time.perf_counter()
-            compiled(*inputs)
-            sync()
-            times.append(time.perf_counter() - t0)
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
     return times
 
 
 def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) -> Dict[str, Any]:
-    """One call of `compiled` on g's inputs (timed: the first call includes the compile), then
-    iters - 1 timed calls; the results written to req["out"]."""
+    """One call of `compiled` on g's inputs and its results (timed: the compile's time), then
+    iters - 1 timed iterations; the results written to req["out"]."""
     inputs = device_inputs(g, device, train)
     sync = _sync(device)
     if device.startswith("cuda"):
@@ -101,10 +108,14 @@ def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) ->
         torch.manual_seed(int(req.get("seed", SEED)))
         t0 = time.perf_counter()
         out = compiled(*inputs)
+        # A train run's results take its backward, whose graph AOTAutograd compiles at that first
+        # call: the compile's time includes it, as the dynamo runner's compile latency of a
+        # training iteration does.
+        tensors = _results(gm, g, out, inputs, train, req)
         sync()
         compile_time = time.perf_counter() - t0
-    times = _timed_calls(compiled, inputs, device, train, iters - 1 if iters > 1 else 0)
-    tensors = _results(gm, g, out, inputs, train, req)
+    times = _timed_calls(compiled, inputs, device, train, iters - 1 if iters > 1 else 0, _tangents(g, device, train),
+                         [*gm.parameters(), *inputs])
     write_tensors(req["out"], tensors)
     peak = torch.cuda.max_memory_allocated() if device.startswith("cuda") else 0
     return {"names": list(tensors), "compile_time_s": compile_time, "run_times_s": times, "peak_memory_bytes": peak}
@@ -119,7 +130,8 @@ def time_runs(req) -> Dict[str, Any]:
     ctx = _inductor_config(k["options"]) if k["options"] is not None else contextlib.nullcontext()
     try:
         with ctx:
-            times = _timed_calls(k["compiled"], k["inputs"], k["device"], k["train"], max(0, int(req.get("iterations", 1))))
+            times = _timed_calls(k["compiled"], k["inputs"], k["device"], k["train"], max(0, int(req.get("iterations", 1))),
+                                 k["tangents"], k["fresh_grads"])
     finally:
         _KEPT.clear()  # what it holds (the compiled graph's parameters, on a GPU too) goes now
     return {"run_times_s": times}

@@ -8,7 +8,7 @@ categories, tables and records. One module per concern:
 
   categories   a kernel's category from its generated code
   provenance   the graph nodes each kernel computes (forward and backward)
-  timing       timed iterations, peak memory, the step
+  timing       timed iterations, peak memory (the step: runs.iteration)
   kineto       the profiler's events as rows: device time, owners, phases
   trace        the merged chrome trace
   compile      torch.compile as verify runs the backend, with profiling settings

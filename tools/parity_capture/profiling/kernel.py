@@ -11,7 +11,7 @@ import torch
 
 from .categories import _GRAPH_PREFIX, code_phase, generated_kernels
 from .provenance import Provenance
-from .timing import _step
+from ..runs import iteration
 from .compile import _compile
 
 
@@ -155,7 +155,7 @@ def bench_kernel(req, gm, inputs, train, tangents, sync, step, kernels, provenan
         torch._dynamo.reset()
         options = dict(req.get("options", {}), **req["kernel_options"])
         compiled, config = _compile(gm, req["backend"], options, profiling=True)
-        step2 = _step(compiled, inputs, train, tangents)
+        step2 = iteration(compiled, inputs, train, tangents)
         again = Provenance()
         with config(), again.collecting():
             _, codes = run_and_get_code(step2)

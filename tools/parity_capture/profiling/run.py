@@ -10,7 +10,7 @@ import torch
 
 from .categories import _GRAPH_PREFIX, generated_kernels, is_matmul_conv
 from .provenance import Provenance
-from .timing import _peak_memory, _stats, _step, _sync, _timed
+from .timing import _peak_memory, _stats, _sync, _timed
 from .kineto import _profile, classify, profile_rows
 from .trace import merge_traces
 from .compile import _compile
@@ -23,7 +23,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
 
     import importlib
 
-    from ..runs import device_inputs, load_graph
+    from ..runs import device_inputs, iteration, load_graph
     for m in req.get("imports", []):
         importlib.import_module(m)
     device = req.get("device", "cpu")
@@ -42,7 +42,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     tmp_dir = req.get("scratch") or os.path.dirname(os.path.abspath(req.get("trace") or "."))
 
     # Eager: the captured ATen graph run op by op, its checkpoint calls as the program ran them.
-    eager = _step(checkpointed.as_eager_calls(gm), inputs, train, tangents)
+    eager = iteration(checkpointed.as_eager_calls(gm), inputs, train, tangents)
     _timed(eager, sync, warmup)
     result["eager"] = _stats(_timed(eager, sync, iters))
     result["eager"]["peak_mem_bytes"] = _peak_memory(eager, device, sync)
@@ -58,7 +58,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     torch._dynamo.reset()
     provenance = Provenance()
     compiled, config = _compile(gm, backend, options, profiling=True)
-    step = _step(compiled, inputs, train, tangents)
+    step = iteration(compiled, inputs, train, tangents)
     with config(), provenance.collecting():
         t0 = time.perf_counter()
         if backend == "inductor":

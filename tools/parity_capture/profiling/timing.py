@@ -1,5 +1,5 @@
-"""Timing and memory of one step: warm iterations, peak memory as the dynamo runner reads it,
-the step itself (forward, and in train mode its backward)."""
+"""Timing and memory of one step (runs.iteration: forward, and in train mode its backward): warm
+iterations, peak memory as the dynamo runner reads it."""
 from __future__ import annotations
 
 import statistics
@@ -44,29 +44,6 @@ def _peak_memory(step: Callable[[], Any], device: str, sync: Callable[[], None])
         live += nbytes
         peak = max(peak, live)
     return int(peak)
-
-
-
-def _step(fn, inputs, train: bool, tangents=()):
-    """One iteration: the forward, and in train mode its backward: of the gradients the program
-    fed to the outputs (a dump of a real training step, `tangents`), else of the loss."""
-    if not train:
-        def step():
-            with torch.no_grad():
-                return fn(*inputs)
-        return step
-
-    def step():
-        out = fn(*inputs)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        pairs = [(o, t) for o, t in zip(outs, tangents) if t is not None and o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [t for _, t in pairs])
-        else:
-            loss = outs[0]
-            (loss if loss.numel() == 1 else loss.sum()).backward()
-        return out
-    return step
 
 
 
