@@ -197,15 +197,20 @@ std::string Sentence(const std::string& output, const NoiseBudget& budget, const
   const bool rmse = check.by == "rmse";
   std::string s = (output.empty() ? "" : output + ": ") + (check.nonfinite > 0 ? "NaN/Inf where eager is finite (or the reverse)"
                                                         : BudgetsText(check.budgets) + " from fp64");
-  s += " (" + std::string(rmse ? "RMSE " : "largest error ") + Num3(rmse ? check.rmse : check.max_abs) + " against a budget of " +
-       Num3(rmse ? budget.rmse : budget.max_abs) + " = " + Factor() + " x the largest of " +
-       std::to_string(budget.samples.size()) + " eager runs' errors, set by " + set_by + "; eager's own RMSE is " +
-       Num3(budget.rmse > 0 ? check.eager_rmse / budget.rmse : 0.0) + " budgets)";
+  // A NaN or an infinity is beyond any budget: the errors' size (over the finite elements, 0 when
+  // every element went non-finite) would only mislead.
+  if (check.nonfinite > 0)
+    s += " in " + std::to_string(check.nonfinite) + " of " + std::to_string(check.numel) + " elements";
+  else
+    s += " (" + std::string(rmse ? "RMSE " : "largest error ") + Num3(rmse ? check.rmse : check.max_abs) + " against a budget of " +
+         Num3(rmse ? budget.rmse : budget.max_abs) + " = " + Factor() + " x the largest of " +
+         std::to_string(budget.samples.size()) + " eager runs' errors, set by " + set_by + "; eager's own RMSE is " +
+         Num3(budget.rmse > 0 ? check.eager_rmse / budget.rmse : 0.0) + " budgets)";
   if (!check.within) {
-    s += "; " + std::to_string(check.exceeding) + " of " + std::to_string(check.numel) + " elements exceed it";
+    if (check.nonfinite == 0) s += "; " + std::to_string(check.exceeding) + " of " + std::to_string(check.numel) + " elements exceed it";
     if (!check.worst_index.empty())
-      s += ", the worst at " + IndexText(check.worst_index) + ": " + Value(check.worst) + " where fp64 has " + Value(check.worst_fp64) +
-           " and eager " + Value(check.worst_eager);
+      s += std::string(check.nonfinite > 0 ? ", one at " : ", the worst at ") + IndexText(check.worst_index) + ": " + Value(check.worst) +
+           " where fp64 has " + Value(check.worst_fp64) + " and eager " + Value(check.worst_eager);
   }
   return s;
 }
