@@ -1,6 +1,7 @@
 """A repro dir's graph as the worker's backend runs and the profiling child take it: the module
-(parameters as nn.Parameters where a train run differentiates them), its inputs on a device, and
-results written back as safetensors for parity's C++ side to read."""
+(parameters as nn.Parameters where a train run differentiates them), its inputs on a device, one
+iteration of it as both time one, and results written back as safetensors for parity's C++ side
+to read."""
 from __future__ import annotations
 
 import os
