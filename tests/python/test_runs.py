@@ -1,4 +1,5 @@
-"""load_graph (tools/parity_capture/runs.py): a worker request's one graph, read alone."""
+"""tools/parity_capture/runs.py: a worker request's one graph, read alone (load_graph); one timed
+iteration (iteration), alone and as a Python backend's timed train runs take it."""
 import json
 import os
 import shutil
