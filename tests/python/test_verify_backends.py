@@ -4,7 +4,7 @@ lists as available on a suite model and a captured dir. (Split from test_verify.
 neither file's ctest entry holds most of the suite's longest tests.)"""
 import os
 
-from conftest import run_parity, verify_cached as verify
+from conftest import run_parity, verify, verify_cached
 
 
 def test_eval_and_train_with_eager_and_inductor_one_slot_or_two(parity_bin, cache_dir, tmp_path):
@@ -18,7 +18,7 @@ def test_eval_and_train_with_eager_and_inductor_one_slot_or_two(parity_bin, cach
     args = ["--model", "mlp", "--test", "eval", "--test", "train", "--backend", "eager", "--backend", "inductor"]
     codes = {}
     for jobs in (1, 2):
-        r, lines = verify(parity_bin, cache_dir, tmp_path / f"j{jobs}", *args, "-j", str(jobs))
+        r, lines = verify_cached(parity_bin, cache_dir, tmp_path / f"j{jobs}", *args, "-j", str(jobs))
         assert r.returncode == 0, r.stdout + r.stderr
         codes[jobs] = {(x["model"]["model_name"], x["experiment"]["backend"], x["experiment"]["test"]): x["verification_code"]
                        for x in lines}
@@ -58,8 +58,19 @@ def test_every_available_backend_verifies_a_suite_model_and_a_captured_dir(parit
     args = [os.path.join(test_data, "models", "mlp"), "--model", "mlp", "--backend-option", "aot_inductor.precompile_headers=False"]
     for b in available:
         args += ["--backend", b]
-    r, lines = verify(parity_bin, cache_dir, tmp_path, *args)
+    r, lines = verify_cached(parity_bin, cache_dir, tmp_path, *args)
     assert r.returncode == 0, r.stdout + r.stderr
     got = {(x["experiment"]["backend"], x["model"]["suite_name"]): x["verification_code"] for x in lines}
     assert len(got) == 2 * len(available), got
     assert set(got.values()) == {"PASS"}, got
+
+
+def test_a_wait_for_a_starting_worker_is_worker_start_where_the_backend_runs_here(parity_bin, tmp_path, test_data):
+    """aot_eager's eval runs in the experiment's process and asks the worker for AOTAutograd's
+    graph: with a fresh private worker (seconds to start, against the mlp reference's
+    milliseconds) the record's wait for it is worker_start, not compile (it was all compile)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PARITY_WORKER_POOL", "PARITY_KEEP_WORKERS")}
+    r, lines = verify(parity_bin, tmp_path, os.path.join(test_data, "models", "mlp"), "--backend", "aot_eager", env=env)
+    assert r.returncode == 0 and len(lines) == 1, r.stdout + r.stderr
+    split = lines[0]["metrics"]["phase_seconds"]
+    assert split.get("worker_start", 0) > split.get("compile", 0), split
