@@ -172,16 +172,13 @@ class BackendBeside {
 };
 
 // The backend's runs of one graph at its shapes where it runs here, the compile and first run
-// accounted apart from the timed runs. A backend that asks the worker (its table row's
-// needs_worker: aot_eager, aot_inductor, ...) connects first: a wait for a worker still starting
-// is the worker's start, not the backend's compile, as for a backend run beside (BackendBeside).
+// accounted apart from the timed runs. A backend that asks the worker first thing (aot_eager,
+// aot_inductor compiling its package, ...) and finds this process not yet connected waited for
+// it to start until it connected: that is the worker's start, not the compile, as for a backend
+// run beside (BackendBeside). One that asks nothing (a cached package) waited for nothing.
 Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, const std::vector<ExperimentContext>& contexts) {
   f.clock.Enter("backend_runs", "backend");
-  std::vector<std::pair<Clock::time_point, std::string>> milestones;
-  if (auto info = FindBackend(f.spec.backend); info.ok() && info->needs_worker) {
-    (void)runtime::ConnectWorker();  // a failure is the backend's own first request's too: it says it
-    milestones.emplace_back(Clock::now(), "worker_start");
-  }
+  const bool connected = runtime::WorkerConnected();
   Expected<std::vector<BackendRun>> runs = std::vector<BackendRun>{};
   if (contexts.size() == 1) {
     auto run = backend.Run(contexts[0]);
@@ -194,6 +191,8 @@ Expected<std::vector<BackendRun>> RunBackendHere(Flow& f, Backend& backend, cons
   if (runs.ok())
     for (const auto& run : *runs)
       for (double t : run.run_times_s) timed += t;
+  std::vector<std::pair<Clock::time_point, std::string>> milestones;
+  if (auto at = runtime::WorkerConnectedAt(); !connected && runtime::WorkerConnected() && at) milestones.emplace_back(*at, "worker_start");
   milestones.emplace_back(Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timed)), "compile");
   f.clock.SplitWait(milestones);
   return runs;

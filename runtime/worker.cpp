@@ -8,6 +8,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -379,6 +380,10 @@ WorkerProcess* OwnWorker() {
 // The refusal this thread is under (WorkerRefusal), if any.
 thread_local WorkerRefusal* refusal = nullptr;
 
+// WorkerConnectedAt's moment, as steady_clock ticks (0: never connected); atomic, for it is read
+// from the thread that waits on one talking to the worker.
+std::atomic<int64_t> connected_at{0};
+
 Expected<WorkerClient*> ProcessWorker() {
   if (refusal) return refusal->Refuse();
   std::optional<WorkerClient>& client = ProcessClient();
@@ -397,6 +402,7 @@ Expected<WorkerClient*> ProcessWorker() {
   auto c = WorkerClient::Connect(path);
   if (!c.ok()) return c.error();
   client.emplace(std::move(*c));
+  connected_at = std::chrono::steady_clock::now().time_since_epoch().count();
   return &*client;
 }
 }  // namespace
@@ -437,5 +443,11 @@ Error WorkerRefusal::Refuse() {
 }
 
 bool WorkerConnected() { return ProcessClient().has_value(); }
+
+std::optional<std::chrono::steady_clock::time_point> WorkerConnectedAt() {
+  const int64_t ticks = connected_at.load();
+  if (ticks == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(ticks));
+}
 
 }  // namespace parity::runtime

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -160,6 +161,9 @@ class WorkerRefusal {
 // Whether this process holds a connection to its worker (it asked it something since it last
 // released it): asking it more then waits for no worker to start.
 bool WorkerConnected();
+// When this process last connected to its worker: the end of its wait for one still starting
+// (what a caller that saw no connection before a request charges to the worker's start).
+std::optional<std::chrono::steady_clock::time_point> WorkerConnectedAt();
 
 // `wanted`, or a short path in the temp dir unique to this process and `wanted` when it does not
 // fit a Unix socket address (108 bytes).
