@@ -5,7 +5,7 @@ to read."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -32,6 +32,12 @@ def device_inputs(g, device: str, train: bool) -> List[torch.Tensor]:
         xs.append(t)
     return xs
 
+
+
+def device_tangents(g, device: str, train: bool) -> List[Optional[torch.Tensor]]:
+    """The gradients g's program fed to its outputs (None where it fed none), on `device`; none in
+    eval: what iteration() differentiates in train mode."""
+    return [None if t is None else t.to(device) for t in g.tangents()] if train else []
 
 
 def write_tensors(path: str, tensors: Dict[str, torch.Tensor]) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
 from ..contract import SEED, SGD_LR, inductor_settings, train_results
-from ..runs import device_inputs, iteration, load_graph, write_tensors
+from ..runs import device_inputs, device_tangents, iteration, load_graph, write_tensors
 from ..standalone import Handoff, backend_compile, default_dtype, in_run_dtype, parse_option, static_tracing
 
 
@@ -53,7 +53,7 @@ def run(req) -> Dict[str, Any]:
     if req.get("keep"):  # its timed runs come later, in their own request (time_runs)
         inputs = device_inputs(g, device, train)
         _KEPT.update(compiled=compiled, options=options if inductor else None, inputs=inputs, device=device, train=train,
-                     tangents=_tangents(g, device, train), fresh_grads=[*gm.parameters(), *inputs])
+                     tangents=device_tangents(g, device, train), fresh_grads=[*gm.parameters(), *inputs])
     with ctx:
         for v in req.get("variants", []):
             vreq = {**req, **v}
@@ -74,11 +74,6 @@ _KEPT: Dict[str, Any] = {}
 
 def _sync(device: str):
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-
-
-def _tangents(g, device: str, train: bool) -> List[Optional[torch.Tensor]]:
-    """The gradients g's program fed to its outputs (None where none), on `device`; none in eval."""
-    return [None if t is None else t.to(device) for t in g.tangents()] if train else []
 
 
 def _timed_calls(compiled, inputs, device: str, train: bool, n: int, tangents=(), fresh_grads=()):
@@ -114,7 +109,7 @@ def _run_compiled(compiled, gm, g, device: str, train: bool, iters: int, req) ->
         tensors = _results(gm, g, out, inputs, train, req)
         sync()
         compile_time = time.perf_counter() - t0
-    times = _timed_calls(compiled, inputs, device, train, iters - 1 if iters > 1 else 0, _tangents(g, device, train),
+    times = _timed_calls(compiled, inputs, device, train, iters - 1 if iters > 1 else 0, device_tangents(g, device, train),
                          [*gm.parameters(), *inputs])
     write_tensors(req["out"], tensors)
     peak = torch.cuda.max_memory_allocated() if device.startswith("cuda") else 0

@@ -23,7 +23,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
 
     import importlib
 
-    from ..runs import device_inputs, iteration, load_graph
+    from ..runs import device_inputs, device_tangents, iteration, load_graph
     for m in req.get("imports", []):
         importlib.import_module(m)
     device = req.get("device", "cpu")
@@ -34,7 +34,7 @@ def run_profile(req: Dict[str, Any]) -> Dict[str, Any]:
     _, g = load_graph(req)
     gm = g.module_on(device)
     inputs = device_inputs(g, device, train)
-    tangents = [None if t is None else t.to(device) for t in g.tangents()] if train else []
+    tangents = device_tangents(g, device, train)
     sync = _sync(device)
     result: Dict[str, Any] = {"device": device, "backend": backend, "graph": g.name, "torch_version": torch.__version__,
                               "device_name": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"}
