@@ -88,16 +88,8 @@ int RunLogged(const fs::path& dir, const std::vector<fs::path>& next, const JobF
 }  // namespace
 
 int JobServerMain(const std::string& socket, const JobFn& run) {
-  // Bound under another name, renamed when listening: the driver connects only then.
-  const std::string tmp = socket + ".tmp";
-  sockaddr_un addr;
-  if (!UnixAddress(tmp, addr)) return 3;
-  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int listener = ListenUnix(socket, SOCK_STREAM, 1);  // the driver connects once it listens
   if (listener < 0) return 3;
-  ::unlink(tmp.c_str());
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
-      ::rename(tmp.c_str(), socket.c_str()) != 0)
-    return 3;
   const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
   ::close(listener);
   ::unlink(socket.c_str());

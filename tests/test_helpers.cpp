@@ -33,16 +33,7 @@ fs::path TestData() {
   return v ? fs::path(v) : fs::path();
 }
 
-int ListenUnix(const std::string& path, int backlog) {
-  sockaddr_un addr;
-  if (!UnixAddress(path, addr)) return -1;
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, backlog) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int ListenUnix(const std::string& path, int backlog) { return parity::ListenUnix(path, SOCK_STREAM, backlog); }
 
 std::thread FakeWorkerSocket(const std::string& path, std::vector<std::string> answers, std::vector<std::string>* seen) {
   const int srv = ListenUnix(path);

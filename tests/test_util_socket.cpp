@@ -1,5 +1,5 @@
-// UnixAddress: a socket path whole or refused. ConnectUnix: a connected, close-on-exec stream
-// socket, or -1 with errno saying why.
+// UnixAddress: a socket path whole or refused. ListenUnix: listening before its path appears.
+// ConnectUnix: a connected, close-on-exec stream socket, or -1 with errno saying why.
 #include "util/socket.h"
 
 #include <fcntl.h>
@@ -10,12 +10,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "test_helpers.h"
 
 namespace parity {
 namespace {
+namespace fs = std::filesystem;
 
 TEST(Socket, ConnectUnixConnectsCloseOnExecAndTheBytesArrive) {
   testing::TempDir dir;
@@ -43,6 +46,27 @@ TEST(Socket, UnixAddressTakesAPathThatFitsWholeAndRefusesOneThatDoesNot) {
   errno = 0;
   EXPECT_FALSE(UnixAddress(fits + "f", addr));
   EXPECT_EQ(errno, ENAMETOOLONG);
+}
+
+TEST(Socket, ListenUnixListensBeforeItsPathAppears) {
+  testing::TempDir dir;
+  const std::string path = (dir / "l.sock").string();
+  std::ofstream(path) << "a server's that is gone";  // replaced
+  const int listener = ListenUnix(path, SOCK_SEQPACKET, 4);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
+  EXPECT_TRUE(::fcntl(listener, F_GETFD) & FD_CLOEXEC);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);  // connects: listening, not only bound
+  sockaddr_un addr;
+  ASSERT_TRUE(UnixAddress(path, addr));
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  for (int d : {fd, listener}) ::close(d);
+  // Its bound name is path + ".tmp": a path with no room for that is refused, nothing left.
+  const std::string longest = (dir / std::string(sizeof(addr.sun_path) - dir.path().string().size() - 5, 'x')).string();
+  errno = 0;
+  EXPECT_EQ(ListenUnix(longest, SOCK_STREAM, 1), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  EXPECT_FALSE(fs::exists(longest));
 }
 
 TEST(Socket, ConnectUnixSaysWhyItCannot) {

@@ -26,6 +26,28 @@ inline bool UnixAddress(const std::string& path, sockaddr_un& addr) {
   return true;
 }
 
+// A Unix socket of `type` (SOCK_STREAM, SOCK_SEQPACKET; close-on-exec) listening at `path`, bound
+// under path + ".tmp" and renamed into place once it listens (replacing what was there): a client
+// that sees `path` exist never finds it bound and not yet listening (ECONNREFUSED). -1 with errno
+// saying why, nothing left at either name.
+inline int ListenUnix(const std::string& path, int type, int backlog) {
+  const std::string tmp = path + ".tmp";
+  sockaddr_un addr;
+  if (!UnixAddress(tmp, addr)) return -1;
+  const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  ::unlink(tmp.c_str());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, backlog) != 0 ||
+      ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
 // A stream socket connected to the Unix socket at `path` (close-on-exec), or -1 with errno saying
 // why (ENAMETOOLONG: `path` does not fit sockaddr_un).
 inline int ConnectUnix(const std::string& path) {

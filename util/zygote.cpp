@@ -447,12 +447,12 @@ void ServeZygote(const std::string& socket_path, int argc, char** argv, ZygoteEn
     ::close(probe);
     if (live) ::_exit(0);  // one serves there already
   }
-  ::unlink(socket_path.c_str());  // a server's that is gone
-  const int listener = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // Listening before its path appears (a server's that is gone replaced): a client that saw the
+  // path and connected at once was refused while the server was bound and not yet listening.
   const mode_t mask = ::umask(077);  // the socket this user's only
-  const bool bound = listener >= 0 && ::bind(listener, a, sizeof addr) == 0;
+  const int listener = ListenUnix(socket_path, SOCK_SEQPACKET, 64);
   ::umask(mask);
-  if (!bound || ::listen(listener, 64) != 0) fail(std::string("cannot listen: ") + std::strerror(errno));
+  if (listener < 0) fail(std::string("cannot listen: ") + std::strerror(errno));
   static Zygote z;
   z.listener = listener;
   z.server_path = socket_path;
